@@ -52,7 +52,7 @@ class Decoder:
         if self.in_stream and cls.STREAMABLE:
             if len(payload) < 5:
                 raise DecodeError(
-                    f"pgoutput {cls.__name__} ({cls.TAG.decode()!r})",
+                    cls.NAME,
                     1,
                     f"expected a 4-byte xid inside a stream, found {len(payload) - 1} bytes",
                 )

@@ -81,6 +81,8 @@ class PgOutputMessage:
 
     __slots__ = ()
     TAG: ClassVar[bytes]
+    #: How errors name the message, e.g. ``pgoutput Insert ('I')``.
+    NAME: ClassVar[str]
     #: Builds an instance from all fields, positionally, without the frozen ``__init__``.
     _make: ClassVar[Callable[..., PgOutputMessage]]
     #: Whether protocol 2+ prefixes the message with an xid inside a streamed transaction.
@@ -186,8 +188,8 @@ class Origin(PgOutputMessage):
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
         _need(buf, pos, 8, cls, "the origin's commit LSN")
         (lsn,) = _LSN.unpack_from(buf, pos)
-        name, pos = read_cstring(buf, pos + 8, _name(cls), "origin name")
-        trailing(buf, pos, _name(cls))
+        name, pos = read_cstring(buf, pos + 8, cls.NAME, "origin name")
+        trailing(buf, pos, cls.NAME)
         return cls._make(lsn, name)
 
 
@@ -254,7 +256,7 @@ class Relation(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, 4, cls, "the relation OID")
         (oid,) = _OID.unpack_from(buf, pos)
         namespace, pos = read_cstring(buf, pos + 4, what, "namespace")
@@ -299,7 +301,7 @@ class Type(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, 4, cls, "the type OID")
         (oid,) = _OID.unpack_from(buf, pos)
         namespace, pos = read_cstring(buf, pos + 4, what, "namespace")
@@ -333,9 +335,9 @@ class Insert(PgOutputMessage):
         _need(buf, pos, 5, cls, "the relation OID and 'N'")
         relation_oid, action = _OID_ACTION.unpack_from(buf, pos)
         if action != _N:
-            raise DecodeError(_name(cls), pos + 4, f"expected 'N', found {bytes([action])!r}")
-        new_tuple, pos = read_tuple(buf, pos + 5, _name(cls))
-        trailing(buf, pos, _name(cls))
+            raise DecodeError(cls.NAME, pos + 4, f"expected 'N', found {bytes([action])!r}")
+        new_tuple, pos = read_tuple(buf, pos + 5, cls.NAME)
+        trailing(buf, pos, cls.NAME)
         return cls._make(relation_oid, new_tuple, xid)
 
 
@@ -374,7 +376,7 @@ class Update(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, 5, cls, "the relation OID and 'K', 'O' or 'N'")
         relation_oid, action = _OID_ACTION.unpack_from(buf, pos)
         pos += 5
@@ -425,7 +427,7 @@ class Delete(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, 5, cls, "the relation OID and 'K' or 'O'")
         relation_oid, action = _OID_ACTION.unpack_from(buf, pos)
         if action not in (_K, _O):
@@ -471,7 +473,7 @@ class Truncate(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, 5, cls, "the relation count and option bits")
         count, options = _TRUNCATE_HEAD.unpack_from(buf, pos)
         pos += 5
@@ -513,7 +515,7 @@ class Message(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, 9, cls, "the flags and LSN")
         flags, lsn = _MESSAGE_HEAD.unpack_from(buf, pos)
         prefix, pos = read_cstring(buf, pos + 9, what, "prefix")
@@ -547,7 +549,7 @@ class StreamStart(PgOutputMessage):
         _need_exact(buf, pos, _XID_FLAG.size, cls)
         stream_xid, first = _XID_FLAG.unpack_from(buf, pos)
         if first > 1:
-            raise DecodeError(_name(cls), pos + 4, f"expected first_segment 0 or 1, found {first}")
+            raise DecodeError(cls.NAME, pos + 4, f"expected first_segment 0 or 1, found {first}")
         return cls._make(stream_xid, first == 1)
 
 
@@ -562,7 +564,7 @@ class StreamStop(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        trailing(buf, pos, _name(cls))
+        trailing(buf, pos, cls.NAME)
         return cls._make()
 
 
@@ -620,7 +622,7 @@ class StreamAbort(PgOutputMessage):
         if left == _XID_SUBXID_LSN_TIME.size:
             return cls._make(*_XID_SUBXID_LSN_TIME.unpack_from(buf, pos))
         raise DecodeError(
-            _name(cls),
+            cls.NAME,
             pos,
             f"expected 8 bytes (xid, subxid) or 24 (with abort LSN and timestamp), found {left}",
         )
@@ -651,7 +653,7 @@ class BeginPrepare(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, _LSN_LSN_TIME_XID.size, cls, "the fixed fields")
         prepare_lsn, end_lsn, prepare_timestamp, prepare_xid = _LSN_LSN_TIME_XID.unpack_from(
             buf, pos
@@ -680,7 +682,7 @@ class _PrepareLike(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, _FLAGS_LSN_LSN_TIME_XID.size, cls, "the fixed fields")
         fixed = _FLAGS_LSN_LSN_TIME_XID.unpack_from(buf, pos)
         gid, pos = read_cstring(buf, pos + _FLAGS_LSN_LSN_TIME_XID.size, what, "gid")
@@ -765,7 +767,7 @@ class RollbackPrepared(PgOutputMessage):
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
-        what = _name(cls)
+        what = cls.NAME
         _need(buf, pos, _FLAGS_LSN_LSN_TIME_TIME_XID.size, cls, "the fixed fields")
         flags, prepare_end, rollback_end, prepared_at, rolled_back_at, rollback_xid = (
             _FLAGS_LSN_LSN_TIME_TIME_XID.unpack_from(buf, pos)
@@ -780,16 +782,16 @@ class RollbackPrepared(PgOutputMessage):
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _need(buf: bytes, pos: int, size: int, cls: type, what: str) -> None:
+def _need(buf: bytes, pos: int, size: int, cls: type[PgOutputMessage], what: str) -> None:
     left = len(buf) - pos
     if left < size:
-        raise DecodeError(_name(cls), pos, f"expected {size} bytes of {what}, found {left}")
+        raise DecodeError(cls.NAME, pos, f"expected {size} bytes of {what}, found {left}")
 
 
-def _need_exact(buf: bytes, pos: int, size: int, cls: type) -> None:
+def _need_exact(buf: bytes, pos: int, size: int, cls: type[PgOutputMessage]) -> None:
     left = len(buf) - pos
     if left != size:
-        raise DecodeError(_name(cls), pos, f"expected exactly {size} more bytes, found {left}")
+        raise DecodeError(cls.NAME, pos, f"expected exactly {size} more bytes, found {left}")
 
 
 @functools.lru_cache(maxsize=64)
@@ -841,4 +843,5 @@ MESSAGE_CLASSES: Final[tuple[type[PgOutputMessage], ...]] = (
 )
 
 for _cls in MESSAGE_CLASSES:
+    _cls.NAME = _name(_cls)
     _cls._make = _fast_constructor(_cls)
