@@ -1,0 +1,120 @@
+"""PostgreSQL values: LSNs, timestamps and the built-in types, in text and binary form.
+
+``decode_text`` / ``encode_text`` are PostgreSQL's typinput / typoutput, and
+``decode_binary`` / ``encode_binary`` its typreceive / typsend, for the built-in types
+in :data:`TYPES` and one- or multi-dimensional arrays of them. Output is byte for byte
+what a walsender session prints with its default settings: DateStyle ``ISO, MDY``,
+IntervalStyle ``postgres``, ``extra_float_digits = 1`` (shortest round-trip floats),
+``bytea_output = hex`` and TimeZone UTC. Any input either decodes or raises
+:class:`~codec.errors.DecodeError`; any bad Python value raises
+:class:`~codec.errors.EncodeError`.
+
+Python values, by type:
+
+======================  ===========================================================
+bool                    ``bool``
+int2, int4, int8, oid   ``int`` (``bool`` is refused: it is almost always a mistake)
+float4, float8          ``float`` (NaN and the infinities included; float4 values
+                        must be exactly representable in 32 bits)
+numeric                 ``decimal.Decimal``; the exponent carries the display scale,
+                        so ``Decimal("1.50")`` <-> ``1.50``; NaN and +-Infinity
+text, varchar, bpchar,  ``str`` (bpchar keeps its padding)
+name
+"char"                  ``str`` of length 1 (code point = the byte, 1-255) or ``""``
+                        for the zero byte
+bytea                   ``bytes``
+date                    ``datetime.date``
+time                    ``datetime.time`` (naive)
+timetz                  ``datetime.time`` with a fixed ``datetime.timezone``
+timestamp               naive ``datetime.datetime``
+timestamptz             aware ``datetime.datetime`` in UTC (any aware one encodes)
+interval                :class:`Interval` (``timedelta`` also encodes)
+uuid                    ``uuid.UUID``
+json, jsonb             ``str``: the JSON text, validated but not re-formatted, so
+                        a value round-trips exactly (``json.loads`` it yourself)
+inet                    ``ipaddress.IPv4Interface`` / ``IPv6Interface``
+cidr                    ``ipaddress.IPv4Network`` / ``IPv6Network``
+macaddr                 ``str`` in the canonical ``08:00:2b:01:02:03`` form
+arrays                  nested ``list`` (one level per dimension), ``None`` = NULL;
+                        the empty array is ``[]``
+======================  ===========================================================
+
+Deliberate representations, where Python has no type for a PostgreSQL value; each one
+round-trips exactly, none raises:
+
+* ``infinity`` / ``-infinity`` of date, timestamp, timestamptz and interval decode as the
+  sentinels :data:`INFINITY` / :data:`NEG_INFINITY` (members of the :class:`PgInfinity`
+  enum; test with ``is``). For interval they stand for PostgreSQL 17's
+  all-fields-at-their-limit encoding, which is what is sent and received.
+* Dates outside Python's years 1-9999 (BC dates, year 10000 up to 5874897) decode as
+  :class:`PgDate` (PostgreSQL's day number since 2000-01-01); timestamps outside them as
+  :class:`PgTimestamp` (microseconds since 2000-01-01). Both print as PostgreSQL does
+  (``0044-03-15 BC``). Only out-of-range values are decoded to these; in-range ones are
+  always ``date`` / ``datetime``.
+* ``24:00:00``, a valid time and timetz, decodes as :class:`EndOfDay` (with the timetz
+  offset, if any). Offsets with seconds (``+05:30:15``) are plain ``datetime.timezone``.
+* Arrays whose lower bounds are not all 1 (``[0:1]={a,b}``) decode as
+  :class:`BoundedArray`; arrays with all lower bounds 1 are always plain lists.
+* ``name`` longer than 63 bytes: the server truncates it on input, so ``decode_text``
+  truncates like ``namein`` and ``encode_*`` refuses it (it could not round-trip).
+
+Input accepted by ``decode_text``: everything PostgreSQL prints, and the common
+alternatives of each input function (any-case booleans and prefixes, 0x/0o/0b and
+``_`` in integers as in PostgreSQL 16, hex and escape bytea, braced or unhyphenated uuids,
+the macaddr spellings, numeric exponents, the verbose interval syntax with ``ago``,
+ISO dates and times with any numeric offset, ``BC``/``AD``, ``epoch``). Not accepted
+(raises DecodeError): the non-ISO DateStyles and month names, the clock-dependent words
+``now``/``today``/``tomorrow``, named time zones other than UTC/GMT/Z, the ISO 8601 and
+SQL-standard interval input forms, and abbreviated (classful) inet/cidr input such as
+``10/8``. A timestamptz or timetz without an offset is taken to be in UTC (the walsender's
+TimeZone). A time zone written on a ``timestamp`` is ignored, as PostgreSQL does.
+"""
+
+from codec.values._arrays import BoundedArray
+from codec.values._catalogue import (
+    TYPES,
+    TypeInfo,
+    decode_binary,
+    decode_text,
+    encode_binary,
+    encode_text,
+    type_by_name,
+)
+from codec.values._lsn import INVALID_LSN, LSN
+from codec.values._time import (
+    DT_NOBEGIN,
+    DT_NOEND,
+    INFINITY,
+    NEG_INFINITY,
+    EndOfDay,
+    Interval,
+    PgDate,
+    PgInfinity,
+    PgTimestamp,
+    datetime_to_pg_timestamp,
+    pg_timestamp_to_datetime,
+)
+
+__all__ = [
+    "DT_NOBEGIN",
+    "DT_NOEND",
+    "INFINITY",
+    "INVALID_LSN",
+    "LSN",
+    "NEG_INFINITY",
+    "TYPES",
+    "BoundedArray",
+    "EndOfDay",
+    "Interval",
+    "PgDate",
+    "PgInfinity",
+    "PgTimestamp",
+    "TypeInfo",
+    "datetime_to_pg_timestamp",
+    "decode_binary",
+    "decode_text",
+    "encode_binary",
+    "encode_text",
+    "pg_timestamp_to_datetime",
+    "type_by_name",
+]

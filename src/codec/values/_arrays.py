@@ -1,0 +1,421 @@
+"""Arrays of any catalogue type, text (array_in / array_out) and binary (array_recv /
+array_send), per src/backend/utils/adt/arrayfuncs.c."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from codec._buffer import INT32
+from codec.errors import EncodeError
+from codec.values._common import PG_SPACE, Converter, Invalid, type_error
+
+MAXDIM: Final = 6  # src/include/utils/array.h
+ARRAY_HEADER: Final = struct.Struct("!iiI")  # ndim, has-null flag, element OID
+DIMENSION: Final = struct.Struct("!ii")  # size, lower bound
+_NULL_LENGTH: Final = INT32.pack(-1)
+# array_out() quotes an element that is empty, spells NULL, or holds any of these.
+_NEEDS_QUOTES: Final = frozenset('{},"\\' + PG_SPACE)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedArray:
+    """An array whose lower bounds are not all 1 (``'[0:1]={a,b}'``).
+
+    ``elements`` is the nested list a plain array would be; ``lower_bounds`` has one
+    entry per dimension. Arrays whose lower bounds are all 1 decode as plain lists.
+    """
+
+    lower_bounds: tuple[int, ...]
+    elements: list[object]
+
+
+# --------------------------------------------------------------------------- shape
+
+
+def _shape(value: list[object], name: str) -> list[int]:
+    """Dimensions of a nested list, checking that it is rectangular."""
+    shape: list[int] = []
+    level: object = value
+    while isinstance(level, list):
+        if not level:
+            if shape:
+                raise EncodeError(f"{name}: a sub-array is empty; only the whole array can be")
+            return shape
+        shape.append(len(level))
+        level = level[0]
+    if len(shape) > MAXDIM:
+        raise EncodeError(f"{name}: {len(shape)} dimensions exceed the maximum of {MAXDIM}")
+    return shape
+
+
+def _flatten(value: list[object], shape: list[int], name: str) -> list[object]:
+    items: list[object] = []
+    last = len(shape) - 1
+
+    def walk(level: list[object], depth: int) -> None:
+        if len(level) != shape[depth]:
+            raise EncodeError(f"{name}: multidimensional arrays must be rectangular")
+        if depth == last:
+            for item in level:
+                if isinstance(item, list):
+                    raise EncodeError(f"{name}: multidimensional arrays must be rectangular")
+            items.extend(level)
+        else:
+            for sub in level:
+                if not isinstance(sub, list):
+                    raise EncodeError(f"{name}: multidimensional arrays must be rectangular")
+                walk(sub, depth + 1)
+
+    walk(value, 0)
+    return items
+
+
+def _unflatten(items: list[object], shape: list[int]) -> list[object]:
+    for size in reversed(shape[1:]):
+        items = [items[i : i + size] for i in range(0, len(items), size)]
+    return items
+
+
+def _array_parts(value: object, name: str) -> tuple[list[int], list[int], list[object]]:
+    """(shape, lower bounds, flat elements) of a list or BoundedArray."""
+    if isinstance(value, BoundedArray):
+        nested, bounds = value.elements, list(value.lower_bounds)
+        if not isinstance(nested, list):
+            raise type_error(name, nested, "a list in BoundedArray.elements")
+    elif isinstance(value, list):
+        nested, bounds = value, []
+    else:
+        raise type_error(name, value, "list or BoundedArray")
+    shape = _shape(nested, name)
+    if not bounds:
+        bounds = [1] * len(shape)
+    elif len(bounds) != len(shape):
+        raise EncodeError(f"{name}: {len(bounds)} lower bounds for {len(shape)} dimensions")
+    for size, low in zip(shape, bounds, strict=True):
+        if not low >= -(1 << 31) or low + size - 1 > (1 << 31) - 1:
+            raise EncodeError(f"{name}: lower bound {low} out of range")
+    return shape, bounds, _flatten(nested, shape, name) if shape else []
+
+
+def _result(items: list[object], shape: list[int], bounds: list[int]) -> object:
+    nested = _unflatten(items, shape) if shape else []
+    if any(low != 1 for low in bounds):
+        return BoundedArray(tuple(bounds), nested)
+    return nested
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _quote(text: str) -> str:
+    if text == "" or text.upper() == "NULL" or not _NEEDS_QUOTES.isdisjoint(text):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def make_text_encoder(element: Converter, name: str) -> object:
+    encode = element.encode_text
+
+    def encode_text(value: object) -> str:
+        shape, bounds, items = _array_parts(value, name)
+        if not shape:
+            return "{}"
+        texts = ["NULL" if item is None else _quote(encode(item)) for item in items]
+        for size in reversed(shape):
+            texts = ["{" + ",".join(texts[i : i + size]) + "}" for i in range(0, len(texts), size)]
+        body = texts[0]
+        if any(low != 1 for low in bounds):
+            dims = "".join(
+                f"[{low}:{low + size - 1}]" for size, low in zip(shape, bounds, strict=True)
+            )
+            return f"{dims}={body}"
+        return body
+
+    return encode_text
+
+
+def _parse_dims(text: str, pos: int) -> tuple[list[int], list[int], int]:
+    """``[lb:ub][lb:ub]...=`` -> (sizes, lower bounds, position after '=')."""
+    sizes: list[int] = []
+    bounds: list[int] = []
+    n = len(text)
+    while pos < n and text[pos] == "[":
+        close = text.find("]", pos)
+        if close < 0 or len(sizes) >= MAXDIM:
+            raise Invalid(pos, "malformed array dimensions: expected [lower:upper]")
+        spec = text[pos + 1 : close].strip(PG_SPACE)
+        low_text, colon, high_text = spec.partition(":")
+        if not colon:
+            low_text, high_text = "1", low_text
+        try:
+            low, high = int(low_text.strip(PG_SPACE)), int(high_text.strip(PG_SPACE))
+        except ValueError as err:
+            raise Invalid(pos, f"malformed array dimension {spec!r}") from err
+        if abs(low) > (1 << 31) or abs(high) > (1 << 31) or high < low - 1:
+            raise Invalid(pos, f"array dimension {spec!r} is out of range")
+        sizes.append(high - low + 1)
+        bounds.append(low)
+        pos = close + 1
+        while pos < n and text[pos] in PG_SPACE:
+            pos += 1
+    if pos >= n or text[pos] != "=":
+        raise Invalid(pos, "expected '=' after array dimensions")
+    return sizes, bounds, pos + 1
+
+
+def _parse_text(
+    text: str,
+) -> tuple[list[int], list[tuple[str | None, int]], list[int] | None, list[int] | None]:
+    """Tokenise array_in() syntax into (shape, [(element text or None, offset)], dims).
+
+    Iterative, and every loop advances, so no input can hang or recurse deeply.
+    """
+    n = len(text)
+    pos = 0
+    while pos < n and text[pos] in PG_SPACE:
+        pos += 1
+    given_sizes = given_bounds = None
+    if pos < n and text[pos] == "[":
+        given_sizes, given_bounds, pos = _parse_dims(text, pos)
+        while pos < n and text[pos] in PG_SPACE:
+            pos += 1
+    if pos >= n or text[pos] != "{":
+        raise Invalid(pos, "expected '{' to start an array")
+    items: list[tuple[str | None, int]] = []
+    shape: list[int] = []  # size per depth, fixed by the first completed sub-array
+    counts: list[int] = []  # items seen so far at each open depth
+    ndim: int | None = None  # depth at which elements live
+    depth = 0
+    expect_item = True  # right after '{' or ','
+    while True:
+        if pos >= n:
+            raise Invalid(pos, "unexpected end of array")
+        ch = text[pos]
+        if ch in PG_SPACE:
+            pos += 1
+            continue
+        if ch == "{":
+            if not expect_item or (ndim is not None and depth >= ndim):
+                raise Invalid(pos, "unexpected '{'")
+            if depth >= MAXDIM:
+                raise Invalid(pos, f"number of array dimensions exceeds the maximum ({MAXDIM})")
+            if counts:
+                counts[-1] += 1
+            depth += 1
+            counts.append(0)
+            pos += 1
+            expect_item = True
+            continue
+        if ch == "}":
+            count = counts.pop()
+            if expect_item and count:  # "{1,}"
+                raise Invalid(pos, "expected an element before '}'")
+            if count == 0:
+                if depth != 1 or counts or items:
+                    raise Invalid(
+                        pos, "empty sub-array: multidimensional arrays need matching sub-arrays"
+                    )
+                ndim = 0
+            elif ndim is None:
+                ndim = depth
+            if ndim and depth > len(shape):
+                shape.extend([0] * (depth - len(shape)))
+            if ndim:
+                if shape[depth - 1] == 0:
+                    shape[depth - 1] = count
+                elif shape[depth - 1] != count:
+                    raise Invalid(
+                        pos, "multidimensional arrays must have sub-arrays of matching sizes"
+                    )
+            depth -= 1
+            pos += 1
+            expect_item = False
+            if depth == 0:
+                break
+            continue
+        if ch == ",":
+            if expect_item:
+                raise Invalid(pos, "expected an element before ','")
+            expect_item = True
+            pos += 1
+            continue
+        # An element, quoted or not.
+        if not expect_item or depth == 0 or (ndim is not None and depth != ndim):
+            raise Invalid(pos, f"unexpected character {ch!r}")
+        if ndim is None:
+            ndim = depth
+        start = pos
+        chars: list[str] = []
+        if ch == '"':
+            pos += 1
+            while True:
+                if pos >= n:
+                    raise Invalid(start, "unterminated quoted array element")
+                c = text[pos]
+                if c == '"':
+                    pos += 1
+                    break
+                if c == "\\":
+                    pos += 1
+                    if pos >= n:
+                        raise Invalid(start, "unterminated quoted array element")
+                    c = text[pos]
+                chars.append(c)
+                pos += 1
+            items.append(("".join(chars), start))
+        else:
+            escaped = False
+            kept = 0  # length of chars up to the last escaped or non-space char
+            while pos < n:
+                c = text[pos]
+                if c in '{},"':
+                    break
+                if c == "\\":
+                    pos += 1
+                    if pos >= n:
+                        raise Invalid(start, "unterminated backslash escape")
+                    chars.append(text[pos])
+                    escaped = True
+                    kept = len(chars)
+                else:
+                    chars.append(c)
+                    if c not in PG_SPACE:
+                        kept = len(chars)
+                pos += 1
+            if pos < n and text[pos] == '"':
+                raise Invalid(pos, "unexpected '\"' inside an unquoted array element")
+            element = "".join(chars[:kept])
+            if not escaped and element.upper() == "NULL":
+                items.append((None, start))
+            else:
+                items.append((element, start))
+        counts[-1] += 1
+        expect_item = False
+    while pos < n and text[pos] in PG_SPACE:
+        pos += 1
+    if pos != n:
+        raise Invalid(pos, "junk after closing right brace")
+    return shape if ndim else [], items, given_sizes, given_bounds
+
+
+def make_text_decoder(element: Converter) -> object:
+    decode = element.decode_text
+
+    def decode_text(text: str) -> object:
+        shape, tokens, sizes, bounds = _parse_text(text)
+        if sizes is not None and bounds is not None:
+            if shape and sizes != shape:
+                raise Invalid(0, "array dimensions do not match the array contents")
+            if not shape:
+                bounds = []
+        else:
+            bounds = [1] * len(shape)
+        items: list[object] = []
+        append = items.append
+        for token, offset in tokens:
+            if token is None:
+                append(None)
+                continue
+            try:
+                append(decode(token))
+            except Invalid as err:
+                raise Invalid(offset + err.offset, f"element {len(items)}: {err.reason}") from None
+        return _result(items, shape, bounds)
+
+    return decode_text
+
+
+# --------------------------------------------------------------------------- binary
+
+
+def make_binary_decoder(element: Converter) -> object:
+    decode = element.decode_binary
+    element_oid = element.oid
+    unpack_header, unpack_dim, unpack_int = (
+        ARRAY_HEADER.unpack_from,
+        DIMENSION.unpack_from,
+        INT32.unpack_from,
+    )
+
+    def decode_binary(data: bytes) -> object:
+        n = len(data)
+        if n < 12:
+            raise Invalid(n, f"expected a 12-byte array header, found {n} bytes")
+        ndim, flags, oid = unpack_header(data)
+        if not 0 <= ndim <= MAXDIM:
+            raise Invalid(0, f"invalid number of dimensions {ndim} (maximum {MAXDIM})")
+        if flags not in (0, 1):
+            raise Invalid(4, f"invalid array flags {flags}")
+        if oid != element_oid:
+            raise Invalid(8, f"wrong element type: expected OID {element_oid}, found {oid}")
+        pos = 12
+        if n < pos + 8 * ndim:
+            raise Invalid(n, f"expected {ndim} dimensions of 8 bytes, found {n - pos} bytes")
+        shape: list[int] = []
+        bounds: list[int] = []
+        total = 1 if ndim else 0
+        for _ in range(ndim):
+            size, low = unpack_dim(data, pos)
+            if size < 0:
+                raise Invalid(pos, f"invalid array dimension size {size}")
+            if low + size - 1 > (1 << 31) - 1:
+                raise Invalid(pos + 4, "array lower bound plus size overflows int32")
+            shape.append(size)
+            bounds.append(low)
+            total *= size
+            pos += 8
+            # Every element takes at least its 4-byte length: a lying dimension
+            # fails here, before anything is allocated.
+            if total * 4 > n - pos:
+                raise Invalid(pos, f"array claims {total} elements, only {n - pos} bytes left")
+        if total == 0:
+            # array_recv() turns any zero-sized dimension into the empty array.
+            if pos != n:
+                raise Invalid(pos, f"expected end of empty array, found {n - pos} more bytes")
+            return []
+        items: list[object] = []
+        append = items.append
+        for index in range(total):
+            if n - pos < 4:
+                raise Invalid(pos, f"expected the length of element {index}, found end of data")
+            (length,) = unpack_int(data, pos)
+            pos += 4
+            if length == -1:
+                append(None)
+                continue
+            if length < 0 or length > n - pos:
+                raise Invalid(pos - 4, f"element {index}: invalid length {length}")
+            try:
+                append(decode(data[pos : pos + length]))
+            except Invalid as err:
+                raise Invalid(pos + err.offset, f"element {index}: {err.reason}") from None
+            pos += length
+        if pos != n:
+            raise Invalid(pos, f"expected end of array, found {n - pos} more bytes")
+        return _result(items, shape, bounds)
+
+    return decode_binary
+
+
+def make_binary_encoder(element: Converter, name: str) -> object:
+    encode = element.encode_binary
+    element_oid = element.oid
+    pack_int = INT32.pack
+
+    def encode_binary(value: object) -> bytes:
+        shape, bounds, items = _array_parts(value, name)
+        has_null = any(item is None for item in items)
+        parts = [ARRAY_HEADER.pack(len(shape), 1 if has_null else 0, element_oid)]
+        parts.extend(DIMENSION.pack(size, low) for size, low in zip(shape, bounds, strict=True))
+        for item in items:
+            if item is None:
+                parts.append(_NULL_LENGTH)
+            else:
+                data = encode(item)
+                parts.append(pack_int(len(data)))
+                parts.append(data)
+        return b"".join(parts)
+
+    return encode_binary

@@ -1,0 +1,521 @@
+"""String-like types: text, varchar, bpchar, name, "char", bytea, uuid, json(b), macaddr,
+inet and cidr."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import struct
+import uuid
+from typing import Final
+
+from codec.errors import EncodeError
+from codec.values._common import (
+    PG_SPACE,
+    BinaryEncoder,
+    Converter,
+    Invalid,
+    TextEncoder,
+    check_exact,
+    no_nul,
+    type_error,
+    utf8,
+)
+
+# --------------------------------------------------------------------------- text
+
+
+def _text_in(text: str) -> str:
+    if "\0" in text:
+        raise Invalid(text.index("\0"), "expected text, found a NUL character")
+    return text
+
+
+def _make_text_out(name: str) -> tuple[TextEncoder, BinaryEncoder]:
+    def encode_text(value: object) -> str:
+        if type(value) is not str:
+            raise type_error(name, value, "str")
+        return no_nul(value, name)
+
+    def encode_binary(value: object) -> bytes:
+        if type(value) is not str:
+            raise type_error(name, value, "str")
+        return no_nul(value, name).encode()
+
+    return encode_text, encode_binary
+
+
+def _text_conv(oid: int, name: str, array_oid: int) -> Converter:
+    out, send = _make_text_out(name)
+    return Converter(oid, name, array_oid, "str", _text_in, out, utf8, send)
+
+
+TEXT: Final = _text_conv(25, "text", 1009)
+VARCHAR: Final = _text_conv(1043, "varchar", 1015)
+# bpchar keeps its blank padding on output (bpcharout prints the stored value).
+BPCHAR: Final = _text_conv(1042, "bpchar", 1014)
+
+NAMEDATALEN: Final = 64
+
+
+def _name_in(text: str) -> str:
+    # namein() silently truncates to NAMEDATALEN - 1 bytes at a character boundary.
+    _text_in(text)
+    data = text.encode()
+    if len(data) < NAMEDATALEN:
+        return text
+    return data[: NAMEDATALEN - 1].decode(errors="ignore")
+
+
+def _name_out(value: object) -> str:
+    if type(value) is not str:
+        raise type_error("name", value, "str")
+    if len(value.encode()) >= NAMEDATALEN:
+        # Encoding it would let the server truncate it, so it could not round-trip.
+        raise EncodeError(f"name must be at most {NAMEDATALEN - 1} bytes, got {value!r}")
+    return no_nul(value, "name")
+
+
+def _name_recv(data: bytes) -> str:
+    if len(data) >= NAMEDATALEN:
+        # namerecv(): "identifier too long"
+        raise Invalid(0, f"expected at most {NAMEDATALEN - 1} bytes, found {len(data)}")
+    return utf8(data)
+
+
+NAME: Final = Converter(
+    19, "name", 1003, "str", _name_in, _name_out, _name_recv, lambda v: _name_out(v).encode()
+)
+
+# --------------------------------------------------------------------------- "char"
+
+_OCTAL: Final = frozenset("01234567")
+
+
+def _char_in(text: str) -> str:
+    # charin() (PostgreSQL 15+, src/backend/utils/adt/char.c): "\ooo" is one byte in
+    # octal; otherwise the first *byte* of the input, so "é" gives 0xC3.
+    if len(text) == 4 and text[0] == "\\" and all(c in _OCTAL for c in text[1:]):
+        byte = int(text[1:], 8)
+        if byte > 0xFF:
+            raise Invalid(1, f"expected an octal byte \\000-\\377, found {text!r}")
+    elif not text:
+        return ""
+    else:
+        byte = text.encode(errors="surrogatepass")[0]
+    return chr(byte) if byte else ""
+
+
+def _check_char(value: object) -> int:
+    if type(value) is not str or len(value) > 1 or (value and ord(value) > 0xFF):
+        raise type_error('"char"', value, "a str of length 0 or 1 with a code point below 256")
+    if value == "\0":
+        raise EncodeError('"char" spells the zero byte as "", not "\\0"')
+    return ord(value) if value else 0
+
+
+def _char_out(value: object) -> str:
+    byte = _check_char(value)
+    if byte >= 0x80:
+        # charout() prints high-bit bytes as \ooo since PostgreSQL 15 so that the output
+        # is valid in every server encoding.
+        return f"\\{byte:03o}"
+    return chr(byte) if byte else ""
+
+
+def _char_recv(data: bytes) -> str:
+    check_exact(data, 1)
+    return chr(data[0]) if data[0] else ""
+
+
+def _char_send(value: object) -> bytes:
+    return bytes((_check_char(value),))
+
+
+CHAR: Final = Converter(18, "char", 1002, "str", _char_in, _char_out, _char_recv, _char_send)
+
+# --------------------------------------------------------------------------- bytea
+
+_HEXDIGITS: Final = frozenset("0123456789abcdefABCDEF")
+
+
+def _bytea_in(text: str) -> bytes:
+    # byteain() in src/backend/utils/adt/varlena.c: "\x" then hex pairs (whitespace
+    # allowed between pairs), else the escape format where only "\\" and "\ooo" are
+    # escapes and every other character is its UTF-8 bytes.
+    if text.startswith("\\x"):
+        out = bytearray()
+        i, n = 2, len(text)
+        while i < n:
+            ch = text[i]
+            if ch in PG_SPACE:
+                i += 1
+                continue
+            if ch not in _HEXDIGITS:
+                raise Invalid(i, f"expected a hex digit, found {ch!r}")
+            if i + 1 >= n or text[i + 1] not in _HEXDIGITS:
+                raise Invalid(i + 1, "expected a second hex digit: odd number of digits")
+            out.append(int(text[i : i + 2], 16))
+            i += 2
+        return bytes(out)
+    if "\\" not in text:
+        return _text_in(text).encode()
+    out = bytearray()
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch != "\\":
+            j = text.find("\\", i)
+            j = n if j < 0 else j
+            out += _text_in(text[i:j]).encode()
+            i = j
+        elif text[i + 1 : i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        elif (
+            i + 3 < n and text[i + 1] in "0123" and text[i + 2] in _OCTAL and text[i + 3] in _OCTAL
+        ):
+            out.append(int(text[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise Invalid(i, "invalid escape: expected \\\\ or \\ooo (three octal digits)")
+    return bytes(out)
+
+
+def _bytea_out(value: object) -> str:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise type_error("bytea", value, "bytes")
+    return "\\x" + bytes(value).hex()
+
+
+def _bytea_send(value: object) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise type_error("bytea", value, "bytes")
+    return bytes(value)
+
+
+BYTEA: Final = Converter(17, "bytea", 1001, "bytes", _bytea_in, _bytea_out, bytes, _bytea_send)
+
+# --------------------------------------------------------------------------- uuid
+
+# string_to_uuid() in src/backend/utils/adt/uuid.c: optional matching braces, and an
+# optional hyphen after any group of four hex digits except the last.
+_UUID_RE: Final = re.compile(r"(\{?)([0-9a-fA-F]{4}(?:-?[0-9a-fA-F]{4}){7})(\}?)")
+
+
+def _uuid_in(text: str) -> uuid.UUID:
+    match = _UUID_RE.fullmatch(text)
+    if match is None or len(match.group(1)) != len(match.group(3)):
+        raise Invalid(0, f"expected a uuid, found {text[:50]!r}")
+    return uuid.UUID(match.group(2).replace("-", ""))
+
+
+def _uuid_out(value: object) -> str:
+    if not isinstance(value, uuid.UUID):
+        raise type_error("uuid", value, "uuid.UUID")
+    return str(value)
+
+
+def _uuid_recv(data: bytes) -> uuid.UUID:
+    check_exact(data, 16)
+    return uuid.UUID(bytes=data)
+
+
+def _uuid_send(value: object) -> bytes:
+    if not isinstance(value, uuid.UUID):
+        raise type_error("uuid", value, "uuid.UUID")
+    return value.bytes
+
+
+UUID: Final = Converter(
+    2950, "uuid", 2951, "uuid.UUID", _uuid_in, _uuid_out, _uuid_recv, _uuid_send
+)
+
+# --------------------------------------------------------------------------- json
+
+
+def _reject_constant(name: str) -> object:
+    # Python's json accepts NaN/Infinity/-Infinity; JSON and PostgreSQL do not.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _check_json(text: str) -> str:
+    try:
+        _JSON.decode(text)
+    except ValueError as err:
+        pos = getattr(err, "pos", 0)
+        raise Invalid(pos, f"expected JSON: {getattr(err, 'msg', err)}") from err
+    except RecursionError as err:
+        raise Invalid(0, "JSON nested too deeply") from err
+    return text
+
+
+def _json_in(text: str) -> str:
+    return _check_json(_text_in(text))
+
+
+def _json_out(value: object) -> str:
+    if type(value) is not str:
+        raise type_error("json", value, "str (JSON text)")
+    try:
+        return _check_json(no_nul(value, "json"))
+    except Invalid as err:
+        raise EncodeError(f"not valid JSON at {err.offset}: {err.reason}") from None
+
+
+def _json_recv(data: bytes) -> str:
+    return _check_json(utf8(data))
+
+
+JSON_CONV: Final = Converter(
+    114, "json", 199, "str", _json_in, _json_out, _json_recv, lambda v: _json_out(v).encode()
+)
+
+
+def _jsonb_recv(data: bytes) -> str:
+    # jsonb_recv(): a version byte (only 1 exists) then the text form.
+    if not data:
+        raise Invalid(0, "expected the jsonb version byte, found nothing")
+    if data[0] != 1:
+        raise Invalid(0, f"unsupported jsonb version number {data[0]}")
+    try:
+        return _check_json(utf8(data[1:]))
+    except Invalid as err:
+        raise Invalid(err.offset + 1, err.reason) from None
+
+
+JSONB: Final = Converter(
+    3802,
+    "jsonb",
+    3807,
+    "str",
+    _json_in,
+    _json_out,
+    _jsonb_recv,
+    lambda v: b"\x01" + _json_out(v).encode(),
+)
+
+# --------------------------------------------------------------------------- macaddr
+
+# The formats macaddr_in() tries with sscanf in src/backend/utils/adt/mac.c.
+_MAC_RES: Final = tuple(
+    re.compile(p)
+    for p in (
+        r"([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2}):"
+        r"([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})",
+        r"([0-9a-fA-F]{1,2})-([0-9a-fA-F]{1,2})-([0-9a-fA-F]{1,2})-"
+        r"([0-9a-fA-F]{1,2})-([0-9a-fA-F]{1,2})-([0-9a-fA-F]{1,2})",
+        r"([0-9a-fA-F]{2})([0-9a-fA-F]{2})([0-9a-fA-F]{2})[:-]?"
+        r"([0-9a-fA-F]{2})([0-9a-fA-F]{2})([0-9a-fA-F]{2})",
+        r"([0-9a-fA-F]{2})([0-9a-fA-F]{2})\.([0-9a-fA-F]{2})([0-9a-fA-F]{2})\."
+        r"([0-9a-fA-F]{2})([0-9a-fA-F]{2})",
+        r"([0-9a-fA-F]{2})([0-9a-fA-F]{2})-([0-9a-fA-F]{2})([0-9a-fA-F]{2})-"
+        r"([0-9a-fA-F]{2})([0-9a-fA-F]{2})",
+    )
+)
+
+
+def _mac_in(text: str) -> str:
+    stripped = text.strip(PG_SPACE)
+    for regex in _MAC_RES:
+        match = regex.fullmatch(stripped)
+        if match is not None:
+            return ":".join(f"{int(g, 16):02x}" for g in match.groups())
+    raise Invalid(0, f"expected a MAC address like 08:00:2b:01:02:03, found {text[:50]!r}")
+
+
+def _mac_bytes(value: object) -> bytes:
+    if type(value) is not str:
+        raise type_error("macaddr", value, "str like '08:00:2b:01:02:03'")
+    try:
+        return bytes.fromhex(_mac_in(value).replace(":", ""))
+    except Invalid as err:
+        raise EncodeError(err.reason) from None
+
+
+def _mac_recv(data: bytes) -> str:
+    check_exact(data, 6)
+    return data.hex(":")
+
+
+MACADDR: Final = Converter(
+    829,
+    "macaddr",
+    1040,
+    "str",
+    _mac_in,
+    lambda v: _mac_bytes(v).hex(":"),
+    _mac_recv,
+    _mac_bytes,
+)
+
+# --------------------------------------------------------------------------- inet, cidr
+
+PGSQL_AF_INET: Final = 2
+PGSQL_AF_INET6: Final = 3
+_INET_HEADER: Final = struct.Struct("!BBBB")  # family, bits, is_cidr, address length
+_INET_ADDR_RE: Final = re.compile(r"[0-9a-fA-F:.]+(?:/[0-9]{1,3})?")
+
+Inet = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+Cidr = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _ipv6_text(packed: bytes) -> str:
+    """inet_net_ntop_ipv6() in src/port/inet_net_ntop.c (BIND's algorithm).
+
+    It differs from Python's ``str(IPv6Address)`` in one way: ``::ffff:a.b.c.d`` and the
+    deprecated ``::a.b.c.d`` print the last 32 bits as dotted IPv4.
+    """
+    words = struct.unpack("!8H", packed)
+    best_base, best_len, cur_base, cur_len = -1, 0, -1, 0
+    for i, word in enumerate(words):
+        if word == 0:
+            if cur_base < 0:
+                cur_base, cur_len = i, 1
+            else:
+                cur_len += 1
+            if cur_len > best_len:
+                best_base, best_len = cur_base, cur_len
+        else:
+            cur_base = -1
+    if best_len < 2:
+        best_base = -1
+    out = []
+    for i, word in enumerate(words):
+        if best_base >= 0 and best_base <= i < best_base + best_len:
+            if i == best_base:
+                out.append(":")
+            continue
+        if i:
+            out.append(":")
+        if i == 6 and best_base == 0 and (best_len == 6 or (best_len == 5 and words[5] == 0xFFFF)):
+            out.append(".".join(str(b) for b in packed[12:]))
+            break
+        out.append(f"{word:x}")
+    if best_base >= 0 and best_base + best_len == 8:
+        out.append(":")
+    return "".join(out)
+
+
+def _addr_text(packed: bytes) -> str:
+    if len(packed) == 4:
+        return ".".join(str(b) for b in packed)
+    return _ipv6_text(packed)
+
+
+def _parse_ip(text: str, cidr: bool) -> Inet | Cidr:
+    stripped = text.strip(PG_SPACE)
+    if _INET_ADDR_RE.fullmatch(stripped) is None:
+        raise Invalid(0, f"expected an IP address, found {text[:60]!r}")
+    try:
+        if cidr:
+            return ipaddress.ip_network(stripped, strict=True)
+        return ipaddress.ip_interface(stripped)
+    except ValueError as err:
+        raise Invalid(
+            0, f"invalid {'cidr' if cidr else 'inet'} value {text[:60]!r}: {err}"
+        ) from err
+
+
+def _inet_in(text: str) -> Inet:
+    return _parse_ip(text, False)  # type: ignore[return-value]
+
+
+def _cidr_in(text: str) -> Cidr:
+    return _parse_ip(text, True)  # type: ignore[return-value]
+
+
+def _inet_parts(value: object) -> tuple[bytes, int]:
+    if isinstance(value, (ipaddress.IPv4Interface, ipaddress.IPv6Interface)):
+        addr, bits = value.ip, value.network.prefixlen
+    elif isinstance(value, (ipaddress.IPv4Address, ipaddress.IPv6Address)):
+        addr, bits = value, value.max_prefixlen
+    else:
+        raise type_error("inet", value, "ipaddress.IPv4Interface or IPv6Interface")
+    if getattr(addr, "scope_id", None):
+        raise EncodeError(f"inet has no IPv6 zone (scope id): {value}")
+    return addr.packed, bits
+
+
+def _cidr_parts(value: object) -> tuple[bytes, int]:
+    if not isinstance(value, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+        raise type_error("cidr", value, "ipaddress.IPv4Network or IPv6Network")
+    return value.network_address.packed, value.prefixlen
+
+
+def _inet_out(value: object) -> str:
+    packed, bits = _inet_parts(value)
+    text = _addr_text(packed)
+    # network_out(): inet omits the prefix length when it is the whole address.
+    return text if bits == len(packed) * 8 else f"{text}/{bits}"
+
+
+def _cidr_out(value: object) -> str:
+    packed, bits = _cidr_parts(value)
+    return f"{_addr_text(packed)}/{bits}"
+
+
+def _ip_recv(data: bytes, cidr: bool) -> Inet | Cidr:
+    # network_recv(): the is_cidr byte is read and ignored; the type decides.
+    if len(data) < 4:
+        raise Invalid(len(data), f"expected a 4-byte inet header, found {len(data)} bytes")
+    family, bits, _is_cidr, size = _INET_HEADER.unpack_from(data)
+    if family == PGSQL_AF_INET:
+        expected = 4
+    elif family == PGSQL_AF_INET6:
+        expected = 16
+    else:
+        raise Invalid(0, f"invalid address family {family} in external inet value")
+    if bits > expected * 8:
+        raise Invalid(1, f"invalid bits {bits} in external inet value")
+    if size != expected:
+        raise Invalid(3, f"invalid length {size} in external inet value")
+    check_exact(data[4:], expected)
+    addr = ipaddress.ip_address(data[4:])
+    if cidr:
+        try:
+            return ipaddress.ip_network((addr, bits), strict=True)
+        except ValueError as err:
+            raise Invalid(4, "invalid external cidr value: bits set right of the mask") from err
+    return ipaddress.ip_interface((addr, bits))
+
+
+def _inet_send(value: object) -> bytes:
+    packed, bits = _inet_parts(value)
+    family = PGSQL_AF_INET if len(packed) == 4 else PGSQL_AF_INET6
+    return _INET_HEADER.pack(family, bits, 0, len(packed)) + packed
+
+
+def _cidr_send(value: object) -> bytes:
+    packed, bits = _cidr_parts(value)
+    family = PGSQL_AF_INET if len(packed) == 4 else PGSQL_AF_INET6
+    return _INET_HEADER.pack(family, bits, 1, len(packed)) + packed
+
+
+INET: Final = Converter(
+    869,
+    "inet",
+    1041,
+    "ipaddress.IPv4Interface | IPv6Interface",
+    _inet_in,
+    _inet_out,
+    lambda d: _ip_recv(d, False),
+    _inet_send,
+)
+CIDR: Final = Converter(
+    650,
+    "cidr",
+    651,
+    "ipaddress.IPv4Network | IPv6Network",
+    _cidr_in,
+    _cidr_out,
+    lambda d: _ip_recv(d, True),
+    _cidr_send,
+)
+
+CONVERTERS: Final = (TEXT, VARCHAR, BPCHAR, NAME, CHAR, BYTEA, UUID, JSON_CONV, JSONB, MACADDR)
+CONVERTERS_NET: Final = (INET, CIDR)
