@@ -205,8 +205,10 @@ def main() -> int:
     synthetic = synthetic_stream(args.synthetic)
     print(f"python {sys.version.split()[0]}; best of {args.repeat} runs\n")
 
-    print(f"{'stream':<12}{'messages':>10}{'MB':>8}{'decode msg/s':>15}{'MB/s':>8}"
-          f"{'encode msg/s':>15}{'MB/s':>8}")
+    print(
+        f"{'stream':<12}{'messages':>10}{'MB':>8}{'decode msg/s':>15}{'MB/s':>8}"
+        f"{'encode msg/s':>15}{'MB/s':>8}"
+    )
     for name, streams in (("captured", captured), ("synthetic", [synthetic])):
         count = sum(len(s) for s in streams)
         if not count:
@@ -217,20 +219,26 @@ def main() -> int:
         t_decode = best_of(args.repeat, lambda streams=streams: decode_all(streams))
         flat = [m for s in decoded for m in s]
         t_encode = best_of(args.repeat, lambda flat=flat: [m.encode() for m in flat])
-        print(f"{name:<12}{count:>10,}{size:>8.1f}{count / t_decode:>15,.0f}{size / t_decode:>8.1f}"
-              f"{count / t_encode:>15,.0f}{size / t_encode:>8.1f}")
+        print(
+            f"{name:<12}{count:>10,}{size:>8.1f}{count / t_decode:>15,.0f}{size / t_decode:>8.1f}"
+            f"{count / t_encode:>15,.0f}{size / t_encode:>8.1f}"
+        )
 
     table = pypgoutput_decoders()
     print("\nversus pypgoutput 0.0.3 on the same v1 text B/C/R/I/U/D/T messages:")
     print(f"{'stream':<12}{'messages':>10}{'ours msg/s':>14}{'pypgoutput msg/s':>18}{'ratio':>8}")
-    for name, payloads in (("captured", captured_v1), ("synthetic", [p for p in synthetic if p[0] in PYPGOUTPUT_TAGS])):
+    for name, payloads in (
+        ("captured", captured_v1),
+        ("synthetic", [p for p in synthetic if p[0] in PYPGOUTPUT_TAGS]),
+    ):
         if not payloads:
             continue
         cross_check(payloads, table)
         t_ours = best_of(args.repeat, lambda payloads=payloads: decode_all([payloads]))
         t_theirs = best_of(args.repeat, lambda payloads=payloads: pypgoutput_all(payloads, table))
         n = len(payloads)
-        print(f"{name:<12}{n:>10,}{n / t_ours:>14,.0f}{n / t_theirs:>18,.0f}{t_theirs / t_ours:>7.1f}x")
+        ratio = t_theirs / t_ours
+        print(f"{name:<12}{n:>10,}{n / t_ours:>14,.0f}{n / t_theirs:>18,.0f}{ratio:>7.1f}x")
 
     peak = tracemalloc.get_traced_memory()[1]
     print(f"\npeak traced memory: {peak / 1e6:.0f} MB")

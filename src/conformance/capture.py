@@ -32,6 +32,8 @@ import psycopg
 
 from conformance import provision
 from conformance.scenarios import EXPECTED_TAGS, SCENARIOS, OptionSet, Scenario, option_sets
+from pgwire_mock import cli as pgwire_cli
+from pgwire_mock.cli import CommandError
 
 __all__ = [
     "CaptureError",
@@ -263,28 +265,39 @@ def capture_corpus(out_dir: Path, versions: Sequence[int] = provision.MAJORS) ->
     return paths
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m conformance.capture",
-        description="Capture golden pgoutput messages from real PostgreSQL 14-17.",
+def add_command(commands: Any) -> None:
+    """Register ``pgwire-mock capture`` (called through the pgwire_mock.commands entry point)."""
+    parser = commands.add_parser(
+        "capture",
+        help="capture a golden pgoutput corpus from real PostgreSQL 14-17",
+        description="Run every scenario on real PostgreSQL (started here, or named by "
+        "PGWIRE_MOCK_DSN_<major>) under each option set and write the pgoutput messages "
+        "as JSON Lines, one file per version, scenario and option set.",
     )
-    parser.add_argument("--out", type=Path, required=True, help="corpus directory")
+    parser.add_argument(
+        "--out", type=Path, default=Path("tests/data/golden"), help="corpus directory"
+    )
     parser.add_argument(
         "--versions",
         default=",".join(str(m) for m in provision.MAJORS),
         help="comma-separated majors (default: %(default)s)",
     )
-    args = parser.parse_args(argv)
+    parser.set_defaults(run=_run_capture)
+
+
+def _run_capture(args: argparse.Namespace) -> int:
     try:
-        versions = _parse_versions(args.versions)
-        paths = capture_corpus(args.out, versions)
+        paths = capture_corpus(args.out, _parse_versions(args.versions))
     except (provision.ProvisionError, CaptureError, OSError) as err:
-        print(f"capture: error: {err}", file=sys.stderr)
-        return 1
+        raise CommandError(str(err)) from None
     for major, tags in sorted(tags_by_major(load(p) for p in paths).items()):
         count = sum(1 for p in paths if p.parent.name == f"pg{major}")
         print(f"PostgreSQL {major}: {count} files, message types {''.join(sorted(tags))}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return pgwire_cli.main(["capture", *(sys.argv[1:] if argv is None else argv)])
 
 
 def _parse_versions(text: str) -> list[int]:

@@ -1,4 +1,6 @@
-"""Hypothesis strategies for users' own property tests (needs ``pip install pgwire-mock[hypothesis]``).
+"""Hypothesis strategies for users' own property tests.
+
+They need Hypothesis: ``pip install pgwire-mock[hypothesis]``.
 
 - :mod:`codec.strategies.pgoutput`: pgoutput messages per protocol version and whole
   transactions (plain, streamed, two-phase);

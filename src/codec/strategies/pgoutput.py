@@ -282,6 +282,10 @@ def transactions(
     rels: Sequence[Relation] = draw(st.lists(relations(), min_size=1, max_size=3))
     origin = draw(st.none() | _names)
 
+    # Inside a stream, a change made in a subtransaction carries the subtransaction's
+    # xid, not the top-level one (pgoutput.c: change->txn->xid).
+    subxids = draw(st.lists(xids.filter(lambda x: x != xid), max_size=2, unique=True))
+
     def body(stream_xid: int | None) -> list[PgOutputMessage]:
         out: list[PgOutputMessage] = []
         announced: set[int] = set()
@@ -289,7 +293,10 @@ def transactions(
             if relation.oid not in announced:
                 announced.add(relation.oid)
                 out.append(dataclasses.replace(relation, xid=stream_xid))
-            out.append(draw(_change(relation, stream_xid)))
+            change_xid = stream_xid
+            if stream_xid is not None and subxids:
+                change_xid = draw(st.sampled_from([stream_xid, *subxids]))
+            out.append(draw(_change(relation, change_xid)))
         if draw(st.booleans()):
             out.append(dataclasses.replace(draw(_messages(stream_xid)), flags=1))
         return out
@@ -321,7 +328,7 @@ def transactions(
     ending = draw(st.sampled_from(["commit", "abort", "abort_subxact"]))
     if ending == "commit":
         return [*txn, StreamCommit(xid, 0, commit_lsn, end_lsn, when)]
-    subxid = xid if ending == "abort" else draw(xids.filter(lambda x: x != xid))
+    subxid = xid if ending == "abort" or not subxids else draw(st.sampled_from(subxids))
     if protocol_version >= 4 and draw(st.booleans()):
         return [*txn, StreamAbort(xid, subxid, commit_lsn, when)]
     return [*txn, StreamAbort(xid, subxid)]

@@ -1,0 +1,112 @@
+"""The ``pgwire-mock`` command line.
+
+Every failure the user can cause (a missing file, malformed input, a bad option) ends
+in one readable line on stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import IO, NoReturn
+
+from codec import CodecError
+from codec.values import LSN
+from pgwire_mock import __version__
+from pgwire_mock.describe import StreamDescriber
+from pgwire_mock.streamfile import StreamFileError, read_stream
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """A failure to report as one line and exit status 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _open_input(name: str) -> tuple[IO[bytes], str]:
+    if name == "-":
+        return sys.stdin.buffer, "<stdin>"
+    try:
+        return Path(name).open("rb"), name
+    except OSError as err:
+        raise CommandError(f"cannot read {name}: {err.strerror}") from None
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    source, name = _open_input(args.file)
+    describer = StreamDescriber()
+    out = sys.stdout
+    count = 0
+    with source:
+        try:
+            for entry in read_stream(source, name):
+                count += 1
+                message = describer.decode(entry.payload)
+                if args.json:
+                    record = {"lsn": str(LSN(entry.lsn)), **describer.json(message)}
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                else:
+                    out.write(f"{LSN(entry.lsn)} {describer.text(message)}\n")
+        except StreamFileError as err:
+            raise CommandError(str(err)) from None
+        except CodecError as err:
+            raise CommandError(f"{name}: message {count}: {err}") from None
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="pgwire-mock",
+        description="PostgreSQL logical replication from both sides: decode, capture and "
+        "check pgoutput streams.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    decode = commands.add_parser(
+        "decode",
+        help="print a captured pgoutput stream, one line per message",
+        description="Decode a pgoutput stream file (JSON Lines from 'capture', or the "
+        "raw CopyData bytes a walsender sends) and print one line per message in "
+        "test_decoding's style, or JSON lines with --json.",
+    )
+    decode.add_argument("file", metavar="FILE", help="stream file, or - for standard input")
+    decode.add_argument("--json", action="store_true", help="print one JSON object per message")
+    decode.set_defaults(run=cmd_decode)
+
+    # Commands from packages that build on this one (conformance: capture, conformance)
+    # register themselves, so pgwire_mock never imports them.
+    for entry_point in sorted(entry_points(group="pgwire_mock.commands"), key=lambda e: e.name):
+        entry_point.load()(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        status: int = args.run(args)
+    except CommandError as err:
+        print(f"pgwire-mock {args.command}: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error worth a traceback.
+        sys.stderr.close()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

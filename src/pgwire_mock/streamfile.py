@@ -1,0 +1,113 @@
+"""Reading captured pgoutput streams from files.
+
+Two formats are recognised by their first byte:
+
+- **JSON Lines** (what ``pgwire-mock capture`` writes): an optional first line
+  ``{"meta": {...}}``, then one line per pgoutput message,
+  ``{"lsn": "0/16B3748", "xid": 735, "data": "<hex payload>"}``.
+- **Wire** (what ``pgwire-mock record`` writes): the bytes a walsender sends after
+  CopyBothResponse, i.e. CopyData messages holding XLogData and keepalives. Only the
+  XLogData payloads are pgoutput messages; keepalives are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from codec import DecodeError
+from codec.replication import PrimaryKeepalive, XLogData, decode_server_copy_data
+from codec.values import LSN
+from codec.wire import BackendReader, CopyData
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One pgoutput payload and the WAL position it was sent at."""
+
+    lsn: int
+    payload: bytes
+
+
+class StreamFileError(ValueError):
+    """A stream file that is not in either format; the message names the place."""
+
+
+def read_stream(source: IO[bytes], name: str = "<stream>") -> Iterator[StreamEntry]:
+    """Yield the pgoutput payloads of a JSON Lines or wire-format stream file."""
+    first = source.read(1)
+    if not first:
+        return
+    if first in b"{ \t\r\n":
+        yield from _read_json_lines(_prepend(first, source), name)
+    else:
+        yield from _read_wire(_prepend(first, source), name)
+
+
+def read_meta(source: IO[bytes]) -> dict[str, Any] | None:
+    """The ``meta`` object of a JSON Lines stream file, if its first line has one."""
+    line = source.readline()
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    meta = record.get("meta") if isinstance(record, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _prepend(first: bytes, source: IO[bytes]) -> Iterator[bytes]:
+    # Re-join the byte read for format detection with the rest, in 64 KiB chunks.
+    yield first
+    while chunk := source.read(1 << 16):
+        yield chunk
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    tail = b""
+    for chunk in chunks:
+        tail += chunk
+        *lines, tail = tail.split(b"\n")
+        yield from lines
+    if tail:
+        yield tail
+
+
+def _read_json_lines(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry]:
+    for number, line in enumerate(_lines(chunks), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if "meta" in record:
+                continue
+            lsn = LSN.parse(record["lsn"]) if isinstance(record["lsn"], str) else record["lsn"]
+            yield StreamEntry(int(lsn), bytes.fromhex(record["data"]))
+        except (ValueError, KeyError, TypeError, DecodeError) as err:
+            raise StreamFileError(
+                f"{name}, line {number}: expected {{'lsn': 'X/Y', 'data': '<hex>'}}: {err}"
+            ) from None
+
+
+def _read_wire(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry]:
+    reader = BackendReader()
+    offset = 0
+    for chunk in chunks:
+        reader.feed(chunk)
+        try:
+            for message in reader:
+                if not isinstance(message, CopyData):
+                    raise StreamFileError(
+                        f"{name}: expected only CopyData messages, found {type(message).__name__}"
+                    )
+                copied = decode_server_copy_data(bytes(message.data))
+                if isinstance(copied, XLogData):
+                    yield StreamEntry(copied.wal_start, bytes(copied.data))
+                elif not isinstance(copied, PrimaryKeepalive):  # pragma: no cover - registry
+                    raise StreamFileError(f"{name}: unexpected {type(copied).__name__}")
+        except DecodeError as err:
+            raise StreamFileError(f"{name}: near byte {offset}: {err}") from None
+        offset += len(chunk)
+    if reader.buffered:
+        raise StreamFileError(f"{name}: ends in the middle of a message")
