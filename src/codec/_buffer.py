@@ -46,9 +46,7 @@ def read_cstring(buf: bytes, pos: int, message_type: str, what: str) -> tuple[st
     try:
         return buf[pos:end].decode(), end + 1
     except UnicodeDecodeError as err:
-        raise DecodeError(
-            message_type, pos + err.start, f"{what} is not valid UTF-8"
-        ) from err
+        raise DecodeError(message_type, pos + err.start, f"{what} is not valid UTF-8") from err
 
 
 def cstring(value: str, what: str) -> bytes:
