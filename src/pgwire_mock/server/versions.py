@@ -1,0 +1,743 @@
+"""What a real PostgreSQL 14, 15, 16 and 17 walsender says, as data, per major.
+
+Every value here was read from real servers (14.23, 15.18, 16.14, 17.10, the builds
+``conformance.provision`` pins) and is checked again by
+``tests/pgwire_mock/test_versions_postgres.py``. Errors carry the F/L/R fields (source
+file, line, routine) those builds send, so a reply can be byte-identical to theirs; other
+minor releases may differ in line numbers only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from pgwire_mock.server.errors import BackendCrashError, ServerError
+from pgwire_mock.server.grammar import COMMAND_KEYWORDS, PluginOption
+
+__all__ = [
+    "ERRORS",
+    "MAJORS",
+    "VERSIONS",
+    "PgOutputOptions",
+    "VersionFacts",
+    "error",
+    "parameter_status",
+    "split_identifier_string",
+    "validate_start_replication",
+]
+
+MAJORS: Final = (14, 15, 16, 17)
+
+OID_INT4: Final = 23
+OID_INT8: Final = 20
+OID_TEXT: Final = 25
+
+
+@dataclass(frozen=True, slots=True)
+class VersionFacts:
+    """Facts about one PostgreSQL major that a client can observe."""
+
+    major: int
+    server_version: str
+    server_version_num: int
+    # ParameterStatus after authentication, in the order the server sends them, with
+    # the values a superuser "postgres" gets on a UTF8 database with TimeZone=UTC. PG16
+    # keeps GUCs in a hash table, so from 16 on the order is the table's, not alphabetical.
+    parameter_status: tuple[tuple[str, str], ...]
+    max_proto_version: int
+    # IDENTIFY_SYSTEM's timeline column: int4 on 14/15, int8 from 16.
+    identify_system_timeline_oid: int
+    commands: frozenset[str]
+    # CREATE_REPLICATION_SLOT ( ... ) options parseCreateReplSlotOptions knows.
+    create_slot_options: frozenset[str]
+    # Options pgoutput's parse_output_parameters knows.
+    pgoutput_options: frozenset[str]
+    # PG17's pgoutput demands proto_version and publication_names explicitly.
+    pgoutput_requires_options: bool
+
+    @property
+    def identify_system_types(self) -> tuple[int, int, int, int]:
+        """Type OIDs of systemid, timeline, xlogpos, dbname."""
+        return (OID_TEXT, self.identify_system_timeline_oid, OID_TEXT, OID_TEXT)
+
+
+_PARAMS_14_15: Final = (
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "default_transaction_read_only",
+    "in_hot_standby",
+    "integer_datetimes",
+    "IntervalStyle",
+    "is_superuser",
+    "server_encoding",
+    "server_version",
+    "session_authorization",
+    "standard_conforming_strings",
+    "TimeZone",
+)
+_PARAMS_16_17: Final = (
+    "in_hot_standby",
+    "integer_datetimes",
+    "TimeZone",
+    "IntervalStyle",
+    "is_superuser",
+    "application_name",
+    "default_transaction_read_only",
+    "scram_iterations",
+    "DateStyle",
+    "standard_conforming_strings",
+    "session_authorization",
+    "client_encoding",
+    "server_version",
+    "server_encoding",
+)
+_DEFAULTS: Final = {
+    "application_name": "",
+    "client_encoding": "UTF8",
+    "DateStyle": "ISO, MDY",
+    "default_transaction_read_only": "off",
+    "in_hot_standby": "off",
+    "integer_datetimes": "on",
+    "IntervalStyle": "postgres",
+    "is_superuser": "on",
+    "server_encoding": "UTF8",
+    "session_authorization": "postgres",
+    "standard_conforming_strings": "on",
+    "TimeZone": "UTC",
+    "scram_iterations": "4096",
+}
+
+
+def _facts(major: int, minor: int) -> VersionFacts:
+    version = f"{major}.{minor}"
+    names = _PARAMS_14_15 if major < 16 else _PARAMS_16_17
+    values = dict(_DEFAULTS, server_version=version)
+    create_options = {"snapshot", "reserve_wal", "two_phase"} if major >= 15 else set()
+    if major >= 17:
+        create_options.add("failover")
+    pgoutput = {"proto_version", "publication_names", "binary", "messages", "streaming"}
+    if major >= 15:
+        pgoutput.add("two_phase")
+    if major >= 16:
+        pgoutput.add("origin")
+    return VersionFacts(
+        major=major,
+        server_version=version,
+        server_version_num=major * 10000 + minor,
+        parameter_status=tuple((name, values[name]) for name in names),
+        max_proto_version={14: 2, 15: 3}.get(major, 4),
+        identify_system_timeline_oid=OID_INT4 if major < 16 else OID_INT8,
+        commands=COMMAND_KEYWORDS[major],
+        create_slot_options=frozenset(create_options),
+        pgoutput_options=frozenset(pgoutput),
+        pgoutput_requires_options=major >= 17,
+    )
+
+
+VERSIONS: Final[Mapping[int, VersionFacts]] = {
+    14: _facts(14, 23),
+    15: _facts(15, 18),
+    16: _facts(16, 14),
+    17: _facts(17, 10),
+}
+
+
+def parameter_status(
+    major: int,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    replication_database: bool = True,
+) -> tuple[tuple[str, str], ...]:
+    """The ParameterStatus pairs a session sends after AuthenticationOk, in order.
+
+    ``overrides`` replaces values (client's ``application_name``, ``client_encoding``,
+    the user name as ``session_authorization``, ...); the order never changes. A
+    physical walsender (``replication=true``) is bound to no database, so its
+    ``server_encoding`` and default ``client_encoding`` are ``SQL_ASCII``.
+    """
+    values = dict(VERSIONS[major].parameter_status)
+    if not replication_database:
+        values["server_encoding"] = "SQL_ASCII"
+        values["client_encoding"] = "SQL_ASCII"
+    for name, value in (overrides or {}).items():
+        if name not in values:
+            raise KeyError(f"{name} is not reported by PostgreSQL {major}")
+        values[name] = value
+    return tuple(values.items())
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ErrorFact:
+    sqlstate: str
+    message: str | Mapping[int, str]
+    file: str | Mapping[int, str]
+    routine: str
+    lines: Mapping[int, int]
+    severity: str = "ERROR"
+    detail: str | None = None
+    hint: str | None = None
+
+
+_SLOT_NAME_HINT: Final = (
+    "Replication slot names may only contain lower case letters, numbers, "
+    "and the underscore character."
+)
+_STARTUP_CONTEXT: Final = 'slot "{slot}", output plugin "pgoutput", in the startup callback'
+_CHANGE_CONTEXT: Final = (
+    'slot "{slot}", output plugin "pgoutput", in the change callback, associated LSN {lsn}'
+)
+
+
+def _v(**lines: int) -> dict[int, int]:
+    return {int(key[1:]): value for key, value in lines.items()}
+
+
+# Kind -> how the real server reports it. Message templates use str.format fields.
+ERRORS: Final[Mapping[str, _ErrorFact]] = {
+    # Slots (slot.c).
+    "slot_does_not_exist": _ErrorFact(
+        "42704",
+        'replication slot "{slot}" does not exist',
+        "slot.c",
+        "ReplicationSlotAcquire",
+        _v(v14=432, v15=502, v16=504, v17=590),
+    ),
+    "slot_active": _ErrorFact(
+        "55006",
+        'replication slot "{slot}" is active for PID {pid}',
+        "slot.c",
+        "ReplicationSlotAcquire",
+        _v(v14=478, v15=548, v16=550, v17=636),
+    ),
+    "slot_already_exists": _ErrorFact(
+        "42710",
+        'replication slot "{slot}" already exists',
+        "slot.c",
+        "ReplicationSlotCreate",
+        _v(v14=287, v15=312, v16=314, v17=399),
+    ),
+    "slot_name_invalid_character": _ErrorFact(
+        "42602",
+        'replication slot name "{slot}" contains invalid character',
+        "slot.c",
+        "ReplicationSlotValidateName",
+        _v(v14=181, v15=206, v16=208, v17=261),
+        hint=_SLOT_NAME_HINT,
+    ),
+    "slot_name_too_short": _ErrorFact(
+        "42602",
+        'replication slot name "{slot}" is too short',
+        "slot.c",
+        "ReplicationSlotValidateName",
+        _v(v14=181, v15=206, v16=208, v17=261),
+    ),
+    "failover_temporary_slot": _ErrorFact(
+        "0A000",
+        "cannot enable failover for a temporary replication slot",
+        "slot.c",
+        "ReplicationSlotCreate",
+        _v(v17=374),
+    ),
+    # Walsender.
+    "logical_decoding_requires_database": _ErrorFact(
+        "55000",
+        "logical decoding requires a database connection",
+        "logical.c",
+        "CheckLogicalDecodingRequirements",
+        _v(v14=120, v15=120, v16=125, v17=128),
+    ),
+    "logical_slot_for_physical_replication": _ErrorFact(
+        "55000",
+        "cannot use a logical replication slot for physical replication",
+        "walsender.c",
+        "StartReplication",
+        _v(v14=623, v15=733, v16=721, v17=871),
+    ),
+    "physical_slot_for_logical_decoding": _ErrorFact(
+        "55000",
+        "cannot use physical replication slot for logical decoding",
+        "logical.c",
+        "CreateDecodingContext",
+        _v(v16=522, v17=523),
+    ),
+    "read_replication_slot_logical": _ErrorFact(
+        "0A000",
+        "cannot use READ_REPLICATION_SLOT with a logical replication slot",
+        "walsender.c",
+        "ReadReplicationSlot",
+        _v(v15=536, v16=537, v17=550),
+    ),
+    "sql_in_physical_walsender": _ErrorFact(
+        "0A000",
+        "cannot execute SQL commands in WAL sender for physical replication",
+        "walsender.c",
+        "exec_replication_command",
+        _v(v14=1607, v15=1759, v16=1765, v17=2070),
+    ),
+    "extended_query_protocol": _ErrorFact(
+        "08P01",
+        "extended query protocol not supported in a replication connection",
+        "postgres.c",
+        "forbidden_in_wal_sender",
+        _v(v14=4826, v15=4911, v16=4995, v17=5041),
+    ),
+    # A non-CopyData message while streaming. (An unknown CopyData sub-type instead
+    # closes the connection with no ErrorResponse: the server logs it as COMMERROR.)
+    "invalid_standby_message_type": _ErrorFact(
+        "08P01",
+        'invalid standby message type "{type}"',
+        "walsender.c",
+        "ProcessRepliesIfAny",
+        _v(v14=1807, v15=1966, v16=1972, v17=2292),
+        severity="FATAL",
+    ),
+    "invalid_replication_parameter": _ErrorFact(
+        "22023",
+        'invalid value for parameter "replication": "{value}"',
+        {14: "postmaster.c", 15: "postmaster.c", 16: "postmaster.c", 17: "backend_startup.c"},
+        "ProcessStartupPacket",
+        _v(v14=2234, v15=2291, v16=2238, v17=763),
+        severity="FATAL",
+        hint='Valid values are: "false", 0, "true", 1, "database".',
+    ),
+    "timeline_history_missing": _ErrorFact(
+        "58P01",
+        'could not open file "pg_wal/{timeline:08X}.history": No such file or directory',
+        "walsender.c",
+        "SendTimeLineHistory",
+        _v(v14=532, v15=645, v16=633, v17=646),
+    ),
+    # pgoutput, after CopyBoth, when the first change is decoded.
+    "publication_does_not_exist": _ErrorFact(
+        "42704",
+        'publication "{publication}" does not exist',
+        {14: "pg_publication.c", 15: "pg_publication.c", 16: "lsyscache.c", 17: "lsyscache.c"},
+        "get_publication_oid",
+        _v(v14=533, v15=1045, v16=3630, v17=3672),
+    ),
+    # pgoutput option parsing (parse_output_parameters), before CopyBoth.
+    "pgoutput_conflicting_proto_version": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=199, v15=319, v16=317, v17=315),
+    ),
+    "pgoutput_conflicting_publication_names": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=220, v15=342, v16=340, v17=338),
+    ),
+    "pgoutput_conflicting_binary": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=238, v15=360, v16=358, v17=356),
+    ),
+    "pgoutput_conflicting_messages": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=248, v15=370, v16=368, v17=366),
+    ),
+    "pgoutput_conflicting_streaming": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=258, v15=380, v16=378, v17=376),
+    ),
+    "pgoutput_conflicting_two_phase": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v15=390, v16=388, v17=386),
+    ),
+    "pgoutput_conflicting_origin": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v16=398, v17=398),
+    ),
+    "pgoutput_invalid_proto_version": _ErrorFact(
+        "22023",
+        "invalid proto_version",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=205, v15=327, v16=325, v17=323),
+    ),
+    "pgoutput_proto_version_out_of_range": _ErrorFact(
+        "22023",
+        'proto_version "{value}" out of range',
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=211, v15=333, v16=331, v17=329),
+    ),
+    "pgoutput_invalid_publication_names": _ErrorFact(
+        "42602",
+        "invalid publication_names syntax",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=231, v15=353, v16=351, v17=349),
+    ),
+    "pgoutput_unrecognized_option": _ErrorFact(
+        "XX000",
+        "unrecognized pgoutput option: {option}",
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v14=264, v15=396, v16=410, v17=412),
+    ),
+    "pgoutput_unrecognized_origin": _ErrorFact(
+        "22023",
+        'unrecognized origin value: "{value}"',
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v16=407, v17=409),
+    ),
+    "pgoutput_option_missing_proto_version": _ErrorFact(
+        "22023",
+        'option "proto_version" missing',
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v17=419),
+    ),
+    "pgoutput_option_missing_publication_names": _ErrorFact(
+        "22023",
+        'option "publication_names" missing',
+        file="pgoutput.c",
+        routine="parse_output_parameters",
+        lines=_v(v17=423),
+    ),
+    "requires_boolean": _ErrorFact(
+        "42601",
+        "{option} requires a Boolean value",
+        "define.c",
+        "defGetBoolean",
+        _v(v14=158, v15=155, v16=155, v17=154),
+    ),
+    "requires_parameter": _ErrorFact(
+        "42601",
+        "{option} requires a parameter",
+        "define.c",
+        "defGetString",
+        _v(v14=55, v15=55, v16=55, v17=54),
+    ),
+    "streaming_requires_boolean_or_parallel": _ErrorFact(
+        "42601",
+        '{option} requires a Boolean value or "parallel"',
+        "subscriptioncmds.c",
+        "defGetStreamingMode",
+        _v(v16=2363, v17=2444),
+    ),
+    # pgoutput_startup, after the options parsed.
+    "pgoutput_proto_version_too_high": _ErrorFact(
+        "0A000",
+        {
+            14: "client sent proto_version={value} but we only support protocol {max} or lower",
+            15: "client sent proto_version={value} but we only support protocol {max} or lower",
+            16: "client sent proto_version={value} but server only supports protocol {max} "
+            "or lower",
+            17: "client sent proto_version={value} but server only supports protocol {max} "
+            "or lower",
+        },
+        file="pgoutput.c",
+        routine="pgoutput_startup",
+        lines=_v(v14=329, v15=469, v16=483, v17=495),
+    ),
+    "pgoutput_proto_version_too_low": _ErrorFact(
+        "0A000",
+        {
+            14: "client sent proto_version={value} but we only support protocol 1 or higher",
+            15: "client sent proto_version={value} but we only support protocol 1 or higher",
+            16: "client sent proto_version={value} but server only supports protocol 1 or higher",
+            17: "client sent proto_version={value} but server only supports protocol 1 or higher",
+        },
+        file="pgoutput.c",
+        routine="pgoutput_startup",
+        lines=_v(v14=335, v15=475, v16=489, v17=501),
+    ),
+    "pgoutput_publication_names_missing": _ErrorFact(
+        "22023",
+        "publication_names parameter missing",
+        file="pgoutput.c",
+        routine="pgoutput_startup",
+        lines=_v(v14=340, v15=480, v16=494),
+    ),
+    "pgoutput_streaming_needs_proto": _ErrorFact(
+        "22023",
+        "requested proto_version={value} does not support streaming, need 2 or higher",
+        file="pgoutput.c",
+        routine="pgoutput_startup",
+        lines=_v(v14=354, v15=494, v16=509, v17=516),
+    ),
+    "pgoutput_parallel_streaming_needs_proto": _ErrorFact(
+        "22023",
+        "requested proto_version={value} does not support parallel streaming, need 4 or higher",
+        file="pgoutput.c",
+        routine="pgoutput_startup",
+        lines=_v(v16=515, v17=522),
+    ),
+    "pgoutput_two_phase_needs_proto": _ErrorFact(
+        "22023",
+        "requested proto_version={value} does not support two-phase commit, need 3 or higher",
+        file="pgoutput.c",
+        routine="pgoutput_startup",
+        lines=_v(v15=516, v16=537, v17=541),
+    ),
+}
+
+
+def error(major: int, kind: str, *, context: str | None = None, **args: object) -> ServerError:
+    """The ServerError PostgreSQL ``major`` sends for ``kind`` (a key of :data:`ERRORS`).
+
+    ``args`` fill the message template (``slot``, ``pid``, ``option``, ``value``, ...).
+    Raises KeyError when that major has no such error (e.g. ``origin`` errors on 14/15).
+    """
+    fact = ERRORS[kind]
+    if major not in fact.lines:
+        raise KeyError(f"PostgreSQL {major} has no error {kind!r}")
+    template = fact.message if isinstance(fact.message, str) else fact.message[major]
+    file = fact.file if isinstance(fact.file, str) else fact.file[major]
+    return ServerError(
+        fact.severity,
+        fact.sqlstate,
+        template.format(**args),
+        fact.detail,
+        fact.hint.format(**args) if fact.hint else None,
+        context=context,
+        file=file,
+        line=fact.lines[major],
+        routine=fact.routine,
+    )
+
+
+# --- START_REPLICATION ... LOGICAL options (pgoutput) ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PgOutputOptions:
+    """pgoutput's options once parse_output_parameters and pgoutput_startup accept them."""
+
+    proto_version: int
+    publication_names: tuple[str, ...]
+    binary: bool = False
+    messages: bool = False
+    streaming: Literal["off", "on", "parallel"] = "off"
+    two_phase: bool = False
+    origin: Literal["none", "any"] = "any"
+
+
+_ISSPACE: Final = " \t\n\r\v\f"
+
+
+def split_identifier_string(raw: str, separator: str = ",") -> list[str] | None:
+    """``SplitIdentifierString`` (varlena.c): a list of names, or None on bad syntax.
+
+    Names may be double-quoted (``""`` is a quote inside); unquoted names are
+    lower-cased and truncated to 63 bytes; whitespace around names is skipped. An empty
+    (or all-blank) string is an empty list.
+    """
+    names: list[str] = []
+    pos = 0
+    end = len(raw)
+    while pos < end and raw[pos] in _ISSPACE:
+        pos += 1
+    if pos >= end:
+        return names
+    while True:
+        if pos < end and raw[pos] == '"':
+            out: list[str] = []
+            pos += 1
+            while True:
+                close = raw.find('"', pos)
+                if close < 0:
+                    return None  # mismatched quotes
+                out.append(raw[pos:close])
+                if raw.startswith('""', close):
+                    out.append('"')
+                    pos = close + 2
+                    continue
+                pos = close + 1
+                break
+            name = "".join(out)
+        else:
+            start = pos
+            while pos < end and raw[pos] != separator and raw[pos] not in _ISSPACE:
+                pos += 1
+            if pos == start:
+                return None  # empty unquoted name
+            name = "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in raw[start:pos])
+        while pos < end and raw[pos] in _ISSPACE:
+            pos += 1
+        encoded = name.encode("utf-8")
+        if len(encoded) >= 64:
+            name = encoded[:63].decode("utf-8", errors="ignore")
+        names.append(name)
+        if pos < end and raw[pos] == separator:
+            pos += 1
+            while pos < end and raw[pos] in _ISSPACE:
+                pos += 1
+            continue
+        if pos >= end:
+            return names
+        return None  # invalid syntax
+
+
+_C_UINT: Final = re.compile(r"[ \t\n\r\v\f]*([+-]?)([0-9]+)")
+_INT64_MAX: Final = (1 << 63) - 1
+_UINT32_MAX: Final = (1 << 32) - 1
+
+
+def _parse_proto_version(major: int, raw: str, context: str) -> int:
+    if major == 14:
+        # scanint8(): blanks around an optionally signed decimal; nothing else.
+        match = re.fullmatch(r"[ \t\n\r\v\f]*([+-]?[0-9]+)[ \t\n\r\v\f]*", raw)
+        if match is None or abs(int(match.group(1))) > _INT64_MAX + 1:
+            raise error(major, "pgoutput_invalid_proto_version", context=context)
+        value = int(match.group(1))
+        if value < 0 or value > _UINT32_MAX:
+            raise error(major, "pgoutput_proto_version_out_of_range", context=context, value=raw)
+        return value
+    # 15+: strtoul() with errno and end-pointer checks. "" parses as 0; a leading '-'
+    # negates modulo 2**64, so "-1" is out of range rather than invalid.
+    if raw == "":
+        return 0
+    match = _C_UINT.match(raw)
+    if match is None or match.end() != len(raw):
+        raise error(major, "pgoutput_invalid_proto_version", context=context)
+    value = int(match.group(2))
+    if value > (1 << 64) - 1:
+        raise error(major, "pgoutput_invalid_proto_version", context=context)
+    if match.group(1) == "-":
+        value = -value % (1 << 64)
+    if value > _UINT32_MAX:
+        raise error(major, "pgoutput_proto_version_out_of_range", context=context, value=raw)
+    return value
+
+
+_TRUE: Final = frozenset({"true", "on"})
+_FALSE: Final = frozenset({"false", "off"})
+
+
+def _get_boolean(major: int, option: PluginOption, context: str) -> bool:
+    # defGetBoolean: no value means true; otherwise true/false/on/off, any case.
+    if option.value is None:
+        return True
+    if option.value.lower() in _TRUE:
+        return True
+    if option.value.lower() in _FALSE:
+        return False
+    raise error(major, "requires_boolean", context=context, option=option.name)
+
+
+def validate_start_replication(
+    major: int, slot_name: str, options: Sequence[PluginOption]
+) -> PgOutputOptions:
+    """Check START_REPLICATION ... LOGICAL options exactly as pgoutput on ``major`` does.
+
+    ``slot_name`` only feeds the error context line ('slot "s", output plugin "pgoutput",
+    in the startup callback'). Errors come in the real order: the first bad option in the
+    list (parse_output_parameters), then PG17's required-option checks, then
+    pgoutput_startup's protocol checks (too high, too low, no publications before 17,
+    streaming, parallel streaming, two-phase).
+
+    Raises :class:`ServerError`, or :class:`BackendCrashError` where the real backend
+    crashes (``proto_version`` or ``publication_names`` given without a value).
+    """
+    facts = VERSIONS[major]
+    context = _STARTUP_CONTEXT.format(slot=slot_name)
+
+    def fail(kind: str, **args: object) -> ServerError:
+        return error(major, kind, context=context, **args)
+
+    given: set[str] = set()
+    proto_version = 0
+    publications: list[str] = []
+    binary = messages = two_phase = False
+    streaming: Literal["off", "on", "parallel"] = "off"
+    origin: Literal["none", "any"] = "any"
+    for option in options:
+        name = option.name
+        if name not in facts.pgoutput_options:
+            raise fail("pgoutput_unrecognized_option", option=name)
+        if name in given:
+            raise fail(f"pgoutput_conflicting_{name}")
+        given.add(name)
+        if name == "proto_version":
+            if option.value is None:
+                raise BackendCrashError("pgoutput dereferences a missing proto_version value")
+            proto_version = _parse_proto_version(major, option.value, context)
+        elif name == "publication_names":
+            if option.value is None:
+                raise BackendCrashError("pgoutput dereferences a missing publication_names value")
+            names = split_identifier_string(option.value)
+            if names is None:
+                raise fail("pgoutput_invalid_publication_names")
+            publications = names
+        elif name == "binary":
+            binary = _get_boolean(major, option, context)
+        elif name == "messages":
+            messages = _get_boolean(major, option, context)
+        elif name == "two_phase":
+            two_phase = _get_boolean(major, option, context)
+        elif name == "streaming":
+            if major < 16:
+                streaming = "on" if _get_boolean(major, option, context) else "off"
+            elif option.value is None or option.value.lower() in _TRUE:
+                streaming = "on"
+            elif option.value.lower() in _FALSE:
+                streaming = "off"
+            elif option.value.lower() == "parallel":
+                streaming = "parallel"
+            else:
+                raise fail("streaming_requires_boolean_or_parallel", option=name)
+        elif name == "origin":
+            if option.value is None:
+                raise fail("requires_parameter", option=name)
+            if option.value.lower() == "none":
+                origin = "none"
+            elif option.value.lower() == "any":
+                origin = "any"
+            else:
+                raise fail("pgoutput_unrecognized_origin", value=option.value)
+    if facts.pgoutput_requires_options:
+        if "proto_version" not in given:
+            raise fail("pgoutput_option_missing_proto_version")
+        if "publication_names" not in given:
+            raise fail("pgoutput_option_missing_publication_names")
+    # pgoutput keeps a uint32 but prints it with %d.
+    shown = proto_version - (1 << 32) if proto_version >= 1 << 31 else proto_version
+    if proto_version > facts.max_proto_version:
+        raise fail("pgoutput_proto_version_too_high", value=shown, max=facts.max_proto_version)
+    if proto_version < 1:
+        raise fail("pgoutput_proto_version_too_low", value=shown)
+    if not facts.pgoutput_requires_options and not publications:
+        raise fail("pgoutput_publication_names_missing")
+    if streaming == "on" and proto_version < 2:
+        raise fail("pgoutput_streaming_needs_proto", value=proto_version)
+    if streaming == "parallel" and proto_version < 4:
+        raise fail("pgoutput_parallel_streaming_needs_proto", value=proto_version)
+    if two_phase and proto_version < 3:
+        raise fail("pgoutput_two_phase_needs_proto", value=proto_version)
+    return PgOutputOptions(
+        proto_version=proto_version,
+        publication_names=tuple(publications),
+        binary=binary,
+        messages=messages,
+        streaming=streaming,
+        two_phase=two_phase,
+        origin=origin,
+    )
