@@ -1,0 +1,808 @@
+"""Checking a script and laying it out as WAL.
+
+:func:`compile_script` walks the steps once, checks every name and value (raising a
+one-line :class:`ScriptError` naming the place), and produces the script's *WAL*: the
+records a real server would have written, with their LSNs, transaction ids and
+timestamps. The WAL does not depend on the client, so every client (and every
+reconnection) sees the same positions; :mod:`pgwire_mock.script.encoder` then decodes
+it for one client's options, as logical decoding does.
+
+LSN layout. Records are 8-byte aligned and follow one another without gaps. Sizes are
+estimates of what PostgreSQL writes (a heap insert is about 64 bytes plus the tuple),
+good enough to look real; nobody can tell a few bytes apart. A record's end is the next
+record's start, which is why a transactional message's LSN (the end of its record,
+``buf->endptr`` in ``decode.c``) equals the commit LSN when it is the last thing before
+COMMIT, exactly as on a real server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from codec.errors import CodecError
+from codec.pgoutput import UNCHANGED_TOAST, Relation, RelationColumn, Type
+from codec.values import datetime_to_pg_timestamp, decode_text, type_by_name
+from pgwire_mock.script.errors import ScriptError
+from pgwire_mock.script.model import (
+    FAULT_NAMES,
+    REPLICA_IDENTITIES,
+    STREAM_MODES,
+    AlterTable,
+    Change,
+    Column,
+    CommitPrepared,
+    Delete,
+    Fault,
+    Insert,
+    LogicalMessage,
+    ReleaseSavepoint,
+    RollbackPrepared,
+    RollbackToSavepoint,
+    Savepoint,
+    Script,
+    Sleep,
+    Step,
+    Transaction,
+    Truncate,
+    Update,
+)
+from pgwire_mock.script.types import (
+    ColumnType,
+    TypeCatalog,
+    UserType,
+    ValueProblem,
+    convert,
+    encode_value,
+)
+
+__all__ = ["CompiledScript", "compile_script"]
+
+FIRST_USER_OID: Final = 16384
+_IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "n"}
+
+# Estimated record sizes (bytes, before alignment).
+_HEAP_RECORD: Final = 64
+_DELETE_RECORD: Final = 56
+_TRUNCATE_RECORD: Final = 56
+_MESSAGE_RECORD: Final = 40
+_DDL_RECORDS: Final = 1400  # catalog tuples, invalidations
+_ABORT_RECORD: Final = 48
+_COMMIT_RECORD: Final = 48
+_PREPARE_RECORD: Final = 200
+_FINISH_PREPARED_RECORD: Final = 64
+# ReorderBuffer memory accounting (reorderbuffer.c, ReorderBufferChangeSize).
+_CHANGE_STRUCT: Final = 80
+_HEAP_TUPLE_DATA: Final = 24
+_DDL_CHANGE_MEMORY: Final = 80 + 16 * 12
+
+
+def _align(n: int) -> int:
+    return (n + 7) & ~7
+
+
+# --- compiled catalogue ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CColumn:
+    name: str
+    ctype: ColumnType
+    typmod: int
+    key: bool
+    generated: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TableVersion:
+    """A table as defined at one point of the script (ALTER TABLE makes a new one)."""
+
+    name: str
+    namespace: str
+    relname: str
+    oid: int
+    identity: str  # relreplident: d, f, i, n
+    columns: tuple[CColumn, ...]
+
+    @property
+    def published(self) -> tuple[CColumn, ...]:
+        return tuple(c for c in self.columns if not c.generated)
+
+    @property
+    def has_key(self) -> bool:
+        return self.identity in "di" and any(c.key for c in self.published)
+
+    def relation(self, xid: int | None) -> Relation:
+        full = self.identity == "f"
+        columns = tuple(
+            RelationColumn(
+                1 if full or (self.identity in "di" and c.key) else 0,
+                c.name,
+                c.ctype.oid,
+                c.typmod,
+            )
+            for c in self.published
+        )
+        namespace = "" if self.namespace == "pg_catalog" else self.namespace
+        return Relation(self.oid, namespace, self.relname, self.identity, columns, xid=xid)
+
+    def type_messages(self, xid: int | None) -> list[Type]:
+        out = []
+        for c in self.published:
+            if c.ctype.is_user_defined:
+                namespace, name = c.ctype.type_message_names
+                namespace = "" if namespace == "pg_catalog" else namespace
+                out.append(Type(c.ctype.oid, namespace, name, xid=xid))
+        return out
+
+
+Row = tuple[object, ...]  # one entry per published column: value, None or UNCHANGED_TOAST
+
+
+def encode_row(table: TableVersion, row: Row, *, binary: bool) -> tuple[object, ...]:
+    """The TupleData of ``row`` in text or binary format."""
+    out: list[object] = []
+    for c, v in zip(table.published, row, strict=True):
+        if v is None or v is UNCHANGED_TOAST:
+            out.append(v)
+        else:
+            out.append(encode_value(c.ctype, v, binary=binary))
+    return tuple(out)
+
+
+# --- WAL items ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class SubTxn:
+    """A (sub)transaction; ``xid`` is assigned at its first write, parents first."""
+
+    parent: SubTxn | None
+    name: str | None = None
+    xid: int | None = None
+    released: list[SubTxn] = field(default_factory=list)
+
+    @property
+    def top(self) -> SubTxn:
+        t = self
+        while t.parent is not None:
+            t = t.parent
+        return t
+
+
+@dataclass(eq=False)
+class WChange:
+    """One decodable record of a transaction (a row change, TRUNCATE, a transactional
+    message, or a catalog change that invalidates ``tables``)."""
+
+    kind: str  # insert, update, delete, truncate, message, ddl
+    lsn: int
+    sub: SubTxn
+    size: int  # reorder buffer memory
+    table: TableVersion | None = None
+    tables: tuple[TableVersion, ...] = ()
+    new: Row | None = None
+    old: Row | None = None
+    old_kind: str | None = None  # "K" or "O"
+    options: int = 0
+    prefix: str = ""
+    content: bytes = b""
+
+
+@dataclass(eq=False)
+class WSubAbort:
+    """The abort record of a subtransaction (ROLLBACK TO SAVEPOINT): ``subs`` are the
+    aborted xids in the record's order, released descendants first."""
+
+    end_lsn: int
+    subs: tuple[SubTxn, ...]
+    time: int
+
+
+@dataclass(eq=False)
+class WTxn:
+    top: SubTxn
+    items: list[WChange | WSubAbort]
+    first_lsn: int
+    kind: str  # commit, prepare, abort
+    lsn: int
+    end_lsn: int
+    time: int
+    origin: str | None
+    origin_lsn: int
+    stream: str
+    gid: str | None = None
+    where: str = ""
+
+
+@dataclass(eq=False)
+class WFinishPrepared:
+    txn: WTxn
+    commit: bool
+    lsn: int
+    end_lsn: int
+    time: int
+
+
+@dataclass(eq=False)
+class WMessage:
+    """A non-transactional logical message; ``lsn`` is its record's end, ``start`` its start."""
+
+    start: int
+    lsn: int
+    prefix: str
+    content: bytes
+
+
+@dataclass(eq=False)
+class WMarker:
+    """A sleep or fault step, at the WAL position where the script reaches it."""
+
+    kind: str  # sleep, fault
+    lsn: int
+    step: Sleep | Fault
+
+
+WalItem = WTxn | WFinishPrepared | WMessage | WMarker
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledScript:
+    script: Script
+    catalog: TypeCatalog
+    publications: Mapping[str, frozenset[str] | None]  # None: all tables
+    wal: tuple[WalItem, ...]
+    end_lsn: int
+    slots_confirmed: Mapping[str, int]
+
+
+# --- the compiler ----------------------------------------------------------------------
+
+
+def compile_script(script: Script) -> CompiledScript:
+    """Check ``script`` and lay out its WAL; raise ScriptError naming the first problem."""
+    try:
+        return _Compiler(script).run()
+    except ScriptError as err:
+        raise err.located(script.source) from err.__cause__
+
+
+class _Compiler:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        server = script.server
+        if not 14 <= server.pg_version <= 17:
+            raise ScriptError(
+                f"expected 14, 15, 16 or 17, got {server.pg_version!r}", "server.pg_version"
+            )
+        if server.logical_decoding_work_mem < 64:
+            raise ScriptError(
+                f"expected at least 64 (kB), got {server.logical_decoding_work_mem}",
+                "server.logical_decoding_work_mem",
+            )
+        self.lsn = server.start_lsn
+        self.next_xid = server.first_xid
+        self.clock = _timestamp(server.start_time, "server.start_time")
+        self.next_oid = FIRST_USER_OID
+        self.used_oids: set[int] = set()
+        self.wal: list[WalItem] = []
+        self.prepared: dict[str, WTxn] = {}
+        self.tables: dict[str, TableVersion] = {}
+
+    # helpers
+
+    def record(self, size: int) -> tuple[int, int]:
+        start = self.lsn
+        self.lsn = start + _align(size)
+        return start, self.lsn
+
+    def assign(self, sub: SubTxn) -> None:
+        if sub.xid is None:
+            if sub.parent is not None:
+                self.assign(sub.parent)
+            sub.xid = self.next_xid
+            self.next_xid += 1
+
+    def oid(self, wanted: int | None, where: str) -> int:
+        if wanted is not None:
+            if wanted in self.used_oids or wanted < FIRST_USER_OID or wanted > 0xFFFFFFFF:
+                raise ScriptError(f"OID {wanted} is taken or not a user OID (>= 16384)", where)
+            self.used_oids.add(wanted)
+            return wanted
+        while self.next_oid in self.used_oids:
+            self.next_oid += 1
+        self.used_oids.add(self.next_oid)
+        return self.next_oid
+
+    def tick(self, given: str | None, where: str, step_us: int = 1000) -> int:
+        if given is not None:
+            # A later time moves the clock on; an earlier one (an origin's commit time)
+            # is used for that transaction only.
+            stamp = _timestamp(given, where)
+            self.clock = max(self.clock, stamp)
+            return stamp
+        self.clock += step_us
+        return self.clock
+
+    # catalogue
+
+    def run(self) -> CompiledScript:
+        script = self.script
+        for t in script.tables:
+            if t.oid is not None:
+                self.used_oids.add(t.oid)
+        for ut in script.types:
+            for o in (ut.oid, ut.array_oid):
+                if o is not None:
+                    self.used_oids.add(o)
+        oids: dict[str, tuple[int, int]] = {}
+        declared: list[UserType] = []
+        for i, decl in enumerate(script.types):
+            where = f"types[{i}]"
+            if "." not in decl.name:
+                raise ScriptError(
+                    f"expected a schema-qualified name, got {decl.name!r}", f"{where}.name"
+                )
+            if decl.name in oids:
+                raise ScriptError(f"type {decl.name} is declared twice", f"{where}.name")
+            if decl.kind not in ("enum", "domain", "composite"):
+                raise ScriptError(f"expected enum, domain or composite, got {decl.kind!r}", where)
+            array_oid = decl.array_oid if decl.array_oid is not None else self._fresh_oid()
+            oid = decl.oid if decl.oid is not None else self._fresh_oid()
+            oids[decl.name] = (oid, array_oid)
+            declared.append(
+                UserType(decl.name, decl.kind, decl.labels, decl.base, decl.fields, oid, array_oid)
+            )
+            try:
+                self.catalog = TypeCatalog(declared, oids)
+            except ValueError as err:
+                raise ScriptError(str(err), where) from None
+        self.catalog = TypeCatalog(declared, oids)
+
+        for i, t in enumerate(script.tables):
+            where = f"tables[{i}]"
+            if t.name in self.tables:
+                raise ScriptError(f"table {t.name} is declared twice", f"{where}.name")
+            self.tables[t.name] = self._table(t.name, t.columns, t.replica_identity, t.oid, where)
+
+        publications: dict[str, frozenset[str] | None] = {}
+        for i, p in enumerate(script.publications):
+            where = f"publications[{i}]"
+            if p.name in publications:
+                raise ScriptError(f"publication {p.name} is declared twice", f"{where}.name")
+            for j, name in enumerate(p.tables):
+                if name not in self.tables:
+                    raise ScriptError(f"no table {name}", f"{where}.tables[{j}]")
+            if p.all_tables and p.tables:
+                raise ScriptError("all_tables and tables exclude each other", where)
+            publications[p.name] = None if p.all_tables else frozenset(p.tables)
+
+        slots: dict[str, int] = {}
+        for i, s in enumerate(script.slots):
+            where = f"slots[{i}]"
+            if s.plugin != "pgoutput":
+                raise ScriptError(f"expected plugin pgoutput, got {s.plugin!r}", f"{where}.plugin")
+            if s.name in slots:
+                raise ScriptError(f"slot {s.name} is declared twice", f"{where}.name")
+            if s.two_phase and script.server.pg_version < 15:
+                raise ScriptError(
+                    "two_phase slots need PostgreSQL 15 or later", f"{where}.two_phase"
+                )
+            slots[s.name] = (
+                s.confirmed_flush if s.confirmed_flush is not None else script.server.start_lsn
+            )
+
+        for i, step in enumerate(script.steps):
+            self.step(step, f"steps[{i}]")
+        return CompiledScript(script, self.catalog, publications, tuple(self.wal), self.lsn, slots)
+
+    def _fresh_oid(self) -> int:
+        return self.oid(None, "")
+
+    def _table(
+        self,
+        name: str,
+        columns: Sequence[Column],
+        identity: str,
+        oid: int | None,
+        where: str,
+        namespace_check: bool = True,
+    ) -> TableVersion:
+        schema, dot, relname = name.rpartition(".")
+        if namespace_check and (not dot or not schema or not relname):
+            raise ScriptError(f"expected a schema-qualified name, got {name!r}", f"{where}.name")
+        if identity not in REPLICA_IDENTITIES:
+            raise ScriptError(
+                f"expected one of {', '.join(REPLICA_IDENTITIES)}, got {identity!r}",
+                f"{where}.replica_identity",
+            )
+        cols = self._columns(columns, f"{where}.columns")
+        if identity == "index" and not any(c.key for c in cols):
+            raise ScriptError("REPLICA IDENTITY INDEX needs key columns", f"{where}.columns")
+        real_oid = oid if oid is not None else self._fresh_oid()
+        return TableVersion(name, schema, relname, real_oid, _IDENTITY_CODE[identity], cols)
+
+    def _columns(self, columns: Sequence[Column], where: str) -> tuple[CColumn, ...]:
+        out: list[CColumn] = []
+        seen: set[str] = set()
+        for j, c in enumerate(columns):
+            if not c.name:
+                raise ScriptError("expected a column name", f"{where}[{j}].name")
+            if c.name in seen:
+                raise ScriptError(f"column {c.name} is declared twice", f"{where}[{j}].name")
+            seen.add(c.name)
+            try:
+                ctype, typmod = self.catalog.resolve(c.type)
+            except ValueError as err:
+                raise ScriptError(str(err), f"{where}[{j}].type") from None
+            out.append(CColumn(c.name, ctype, typmod, c.key, c.generated))
+        return tuple(out)
+
+    # steps
+
+    def step(self, step: Step, where: str) -> None:
+        if isinstance(step, Transaction):
+            self.transaction(step, where)
+        elif isinstance(step, CommitPrepared | RollbackPrepared):
+            txn = self.prepared.pop(step.gid, None)
+            if txn is None:
+                raise ScriptError(f"no prepared transaction {step.gid!r}", where)
+            size = _FINISH_PREPARED_RECORD + len(step.gid)
+            start, end = self.record(size)
+            if isinstance(step, CommitPrepared):
+                time = self.tick(step.commit_time, f"{where}.commit_time")
+            else:
+                time = self.tick(step.rollback_time, f"{where}.rollback_time")
+            self.wal.append(
+                WFinishPrepared(txn, isinstance(step, CommitPrepared), start, end, time)
+            )
+        elif isinstance(step, LogicalMessage):
+            size = _MESSAGE_RECORD + len(step.prefix.encode()) + 1 + len(step.content)
+            start, end = self.record(size)
+            self.wal.append(WMessage(start, end, step.prefix, step.content))
+        elif isinstance(step, AlterTable):
+            self.transaction(Transaction((step,)), where, ddl_step=True)
+        elif isinstance(step, Sleep):
+            if not isinstance(step.seconds, int | float) or step.seconds < 0:
+                raise ScriptError(f"expected seconds >= 0, got {step.seconds!r}", where)
+            self.clock += int(step.seconds * 1_000_000)
+            self.wal.append(WMarker("sleep", self.lsn, step))
+        elif isinstance(step, Fault):
+            if step.name not in FAULT_NAMES:
+                names = ", ".join(sorted(FAULT_NAMES))
+                raise ScriptError(f"unknown fault {step.name!r} (expected one of {names})", where)
+            self.wal.append(WMarker("fault", self.lsn, step))
+        else:  # pragma: no cover - the loader builds only the classes above
+            raise ScriptError(f"unknown step {type(step).__name__}", where)
+
+    def transaction(self, txn: Transaction, where: str, *, ddl_step: bool = False) -> None:
+        if txn.stream not in STREAM_MODES:
+            raise ScriptError(
+                f"expected one of {', '.join(STREAM_MODES)}, got {txn.stream!r}", f"{where}.stream"
+            )
+        if txn.prepare is not None and txn.rollback:
+            raise ScriptError("prepare and rollback exclude each other", where)
+        if txn.prepare is not None and (txn.prepare in self.prepared or not txn.prepare):
+            raise ScriptError(
+                f"prepared transaction {txn.prepare!r} already exists", f"{where}.prepare"
+            )
+        saved_tables = dict(self.tables)
+        top = SubTxn(None)
+        stack = [top]
+        items: list[WChange | WSubAbort] = []
+        first_lsn = self.lsn
+        cwhere = f"{where}.changes" if not ddl_step else where
+        for i, change in enumerate(txn.changes):
+            here = f"{cwhere}[{i}]" if not ddl_step else where
+            self.change(change, stack, items, here)
+        if top.xid is None and txn.prepare is not None:
+            self.assign(top)
+        if top.xid is None:
+            # No write, no xid, no WAL: PostgreSQL has nothing to decode either.
+            self.tables = saved_tables if txn.rollback else self.tables
+            return
+        kind = "prepare" if txn.prepare is not None else "abort" if txn.rollback else "commit"
+        nsubs = _count_subxacts(top)
+        if kind == "prepare":
+            start, end = self.record(_PREPARE_RECORD + 4 * nsubs + len(txn.prepare or ""))
+        elif kind == "abort":
+            start, end = self.record(_ABORT_RECORD + 4 * nsubs)
+            self.tables = saved_tables
+        else:
+            start, end = self.record(_COMMIT_RECORD + 4 * nsubs)
+        time = self.tick(txn.commit_time, f"{where}.commit_time")
+        if txn.origin is not None and not txn.origin:
+            raise ScriptError("expected an origin name", f"{where}.origin")
+        wtxn = WTxn(
+            top,
+            items,
+            first_lsn,
+            kind,
+            start,
+            end,
+            time,
+            txn.origin,
+            txn.origin_lsn or 0,
+            txn.stream,
+            txn.prepare,
+            where,
+        )
+        if txn.prepare is not None:
+            self.prepared[txn.prepare] = wtxn
+        self.wal.append(wtxn)
+
+    def change(
+        self,
+        change: Change,
+        stack: list[SubTxn],
+        items: list[WChange | WSubAbort],
+        where: str,
+    ) -> None:
+        sub = stack[-1]
+        if isinstance(change, Insert):
+            table = self.table(change.table, f"{where}.insert")
+            new = self.row(table, change.values, f"{where}.values", require_all_keys=False)
+            self.assign(sub)
+            size = _tuple_size(table, new)
+            lsn, _ = self.record(_HEAP_RECORD + size)
+            items.append(WChange("insert", lsn, sub, _memory(size), table, new=new))
+        elif isinstance(change, Update):
+            self.update(change, sub, items, where)
+        elif isinstance(change, Delete):
+            self.delete(change, sub, items, where)
+        elif isinstance(change, Truncate):
+            if not change.tables:
+                raise ScriptError("expected at least one table", f"{where}.truncate")
+            tables = tuple(
+                self.table(name, f"{where}.truncate[{j}]") for j, name in enumerate(change.tables)
+            )
+            options = (1 if change.cascade else 0) | (2 if change.restart_identity else 0)
+            self.assign(sub)
+            lsn, _ = self.record(_TRUNCATE_RECORD + 4 * len(tables))
+            memory = _CHANGE_STRUCT + 4 * len(tables)
+            items.append(WChange("truncate", lsn, sub, memory, tables=tables, options=options))
+        elif isinstance(change, LogicalMessage):
+            self.assign(sub)
+            size = _MESSAGE_RECORD + len(change.prefix.encode()) + 1 + len(change.content)
+            _, end = self.record(size)
+            memory = _CHANGE_STRUCT + len(change.prefix.encode()) + 1 + len(change.content) + 16
+            items.append(
+                WChange("message", end, sub, memory, prefix=change.prefix, content=change.content)
+            )
+        elif isinstance(change, Savepoint):
+            if not change.name:
+                raise ScriptError("expected a savepoint name", where)
+            stack.append(SubTxn(sub, change.name))
+        elif isinstance(change, ReleaseSavepoint):
+            level = _find_savepoint(stack, change.name, where)
+            while len(stack) > level:
+                done = stack.pop()
+                if done.xid is not None or done.released:
+                    stack[-1].released.append(done)
+        elif isinstance(change, RollbackToSavepoint):
+            level = _find_savepoint(stack, change.name, where)
+            time = self.tick(None, where, step_us=50)
+            while len(stack) > level:
+                done = stack.pop()
+                subs = (*_released_with_xid(done), *([done] if done.xid is not None else []))
+                if done.xid is not None:
+                    _, end = self.record(_ABORT_RECORD + 4 * len(subs))
+                    items.append(WSubAbort(end, subs, time))
+            # ROLLBACK TO keeps the savepoint: a new subtransaction starts under it.
+            stack.append(SubTxn(stack[-1], change.name))
+        elif isinstance(change, AlterTable):
+            self.alter(change, sub, items, where)
+        else:  # pragma: no cover
+            raise ScriptError(f"unknown change {type(change).__name__}", where)
+
+    def table(self, name: str, where: str) -> TableVersion:
+        table = self.tables.get(name)
+        if table is None:
+            raise ScriptError(f"no table {name!r}", where)
+        return table
+
+    def row(
+        self,
+        table: TableVersion,
+        values: Mapping[str, object] | None,
+        where: str,
+        *,
+        require_all_keys: bool,
+        only_keys: bool = False,
+        unchanged: Sequence[str] = (),
+    ) -> Row:
+        values = values or {}
+        if not isinstance(values, Mapping):
+            raise ScriptError("expected a mapping of column names to values", where)
+        names = {c.name: c for c in table.columns}
+        for key in values:
+            col = names.get(key)
+            if col is None:
+                raise ScriptError(f"no column {key!r} in {table.name}", where)
+            if col.generated:
+                raise ScriptError(
+                    f"column {key!r} is generated; it takes no value", f"{where}.{key}"
+                )
+            if only_keys and not col.key:
+                raise ScriptError(
+                    f"column {key!r} is not a replica identity column", f"{where}.{key}"
+                )
+        out: list[object] = []
+        for c in table.published:
+            if c.name in unchanged:
+                out.append(UNCHANGED_TOAST)
+                continue
+            if only_keys and not c.key:
+                out.append(None)
+                continue
+            if require_all_keys and c.key and c.name not in values:
+                raise ScriptError(f"missing replica identity column {c.name!r}", where)
+            try:
+                out.append(convert(c.ctype, c.typmod, values.get(c.name)))
+            except ValueProblem as err:
+                raise ScriptError(str(err), f"{where}.{c.name}") from err.__cause__
+        return tuple(out)
+
+    def update(
+        self, change: Update, sub: SubTxn, items: list[WChange | WSubAbort], where: str
+    ) -> None:
+        table = self.table(change.table, f"{where}.update")
+        for j, name in enumerate(change.unchanged):
+            if name not in {c.name for c in table.published}:
+                raise ScriptError(f"no column {name!r} in {table.name}", f"{where}.unchanged[{j}]")
+            if name in change.values:
+                raise ScriptError(
+                    f"column {name!r} has a value and is unchanged", f"{where}.unchanged[{j}]"
+                )
+        new = self.row(
+            table,
+            change.values,
+            f"{where}.values",
+            require_all_keys=False,
+            unchanged=change.unchanged,
+        )
+        old: Row | None = None
+        old_kind: str | None = None
+        if table.identity == "f":
+            if change.key is not None:
+                raise ScriptError("REPLICA IDENTITY FULL takes old:, not key:", f"{where}.key")
+            if change.old is None:
+                raise ScriptError("REPLICA IDENTITY FULL needs the old row (old:)", where)
+            old = self.row(table, change.old, f"{where}.old", require_all_keys=False)
+            old_kind = "O"
+        else:
+            if change.old is not None:
+                raise ScriptError(
+                    "old: is only for REPLICA IDENTITY FULL; use key:", f"{where}.old"
+                )
+            if change.key is not None:
+                if not table.has_key:
+                    raise ScriptError(
+                        f"{table.name} has no replica identity columns", f"{where}.key"
+                    )
+                old = self.row(
+                    table, change.key, f"{where}.key", require_all_keys=True, only_keys=True
+                )
+                old_kind = "K"
+        self.assign(sub)
+        size = _tuple_size(table, new) + (_tuple_size(table, old) if old else 0)
+        lsn, _ = self.record(_HEAP_RECORD + size)
+        memory = _memory(_tuple_size(table, new)) + (
+            _HEAP_TUPLE_DATA + _tuple_size(table, old) if old else 0
+        )
+        items.append(
+            WChange("update", lsn, sub, memory, table, new=new, old=old, old_kind=old_kind)
+        )
+
+    def delete(
+        self, change: Delete, sub: SubTxn, items: list[WChange | WSubAbort], where: str
+    ) -> None:
+        table = self.table(change.table, f"{where}.delete")
+        old: Row | None = None
+        old_kind: str | None = None
+        if table.identity == "f":
+            if change.key is not None:
+                raise ScriptError("REPLICA IDENTITY FULL takes old:, not key:", f"{where}.key")
+            if change.old is None:
+                raise ScriptError("REPLICA IDENTITY FULL needs the old row (old:)", where)
+            old = self.row(table, change.old, f"{where}.old", require_all_keys=False)
+            old_kind = "O"
+        else:
+            if change.old is not None:
+                raise ScriptError(
+                    "old: is only for REPLICA IDENTITY FULL; use key:", f"{where}.old"
+                )
+            if table.has_key:
+                if change.key is None:
+                    raise ScriptError("a DELETE needs the old key (key:)", where)
+                old = self.row(
+                    table, change.key, f"{where}.key", require_all_keys=True, only_keys=True
+                )
+                old_kind = "K"
+            elif change.key is not None:
+                raise ScriptError(f"{table.name} has no replica identity columns", f"{where}.key")
+        self.assign(sub)
+        size = _tuple_size(table, old) if old else 0
+        lsn, _ = self.record(_DELETE_RECORD + size)
+        memory = _CHANGE_STRUCT + (_HEAP_TUPLE_DATA + size if old else 0)
+        items.append(WChange("delete", lsn, sub, memory, table, old=old, old_kind=old_kind))
+
+    def alter(
+        self, change: AlterTable, sub: SubTxn, items: list[WChange | WSubAbort], where: str
+    ) -> None:
+        table = self.table(change.table, f"{where}.alter_table")
+        columns = list(table.columns)
+        names = [c.name for c in columns]
+        for j, name in enumerate(change.drop_columns):
+            if name not in names:
+                raise ScriptError(
+                    f"no column {name!r} in {table.name}", f"{where}.drop_columns[{j}]"
+                )
+            index = names.index(name)
+            del columns[index], names[index]
+        added = self._columns(change.add_columns, f"{where}.add_columns")
+        for j, c in enumerate(added):
+            if c.name in names:
+                raise ScriptError(
+                    f"column {c.name!r} already exists", f"{where}.add_columns[{j}].name"
+                )
+            names.append(c.name)
+        new = TableVersion(
+            table.name,
+            table.namespace,
+            table.relname,
+            table.oid,
+            table.identity,
+            (*columns, *added),
+        )
+        if new.identity == "i" and not any(c.key for c in new.columns):
+            raise ScriptError("REPLICA IDENTITY INDEX needs key columns", where)
+        self.tables[table.name] = new
+        self.assign(sub)
+        lsn, _ = self.record(_DDL_RECORDS)
+        items.append(WChange("ddl", lsn, sub, _DDL_CHANGE_MEMORY, new, tables=(new,)))
+
+
+def _find_savepoint(stack: list[SubTxn], name: str, where: str) -> int:
+    for level in range(len(stack) - 1, 0, -1):
+        if stack[level].name == name:
+            return level
+    raise ScriptError(f"savepoint {name!r} does not exist", where)
+
+
+def _released_with_xid(sub: SubTxn) -> list[SubTxn]:
+    out: list[SubTxn] = []
+    for child in sub.released:
+        out.extend(_released_with_xid(child))
+        if child.xid is not None:
+            out.append(child)
+    return out
+
+
+def _count_subxacts(top: SubTxn) -> int:
+    return len(_released_with_xid(top))
+
+
+def _tuple_size(table: TableVersion, row: Row | None) -> int:
+    """Estimated heap tuple length (t_len): header plus values."""
+    if row is None:
+        return 0
+    size = 24
+    for c, v in zip(table.published, row, strict=True):
+        if v is None or v is UNCHANGED_TOAST:
+            continue
+        size += len(encode_value(c.ctype, v, binary=True)) + 1
+    return size
+
+
+def _memory(tuple_size: int) -> int:
+    return _CHANGE_STRUCT + _HEAP_TUPLE_DATA + tuple_size
+
+
+def _timestamp(text: str, where: str) -> int:
+    try:
+        value = decode_text(type_by_name("timestamptz").oid, str(text))
+        return datetime_to_pg_timestamp(value)  # type: ignore[arg-type]
+    except (CodecError, TypeError, ValueError, OverflowError):
+        raise ScriptError(f"expected a timestamp with time zone, got {text!r}", where) from None

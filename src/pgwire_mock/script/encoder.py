@@ -1,0 +1,674 @@
+"""Decoding a script's WAL the way pgoutput would, for one client's options.
+
+:func:`encode_stream` yields :class:`Send` (one pgoutput message and the WAL position a
+walsender reports for it), :class:`Sleep` and :class:`Fault` events. What it reproduces,
+with the PostgreSQL source it comes from:
+
+* Relation (and Type, first, for each column of a non-built-in type) before the first
+  change to a table in the session, after the table was altered or truncated (a relcache
+  invalidation resets ``schema_sent``), and — inside streamed transactions — once per
+  streamed top-level transaction, again after a Stream Abort (``maybe_send_schema``,
+  ``cleanup_rel_sync_cache`` in ``pgoutput.c``). A domain's Type message carries its base
+  type's name (``logicalrep_write_typ``).
+* 15+: BEGIN is sent with the first change, so transactions whose changes are all
+  filtered out are skipped; 14 sends BEGIN/COMMIT for every decoded transaction.
+  Prepared and streamed transactions are never skipped.
+* Streaming (proto ≥ 2, ``streaming`` on/parallel): a transaction is streamed in blocks
+  when its changes exceed ``logical_decoding_work_mem`` (``ReorderBufferCheckMemoryLimit``),
+  or always/never as the script says. Changes in a block carry the xid of the
+  (sub)transaction that made them; transactional messages carry the top-level xid
+  (``ReorderBufferApplyMessage`` passes the top transaction). A rolled-back
+  subtransaction whose changes were already streamed gets a Stream Abort (with abort
+  LSN and time only for ``streaming=parallel``); otherwise its changes just vanish.
+* Two-phase (``two_phase``, 15+): Begin Prepare…Prepare (or Stream Prepare), then Commit
+  or Rollback Prepared. Without it the transaction is decoded at COMMIT PREPARED as an
+  ordinary one (its streamed blocks, if any, were sent when the memory limit hit) and
+  not at all when rolled back (Stream Abort if it had been streamed).
+* Origin after Begin / Begin Prepare / the first Stream Start (with LSN 0 there);
+  ``origin=none`` (16+) skips transactions that have an origin.
+* Resuming: a transaction whose commit (or prepare) record starts before ``from_lsn`` is
+  skipped, as ``SnapBuildXactNeedsSkip`` does (``ptr < start_decoding_at``).
+
+The memory accounting is per transaction (a real server counts all transactions in
+progress); block boundaries are therefore close to, not exactly, a real server's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias
+
+from codec.pgoutput import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Delete,
+    Insert,
+    Message,
+    Origin,
+    PgOutputMessage,
+    Prepare,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Truncate,
+    Update,
+    encode,
+)
+from pgwire_mock.script.compile import (
+    CompiledScript,
+    SubTxn,
+    TableVersion,
+    WChange,
+    WFinishPrepared,
+    WMessage,
+    WTxn,
+    compile_script,
+    encode_row,
+)
+from pgwire_mock.script.errors import OptionError, PublicationMissingError
+from pgwire_mock.script.model import Script
+from pgwire_mock.script.model import Sleep as ScriptSleep
+
+__all__ = [
+    "MAX_PROTO_VERSION",
+    "Fault",
+    "Send",
+    "Sleep",
+    "StreamEvent",
+    "StreamOptions",
+    "encode_stream",
+]
+
+MAX_PROTO_VERSION: Final[Mapping[int, int]] = {14: 2, 15: 3, 16: 4, 17: 4}
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send ``message`` in an XLogData whose ``wal_start`` is this position.
+
+    ``payload`` is the message's bytes (for recordings, the recorded bytes).
+    """
+
+    wal_start: int
+    message: PgOutputMessage
+    payload: bytes = b""
+
+    def __post_init__(self) -> None:
+        if not self.payload:
+            object.__setattr__(self, "payload", encode(self.message))
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Pause the stream for ``seconds`` (the WAL position is ``lsn``)."""
+
+    seconds: float
+    lsn: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault for the server to act on, at WAL position ``lsn``."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    lsn: int = 0
+
+
+StreamEvent: TypeAlias = Send | Sleep | Fault
+
+
+# --- options --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """pgoutput options of START_REPLICATION (``streaming``: off, on or parallel)."""
+
+    proto_version: int = 1
+    publication_names: tuple[str, ...] = ()
+    binary: bool = False
+    messages: bool = False
+    streaming: str = "off"
+    two_phase: bool = False
+    origin: str = "any"
+
+    @classmethod
+    def from_pgoutput(
+        cls, options: Mapping[str, str] | Iterable[tuple[str, str]], *, server_version: int
+    ) -> StreamOptions:
+        """Parse START_REPLICATION options as pgoutput does, with its errors
+        (:class:`OptionError` with PostgreSQL's SQLSTATE and message)."""
+        pairs = list(options.items()) if isinstance(options, Mapping) else list(options)
+        seen: set[str] = set()
+        values: dict[str, Any] = {}
+        for name, value in pairs:
+            if name in seen:
+                raise OptionError("conflicting or redundant options", sqlstate="42601")
+            seen.add(name)
+            known = {"proto_version", "publication_names", "binary", "messages", "streaming"}
+            if server_version >= 15:
+                known.add("two_phase")
+            if server_version >= 16:
+                known.add("origin")
+            if name not in known:
+                raise OptionError(f"unrecognized pgoutput option: {name}", sqlstate="XX000")
+            if name == "proto_version":
+                if not value.isdigit():
+                    raise OptionError("invalid proto_version", sqlstate="22023")
+                values[name] = int(value)
+            elif name == "publication_names":
+                values[name] = _split_identifiers(value)
+            elif name == "streaming":
+                if server_version >= 16 and value.lower() == "parallel":
+                    values[name] = "parallel"
+                else:
+                    values[name] = "on" if _parse_bool(name, value) else "off"
+            elif name == "origin":
+                if value.lower() not in ("none", "any"):
+                    raise OptionError(f'unrecognized origin value: "{value}"', sqlstate="22023")
+                values[name] = value.lower()
+            else:
+                values[name] = _parse_bool(name, value)
+        if server_version >= 17:
+            for required in ("proto_version", "publication_names"):
+                if required not in values:
+                    raise OptionError(f'option "{required}" missing', sqlstate="22023")
+        result = cls(
+            proto_version=values.get("proto_version", 0),
+            publication_names=values.get("publication_names", ()),
+            binary=values.get("binary", False),
+            messages=values.get("messages", False),
+            streaming=values.get("streaming", "off"),
+            two_phase=values.get("two_phase", False),
+            origin=values.get("origin", "any"),
+        )
+        result.check(server_version, publication_names_given="publication_names" in values)
+        return result
+
+    def check(self, server_version: int, *, publication_names_given: bool = True) -> None:
+        """Raise :class:`OptionError` for what ``pgoutput_startup`` refuses."""
+        top = MAX_PROTO_VERSION.get(server_version, 4)
+        who = "we only support" if server_version < 16 else "server only supports"
+        if self.proto_version > top:
+            raise OptionError(
+                f"client sent proto_version={self.proto_version} but {who} protocol {top} or lower",
+                sqlstate="0A000",
+            )
+        if self.proto_version < 1:
+            raise OptionError(
+                f"client sent proto_version={self.proto_version} but {who} protocol 1 or higher",
+                sqlstate="0A000",
+            )
+        if not publication_names_given:
+            raise OptionError("publication_names parameter missing", sqlstate="22023")
+        if self.streaming == "on" and self.proto_version < 2:
+            raise OptionError(
+                f"requested proto_version={self.proto_version} does not support streaming, "
+                "need 2 or higher",
+                sqlstate="22023",
+            )
+        if self.streaming == "parallel" and self.proto_version < 4:
+            raise OptionError(
+                f"requested proto_version={self.proto_version} does not support parallel "
+                "streaming, need 4 or higher",
+                sqlstate="22023",
+            )
+        if self.two_phase and self.proto_version < 3:
+            raise OptionError(
+                f"requested proto_version={self.proto_version} does not support two-phase "
+                "commit, need 3 or higher",
+                sqlstate="22023",
+            )
+
+    def as_pgoutput(self) -> dict[str, str]:
+        """The options as START_REPLICATION / ``pg_logical_slot_get_binary_changes`` take them."""
+        out = {
+            "proto_version": str(self.proto_version),
+            "publication_names": ",".join(self.publication_names),
+            "binary": _bool(self.binary),
+            "messages": _bool(self.messages),
+            "streaming": self.streaming,
+        }
+        if self.two_phase:
+            out["two_phase"] = "true"
+        if self.origin != "any":
+            out["origin"] = self.origin
+        return out
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    # parse_bool (src/backend/utils/adt/bool.c): any unique prefix of true/false/yes/no,
+    # on/off (two letters at least) and 1/0.
+    v = value.strip().lower()
+    if v and ("true".startswith(v) or "yes".startswith(v) or v in {"1", "on"}):
+        return True
+    if v and (
+        "false".startswith(v)
+        or "no".startswith(v)
+        or v == "0"
+        or (len(v) >= 2 and "off".startswith(v))
+    ):
+        return False
+    raise OptionError(f"{name} requires a Boolean value", sqlstate="22023")
+
+
+def _split_identifiers(text: str) -> tuple[str, ...]:
+    # SplitIdentifierString: comma-separated, optionally double-quoted, bare ones downcased.
+    names: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i < n and text[i] == '"':
+            j = i + 1
+            buf = []
+            while True:
+                if j >= n:
+                    raise OptionError("invalid publication_names syntax", sqlstate="42602")
+                if text[j] == '"':
+                    if j + 1 < n and text[j + 1] == '"':
+                        buf.append('"')
+                        j += 2
+                        continue
+                    break
+                buf.append(text[j])
+                j += 1
+            name = "".join(buf)
+            i = j + 1
+        else:
+            j = i
+            while j < n and text[j] != "," and not text[j].isspace():
+                j += 1
+            name = text[i:j].lower()
+            i = j
+        if not name:
+            raise OptionError("invalid publication_names syntax", sqlstate="42602")
+        names.append(name)
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            return tuple(names)
+        if text[i] != ",":
+            raise OptionError("invalid publication_names syntax", sqlstate="42602")
+        i += 1
+
+
+# --- the encoder ----------------------------------------------------------------------------
+
+
+def encode_stream(
+    source: Script | Any,
+    options: StreamOptions,
+    *,
+    server_version: int | None = None,
+    from_lsn: int = 0,
+) -> Iterator[StreamEvent]:
+    """What pgoutput sends to a client with ``options`` that starts at ``from_lsn``.
+
+    ``source`` is a :class:`~pgwire_mock.script.Script` or a recording from
+    :func:`~pgwire_mock.script.load_recording`. ``server_version`` defaults to the
+    script's ``pg_version``; ``from_lsn`` is the effective start point (the server has
+    already moved it up to the slot's confirmed_flush). Raises :class:`ScriptError` for
+    a bad script, :class:`OptionError` for options pgoutput refuses, and
+    :class:`PublicationMissingError` when the first change is decoded if a requested
+    publication does not exist — the same point a real server reports it.
+    """
+    if not isinstance(source, Script):
+        yield from source.encode(options, server_version=server_version, from_lsn=from_lsn)
+        return
+    compiled = compile_script(source)
+    version = server_version if server_version is not None else source.server.pg_version
+    options.check(version)
+    yield from _Session(compiled, options, version, from_lsn).run()
+
+
+@dataclass(eq=False)
+class _TxnState:
+    pending: list[WChange] = field(default_factory=list)
+    memory: int = 0
+    streamed: bool = False
+    streamed_subs: set[int] = field(default_factory=set)  # id() of SubTxn
+    invalidated: set[int] = field(default_factory=set)  # table OIDs, flushed at the end
+
+
+Out: TypeAlias = list[tuple[int, PgOutputMessage]]
+
+
+class _Session:
+    def __init__(
+        self, compiled: CompiledScript, options: StreamOptions, version: int, from_lsn: int
+    ) -> None:
+        self.compiled = compiled
+        self.options = options
+        self.version = version
+        self.from_lsn = from_lsn
+        self.binary = options.binary
+        self.parallel = options.streaming == "parallel"
+        self.can_stream = options.streaming != "off"
+        self.two_phase = options.two_phase and version >= 15
+        self.limit = compiled.script.server.logical_decoding_work_mem * 1024
+        self.missing = next(
+            (p for p in options.publication_names if p not in compiled.publications), None
+        )
+        published: set[str] = set()
+        self.all_tables = False
+        for name in options.publication_names:
+            tables = compiled.publications.get(name)
+            if tables is None:
+                self.all_tables = self.all_tables or name in compiled.publications
+            else:
+                published |= tables
+        self.published = published
+        self.schema_sent: dict[int, bool] = {}
+        self.stream_schema: dict[int, set[int]] = {}
+        self.deferred: dict[int, _TxnState] = {}  # id(WTxn) → state, prepared without 2PC
+
+    # helpers
+
+    def is_published(self, table: TableVersion) -> bool:
+        if self.missing is not None:
+            raise PublicationMissingError(self.missing)
+        return self.all_tables or table.name in self.published
+
+    def invalidate(self, oid: int) -> None:
+        self.schema_sent[oid] = False
+        self.stream_schema.pop(oid, None)
+
+    def cleanup(self, top_xid: int, *, commit: bool) -> None:
+        for oid, xids in self.stream_schema.items():
+            if top_xid in xids:
+                if commit:
+                    self.schema_sent[oid] = True
+                xids.discard(top_xid)
+
+    def skipped(self, txn: WTxn) -> bool:
+        return bool(txn.origin) and self.options.origin == "none" and self.version >= 16
+
+    def forget(self, txn: WTxn) -> None:
+        # A skipped transaction's invalidations still run (ReorderBufferForget).
+        for item in txn.items:
+            if isinstance(item, WChange) and item.kind in ("ddl", "truncate"):
+                for t in item.tables:
+                    self.invalidate(t.oid)
+
+    # the walk
+
+    def run(self) -> Iterator[StreamEvent]:
+        for item in self.compiled.wal:
+            if isinstance(item, WTxn):
+                yield from self.txn(item)
+            elif isinstance(item, WFinishPrepared):
+                yield from self.finish_prepared(item)
+            elif isinstance(item, WMessage):
+                if item.start >= self.from_lsn and self.options.messages:
+                    yield Send(item.lsn, Message(0, item.lsn, item.prefix, item.content))
+            elif item.lsn >= self.from_lsn:
+                step = item.step
+                if isinstance(step, ScriptSleep):
+                    yield Sleep(float(step.seconds), item.lsn)
+                else:
+                    yield Fault(step.name, dict(step.params), item.lsn)
+
+    def txn(self, txn: WTxn) -> Iterator[StreamEvent]:
+        if self.skipped(txn):
+            self.forget(txn)
+            return
+        state = _TxnState()
+        streamable = self.can_stream and txn.stream != "never"
+        top_xid = _xid(txn.top)
+        for item in txn.items:
+            if isinstance(item, WChange):
+                state.pending.append(item)
+                state.memory += item.size
+                if (
+                    streamable
+                    and txn.stream == "auto"
+                    and state.memory >= self.limit
+                    and item.lsn >= self.from_lsn
+                ):
+                    yield from self.stream_block(txn, state)
+                continue
+            aborted = {id(s) for s in item.subs}
+            if (
+                streamable
+                and txn.stream == "always"
+                and item.end_lsn >= self.from_lsn
+                and any(id(c.sub) in aborted for c in state.pending)
+            ):
+                yield from self.stream_block(txn, state)
+            kept = [c for c in state.pending if id(c.sub) not in aborted]
+            state.memory -= sum(c.size for c in state.pending if id(c.sub) in aborted)
+            state.pending = kept
+            sent = False
+            for sub in item.subs:
+                if id(sub) in state.streamed_subs:
+                    yield Send(
+                        item.end_lsn, self.stream_abort(top_xid, _xid(sub), item.end_lsn, item.time)
+                    )
+                    sent = True
+            if sent:
+                self.cleanup(top_xid, commit=False)
+        if txn.kind == "commit":
+            if txn.lsn < self.from_lsn:
+                self.forget(txn)
+                return
+            yield from self.finish(txn, state, txn.lsn, txn.end_lsn, txn.time)
+        elif txn.kind == "abort":
+            if state.streamed:
+                yield Send(txn.end_lsn, self.stream_abort(top_xid, top_xid, txn.end_lsn, txn.time))
+                self.cleanup(top_xid, commit=False)
+        elif self.two_phase:
+            if txn.lsn < self.from_lsn:
+                self.forget(txn)
+                return
+            yield from self.prepare(txn, state)
+        else:
+            self.deferred[id(txn)] = state
+
+    def finish_prepared(self, item: WFinishPrepared) -> Iterator[StreamEvent]:
+        txn = item.txn
+        if self.skipped(txn) or item.lsn < self.from_lsn:
+            return
+        xid = _xid(txn.top)
+        gid = txn.gid or ""
+        if self.two_phase:
+            if item.commit:
+                message: PgOutputMessage = CommitPrepared(
+                    0, item.lsn, item.end_lsn, item.time, xid, gid
+                )
+            else:
+                message = RollbackPrepared(
+                    0, txn.end_lsn, item.end_lsn, txn.time, item.time, xid, gid
+                )
+            yield Send(item.end_lsn, message)
+            return
+        state = self.deferred.pop(id(txn), None)
+        if state is None:
+            return
+        if item.commit:
+            yield from self.finish(txn, state, item.lsn, item.end_lsn, item.time)
+        elif state.streamed:
+            yield Send(item.end_lsn, self.stream_abort(xid, xid, item.end_lsn, item.time))
+            self.cleanup(xid, commit=False)
+
+    def stream_abort(self, xid: int, subxid: int, lsn: int, time: int) -> StreamAbort:
+        if self.parallel:
+            return StreamAbort(xid, subxid, lsn, time)
+        return StreamAbort(xid, subxid)
+
+    def stream_block(self, txn: WTxn, state: _TxnState) -> Iterator[StreamEvent]:
+        if not state.pending:
+            return
+        top_xid = _xid(txn.top)
+        first = not state.streamed
+        start = state.pending[0].lsn
+        yield Send(start, StreamStart(top_xid, first))
+        if first and txn.origin:
+            yield Send(start, Origin(0, txn.origin))
+        for change in state.pending:
+            state.streamed_subs.add(id(change.sub))
+            for wal, message in self.change(change, state, in_stream=True, top_xid=top_xid):
+                yield Send(wal, message)
+        yield Send(state.pending[-1].lsn, StreamStop())
+        state.streamed = True
+        state.pending = []
+        state.memory = 0
+        self.flush_invalidations(state)
+
+    def flush_invalidations(self, state: _TxnState) -> None:
+        # "make sure there's no cache pollution": ReorderBufferProcessTXN runs the
+        # transaction's invalidations when it is done with it.
+        for oid in state.invalidated:
+            self.invalidate(oid)
+
+    def finish(
+        self, txn: WTxn, state: _TxnState, commit_lsn: int, end_lsn: int, time: int
+    ) -> Iterator[StreamEvent]:
+        xid = _xid(txn.top)
+        streamable = self.can_stream and txn.stream != "never"
+        if state.streamed or (streamable and txn.stream == "always" and state.pending):
+            yield from self.stream_block(txn, state)
+            yield Send(end_lsn, StreamCommit(xid, 0, commit_lsn, end_lsn, time))
+            self.cleanup(xid, commit=True)
+            return
+        begin_sent = False
+        if self.version < 15:
+            yield from self.begin(txn, txn.first_lsn, Begin(commit_lsn, time, xid))
+            begin_sent = True
+        for change in state.pending:
+            for wal, message in self.change(change, state, in_stream=False, top_xid=xid):
+                if not begin_sent:
+                    yield from self.begin(txn, wal, Begin(commit_lsn, time, xid))
+                    begin_sent = True
+                yield Send(wal, message)
+        self.flush_invalidations(state)
+        if begin_sent:
+            yield Send(end_lsn, Commit(0, commit_lsn, end_lsn, time))
+
+    def prepare(self, txn: WTxn, state: _TxnState) -> Iterator[StreamEvent]:
+        xid = _xid(txn.top)
+        gid = txn.gid or ""
+        streamable = self.can_stream and txn.stream != "never"
+        if state.streamed or (streamable and txn.stream == "always" and state.pending):
+            yield from self.stream_block(txn, state)
+            yield Send(txn.end_lsn, StreamPrepare(0, txn.lsn, txn.end_lsn, txn.time, xid, gid))
+            return
+        yield from self.begin(
+            txn, txn.first_lsn, BeginPrepare(txn.lsn, txn.end_lsn, txn.time, xid, gid)
+        )
+        for change in state.pending:
+            for wal, message in self.change(change, state, in_stream=False, top_xid=xid):
+                yield Send(wal, message)
+        self.flush_invalidations(state)
+        yield Send(txn.end_lsn, Prepare(0, txn.lsn, txn.end_lsn, txn.time, xid, gid))
+
+    def begin(self, txn: WTxn, wal: int, message: PgOutputMessage) -> Iterator[StreamEvent]:
+        yield Send(wal, message)
+        if txn.origin:
+            yield Send(wal, Origin(txn.origin_lsn, txn.origin))
+
+    def change(self, change: WChange, state: _TxnState, *, in_stream: bool, top_xid: int) -> Out:
+        """The messages for one change, updating the relation cache."""
+        out: Out = []
+        kind = change.kind
+        xid = _xid(change.sub) if in_stream else None
+        if kind == "ddl":
+            for t in change.tables:
+                self.invalidate(t.oid)
+                state.invalidated.add(t.oid)
+            return out
+        if kind == "message":
+            if self.options.messages:
+                msg_xid = top_xid if in_stream else None
+                out.append(
+                    (change.lsn, Message(1, change.lsn, change.prefix, change.content, xid=msg_xid))
+                )
+            return out
+        if kind == "truncate":
+            # TRUNCATE's catalog update is visible (and invalidates) before its record,
+            # and the table is invalidated again when the transaction is done.
+            for t in change.tables:
+                self.invalidate(t.oid)
+                state.invalidated.add(t.oid)
+            sent = [t for t in change.tables if self.is_published(t)]
+            for t in sent:
+                out.extend(self.schema(t, change.lsn, xid, in_stream, top_xid))
+            if sent:
+                oids = tuple(t.oid for t in sent)
+                out.append((change.lsn, Truncate(change.options, oids, xid=xid)))
+            return out
+        table = change.table
+        assert table is not None
+        if not self.is_published(table):
+            return out
+        if kind == "delete" and change.old is None:
+            return out  # "didn't send DELETE change because of missing oldtuple"
+        out.extend(self.schema(table, change.lsn, xid, in_stream, top_xid))
+        binary = self.binary
+        new = encode_row(table, change.new, binary=binary) if change.new is not None else None
+        old = encode_row(table, change.old, binary=binary) if change.old is not None else None
+        if kind == "insert":
+            assert new is not None
+            out.append((change.lsn, Insert(table.oid, new, xid=xid)))  # type: ignore[arg-type]
+        elif kind == "update":
+            assert new is not None
+            key = old if change.old_kind == "K" else None
+            full = old if change.old_kind == "O" else None
+            out.append((change.lsn, Update(table.oid, new, key, full, xid=xid)))  # type: ignore[arg-type]
+        else:
+            key = old if change.old_kind == "K" else None
+            full = old if change.old_kind == "O" else None
+            out.append((change.lsn, Delete(table.oid, key, full, xid=xid)))  # type: ignore[arg-type]
+        return out
+
+    def schema(
+        self, table: TableVersion, lsn: int, xid: int | None, in_stream: bool, top_xid: int
+    ) -> Out:
+        if in_stream:
+            sent = top_xid in self.stream_schema.get(table.oid, set())
+        else:
+            sent = self.schema_sent.get(table.oid, False)
+        if sent:
+            return []
+        out: Out = [(lsn, m) for m in table.type_messages(xid)]
+        out.append((lsn, table.relation(xid)))
+        if in_stream:
+            self.stream_schema.setdefault(table.oid, set()).add(top_xid)
+        else:
+            self.schema_sent[table.oid] = True
+        return out
+
+
+def _xid(sub: SubTxn) -> int:
+    assert sub.xid is not None
+    return sub.xid
+
+
+def options_from(
+    proto_version: int,
+    publication_names: Sequence[str],
+    *,
+    binary: bool = False,
+    messages: bool = False,
+    streaming: str = "off",
+    two_phase: bool = False,
+    origin: str = "any",
+) -> StreamOptions:
+    """Shorthand for :class:`StreamOptions`."""
+    return StreamOptions(
+        proto_version, tuple(publication_names), binary, messages, streaming, two_phase, origin
+    )
