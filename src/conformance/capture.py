@@ -178,8 +178,7 @@ def capture_scenario(
                 _run(conn, sql, f"{where} setup")
             _run(
                 conn,
-                f"CREATE PUBLICATION {scenario.publication} "
-                f"FOR TABLE {', '.join(scenario.publish)}",
+                scenario.create_publication(),
                 f"{where} publication",
             )
             # Temporary slots vanish with this connection, even if we crash.

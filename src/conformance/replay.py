@@ -181,7 +181,11 @@ def replay(payloads: Iterable[bytes]) -> dict[int, ReplayedTable]:
             match msg:
                 case po.Relation():
                     relations[msg.oid] = msg
-                    tables.table(msg)
+                    # A relation enters the result with its first change: publishing
+                    # through a partition root, pgoutput also describes the leaf
+                    # partition (pgoutput.c maybe_send_schema) but never changes it.
+                    if msg.oid in tables.by_oid:
+                        tables.by_oid[msg.oid].relation = msg
                 case po.Begin() | po.BeginPrepare():
                     current = _Txn()
                 case po.Commit():

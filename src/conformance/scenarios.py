@@ -111,6 +111,8 @@ class Scenario:
 
     name: str
     description: str
+    #: Publication table specs: a name, optionally with a column list and a row filter
+    #: (``t (a, b) WHERE (x > 0)``, PostgreSQL 15+).
     publish: tuple[str, ...]
     setup: tuple[str, ...]
     steps: tuple[str, ...]
@@ -118,10 +120,17 @@ class Scenario:
     min_version: int = 14
     # Message types this scenario must produce on every option set (checked by capture).
     emits: frozenset[str] = field(default_factory=frozenset)
+    #: Publication parameters, e.g. ``publish_via_partition_root = true``.
+    publication_with: str = ""
 
     @property
     def publication(self) -> str:
         return f"pgwm_{self.name}"
+
+    def create_publication(self) -> str:
+        """The CREATE PUBLICATION statement every capture path runs."""
+        sql = f"CREATE PUBLICATION {self.publication} FOR TABLE {', '.join(self.publish)}"
+        return f"{sql} WITH ({self.publication_with})" if self.publication_with else sql
 
 
 def _ballast(table: str, rounds: int, first_id: int, label: str, target: str) -> str:
@@ -445,5 +454,77 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
             "WHERE roname = 'pgwm_upstream'",
         ),
         emits=frozenset("BCORIU"),
+    ),
+    Scenario(
+        name="partitioned",
+        description="A partitioned table published through its root "
+        "(publish_via_partition_root): changes to any partition, and a row moving "
+        "between partitions, arrive as the root's",
+        publish=("pgwm_part",),
+        publication_with="publish_via_partition_root = true",
+        setup=(
+            "CREATE TABLE pgwm_part (id int, region text, v text, PRIMARY KEY (id, region)) "
+            "PARTITION BY LIST (region)",
+            "CREATE TABLE pgwm_part_eu PARTITION OF pgwm_part FOR VALUES IN ('eu')",
+            "CREATE TABLE pgwm_part_us PARTITION OF pgwm_part FOR VALUES IN ('us')",
+        ),
+        steps=(
+            "INSERT INTO pgwm_part VALUES (1, 'eu', 'a'), (2, 'us', 'b'), (3, 'eu', 'c')",
+            "UPDATE pgwm_part SET v = 'a2' WHERE id = 1",
+            # Moving a row to another partition is a delete from one and an insert into
+            # the other (ExecCrossPartitionUpdate), both reported as the root's.
+            "UPDATE pgwm_part SET region = 'us' WHERE id = 1",
+            "DELETE FROM pgwm_part WHERE id = 2",
+        ),
+        teardown=("DROP TABLE IF EXISTS pgwm_part",),
+        emits=frozenset("BCRIUD"),
+    ),
+    Scenario(
+        name="publication_filters",
+        description="A column list (unpublished columns never sent) and a row filter "
+        "(updates that enter or leave the filter become inserts and deletes), 15+",
+        publish=(
+            "pgwm_cols (id, public_v, n)",
+            "pgwm_rows WHERE (status = 'active')",
+        ),
+        min_version=15,
+        setup=(
+            "CREATE TABLE pgwm_cols (id int PRIMARY KEY, public_v text, secret text, n int)",
+            "CREATE TABLE pgwm_rows (id int PRIMARY KEY, status text, v text)",
+            # A row filter on UPDATE/DELETE may use only replica identity columns.
+            "ALTER TABLE pgwm_rows REPLICA IDENTITY FULL",
+        ),
+        steps=(
+            "INSERT INTO pgwm_cols VALUES (1, 'a', 's1', 1), (2, 'b', 's2', 2)",
+            "UPDATE pgwm_cols SET secret = 'changed only here' WHERE id = 1",
+            "UPDATE pgwm_cols SET public_v = 'b2', n = 20 WHERE id = 2",
+            "DELETE FROM pgwm_cols WHERE id = 1",
+            "INSERT INTO pgwm_rows VALUES (1, 'active', 'a'), (2, 'inactive', 'b'), "
+            "(3, 'active', 'c')",
+            "UPDATE pgwm_rows SET status = 'active' WHERE id = 2",  # enters: INSERT
+            "UPDATE pgwm_rows SET status = 'inactive' WHERE id = 1",  # leaves: DELETE
+            "UPDATE pgwm_rows SET v = 'c2' WHERE id = 3",  # stays: UPDATE
+            "UPDATE pgwm_rows SET v = 'ignored' WHERE id = 1",  # outside: nothing
+            "DELETE FROM pgwm_rows WHERE id = 3",
+        ),
+        teardown=("DROP TABLE IF EXISTS pgwm_cols, pgwm_rows",),
+        emits=frozenset("BCRIUD"),
+    ),
+    Scenario(
+        name="generated",
+        description="A stored generated column, which pgoutput 14-17 leaves out of "
+        "Relation and tuples",
+        publish=("pgwm_gen",),
+        setup=(
+            "CREATE TABLE pgwm_gen (id int PRIMARY KEY, a int, "
+            "doubled int GENERATED ALWAYS AS (a * 2) STORED, b text)",
+        ),
+        steps=(
+            "INSERT INTO pgwm_gen (id, a, b) VALUES (1, 10, 'x'), (2, 20, 'y')",
+            "UPDATE pgwm_gen SET a = 11 WHERE id = 1",
+            "DELETE FROM pgwm_gen WHERE id = 2",
+        ),
+        teardown=("DROP TABLE IF EXISTS pgwm_gen",),
+        emits=frozenset("BCRIUD"),
     ),
 )

@@ -318,10 +318,17 @@ _READ_SETTINGS: Final = (
 )
 
 
-def _read_table(conn: Connection, oid: int) -> ServerTable:
+def _read_table(
+    conn: Connection,
+    oid: int,
+    columns: Sequence[str] | None = None,
+    rowfilter: str | None = None,
+) -> ServerTable:
     row = conn.execute("SELECT %s::oid::regclass::text", (oid,)).fetchone()
     name = str(row[0]) if row else str(oid)
-    query = f"SELECT * FROM {name} ORDER BY 1".encode()
+    selected = ", ".join(_quote_identifier(c) for c in columns) if columns else "*"
+    where = f" WHERE {rowfilter}" if rowfilter else ""
+    query = f"SELECT {selected} FROM {name}{where} ORDER BY 1".encode()
     results = []
     for fmt in (pq.Format.TEXT, pq.Format.BINARY):
         res = conn.pgconn.exec_params(query, None, result_format=fmt)
@@ -330,7 +337,7 @@ def _read_table(conn: Connection, oid: int) -> ServerTable:
             raise ScenarioError(f"reading {name}: {message}")
         results.append(res)
     text, binary = results
-    columns = tuple(
+    names = tuple(
         (text.fname(i) or b"").decode("utf-8", "surrogateescape") for i in range(text.nfields)
     )
     type_oids = tuple(text.ftype(i) for i in range(text.nfields))
@@ -346,7 +353,7 @@ def _read_table(conn: Connection, oid: int) -> ServerTable:
         int(str(domain)): int(str(base))
         for domain, base in conn.execute(_DOMAINS, (oid,)).fetchall()
     }
-    return ServerTable(oid, name, columns, type_oids, text_rows, binary_rows, domains)
+    return ServerTable(oid, name, names, type_oids, text_rows, binary_rows, domains)
 
 
 _DOMAINS: Final = """
@@ -362,6 +369,10 @@ WHERE t.typtype <> 'd'
 """
 
 
+def _quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _text_or_none(value: bytes | None) -> str | None:
     return None if value is None else bytes(value).decode("utf-8", "surrogateescape")
 
@@ -372,14 +383,30 @@ def _bytes_or_none(value: bytes | None) -> bytes | None:
 
 def read_tables(conn: Connection, scenario: Scenario) -> dict[int, ServerTable]:
     """Every table of the scenario's publication, as the server holds it now."""
+    # From 15 a publication can publish some columns (attnames) and some rows
+    # (rowfilter): the server's state to compare with is that part of the table.
+    published = (
+        "attnames::text[], rowfilter"
+        if conn.info.server_version >= 150000
+        else "NULL::text[], NULL::text"
+    )
     rows = conn.execute(
-        "SELECT format('%%I.%%I', schemaname, tablename)::regclass::oid::int8 "
-        "FROM pg_publication_tables WHERE pubname = %s",
+        "SELECT format('%%I.%%I', schemaname, tablename)::regclass::oid::int8, "
+        + published
+        + " FROM pg_publication_tables WHERE pubname = %s",
         (scenario.publication,),
     ).fetchall()
     with conn.transaction():
         _run(conn, _READ_SETTINGS.replace("SET", "SET LOCAL"), "read settings")
-        tables = [_read_table(conn, int(str(oid))) for (oid,) in rows]
+        tables = [
+            _read_table(
+                conn,
+                int(str(oid)),
+                [str(c) for c in columns] if isinstance(columns, list) else None,
+                None if rowfilter is None else str(rowfilter),
+            )
+            for oid, columns, rowfilter in rows
+        ]
     return {t.oid: t for t in tables}
 
 
@@ -403,8 +430,7 @@ def prepare_scenario(
                 _run(conn, sql, f"{where} setup")
             _run(
                 conn,
-                f"CREATE PUBLICATION {scenario.publication} "
-                f"FOR TABLE {', '.join(scenario.publish)}",
+                scenario.create_publication(),
                 f"{where} publication",
             )
             for opt in sets:
