@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_argument("--json", action="store_true", help="print one JSON object per message")
     decode.set_defaults(run=cmd_decode)
 
+    from pgwire_mock.serve import add_serve_command  # noqa: PLC0415 - keeps decode's start fast
+
+    add_serve_command(commands)
+
     # Commands from packages that build on this one (conformance: capture, conformance)
     # register themselves, so pgwire_mock never imports them.
     for entry_point in sorted(entry_points(group="pgwire_mock.commands"), key=lambda e: e.name):
