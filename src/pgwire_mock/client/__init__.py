@@ -6,7 +6,7 @@ socket; :func:`capture_via_walsender` records a real server's stream for the con
 suite.
 """
 
-from pgwire_mock.client.auth import ScramSha256, md5_password, saslprep
+from pgwire_mock.client.auth import ScramSha256, md5_password
 from pgwire_mock.client.blocking import ReplicationConnection
 from pgwire_mock.client.capture import capture_via_walsender
 from pgwire_mock.client.commands import (
@@ -53,6 +53,7 @@ from pgwire_mock.client.session import (
     Trigger,
     WalData,
 )
+from pgwire_mock.scram import saslprep
 
 __all__ = [
     "TRANSITIONS",

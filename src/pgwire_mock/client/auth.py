@@ -11,13 +11,13 @@ import base64
 import hashlib
 import hmac
 import secrets
-import stringprep
-import unicodedata
 from typing import Final
 
+from pgwire_mock import scram
 from pgwire_mock.client.errors import AuthenticationError
+from pgwire_mock.scram import saslprep
 
-SCRAM_SHA_256: Final = "SCRAM-SHA-256"
+SCRAM_SHA_256: Final = scram.SCRAM_SHA_256
 # "n,,": no channel binding, no authzid. Its base64 is the "c=biws" of every exchange.
 _GS2_HEADER: Final = b"n,,"
 
@@ -33,43 +33,6 @@ def md5_password(user: str, password: str, salt: bytes) -> str:
     return "md5" + hashlib.md5(inner.encode("ascii") + salt).hexdigest()
 
 
-def saslprep(text: str) -> str | None:
-    """RFC 4013 SASLprep of a stored string, or None if ``text`` is not allowed.
-
-    Callers fall back to the raw password on None, as PostgreSQL does on both sides
-    (src/common/saslprep.c: a password that fails SASLprep is used as it stands).
-    """
-    mapped = "".join(
-        " " if stringprep.in_table_c12(ch) else ch for ch in text if not stringprep.in_table_b1(ch)
-    )
-    normalized = unicodedata.normalize("NFKC", mapped)
-    if not normalized:
-        return None
-    prohibited = (
-        stringprep.in_table_a1,
-        stringprep.in_table_c12,
-        stringprep.in_table_c21_c22,
-        stringprep.in_table_c3,
-        stringprep.in_table_c4,
-        stringprep.in_table_c5,
-        stringprep.in_table_c6,
-        stringprep.in_table_c7,
-        stringprep.in_table_c8,
-        stringprep.in_table_c9,
-    )
-    if any(check(ch) for ch in normalized for check in prohibited):
-        return None
-    # RFC 3454 section 6: right-to-left text must not mix in left-to-right characters
-    # and must start and end with a right-to-left one.
-    if any(stringprep.in_table_d1(ch) for ch in normalized) and (
-        any(stringprep.in_table_d2(ch) for ch in normalized)
-        or not stringprep.in_table_d1(normalized[0])
-        or not stringprep.in_table_d1(normalized[-1])
-    ):
-        return None
-    return normalized
-
-
 def random_nonce() -> str:
     """A printable client nonce (18 random bytes, base64: no commas, as RFC 5802 wants)."""
     return base64.b64encode(secrets.token_bytes(18)).decode("ascii")
@@ -77,10 +40,6 @@ def random_nonce() -> str:
 
 def _saslname(name: str) -> str:
     return name.replace("=", "=3D").replace(",", "=2C")
-
-
-def _hmac(key: bytes, message: bytes) -> bytes:
-    return hmac.digest(key, message, "sha256")
 
 
 def _attributes(message: bytes, what: str) -> dict[str, str]:
@@ -144,15 +103,15 @@ class ScramSha256:
             raise AuthenticationError(f"malformed SCRAM salt or iteration count: {err}") from err
         if iterations < 1 or not salt:
             raise AuthenticationError("SCRAM iteration count and salt must not be empty")
-        salted = hashlib.pbkdf2_hmac("sha256", self._password.encode(), salt, iterations)
-        client_key = _hmac(salted, b"Client Key")
-        stored_key = hashlib.sha256(client_key).digest()
+        salted = scram.salted_password(self._password, salt, iterations)
+        client_key = scram.client_key(salted)
+        stored_key = scram.stored_key(client_key)
         without_proof = b"c=" + base64.b64encode(_GS2_HEADER) + b",r=" + combined.encode()
         auth_message = self._client_first_bare + b"," + server_first + b"," + without_proof
-        signature = _hmac(stored_key, auth_message)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        signature = scram.hmac_sha256(stored_key, auth_message)
+        proof = scram.xor(client_key, signature)
         self._auth_message = auth_message
-        self._expected_server_signature = _hmac(_hmac(salted, b"Server Key"), auth_message)
+        self._expected_server_signature = scram.hmac_sha256(scram.server_key(salted), auth_message)
         return without_proof + b",p=" + base64.b64encode(proof)
 
     def verify_server_final(self, server_final: bytes) -> None:

@@ -1,0 +1,350 @@
+"""``pgwire-mock serve``: run the fake walsender.
+
+The command wires the pieces together: a stream source (``--script``: a recording or a
+YAML/JSON script), the shared :class:`~pgwire_mock.server.state.ServerState` (optionally
+persisted with ``--state-file``), a :class:`~pgwire_mock.server.session.SessionConfig`
+and a Twisted endpoint. It is the only place that touches the global reactor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from codec.values import LSN
+from pgwire_mock.server.auth import AUTH_METHODS, User
+from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.session import SessionConfig
+from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
+from pgwire_mock.server.sql import OID, CannedAnswer, Column
+from pgwire_mock.server.state import PublicationState, ServerState, SlotState
+from pgwire_mock.server.versions import MAJORS
+
+__all__ = ["add_serve_command", "build_server", "cmd_serve"]
+
+DEFAULT_PORT: Final = 5433
+DEFAULT_HOST: Final = "127.0.0.1"
+
+_EPILOG: Final = """\
+examples:
+  pgwire-mock serve --script tests/data/golden/pg16/types.v1.jsonl --pg-version 16
+  pgwire-mock serve --script stream.yaml --user app:secret --auth scram-sha-256
+  pgwire-mock serve --listen unix:/tmp/.s.PGSQL.5433 --script rec.jsonl --state-file s.json
+
+Clients connect with replication=database, e.g.
+  pg_recvlogical -h 127.0.0.1 -p 5433 -U postgres -d postgres -S s --create-slot --start \\
+      -o proto_version=1 -o publication_names=pub -f -
+
+Recordings (JSON Lines from 'pgwire-mock capture', or raw CopyData) are replayed byte for
+byte; scripts (.yaml/.yml/.json) are encoded for each client's pgoutput options. Slots
+created by clients start where the source's WAL starts, so a new slot sees the whole
+stream; confirmed positions persist with --state-file, and a restarted server resumes
+from them as PostgreSQL does.
+"""
+
+
+def _user(text: str) -> User:
+    name, sep, password = text.partition(":")
+    if not name:
+        raise argparse.ArgumentTypeError(f"expected NAME[:PASSWORD], got {text!r}")
+    return User(name, password if sep else None)
+
+
+def _slot(text: str) -> tuple[str, int | None]:
+    name, sep, lsn = text.partition("@")
+    if not name:
+        raise argparse.ArgumentTypeError(f"expected NAME[@LSN], got {text!r}")
+    if not sep:
+        return name, None
+    try:
+        return name, int(LSN.parse(lsn))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"bad LSN {lsn!r}: {err}") from None
+
+
+def _seconds(text: str) -> float:
+    units = {"ms": 0.001, "s": 1.0, "min": 60.0}
+    for unit in ("ms", "min", "s"):
+        if text.endswith(unit):
+            number, scale = text[: -len(unit)], units[unit]
+            break
+    else:
+        number, scale = text, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds (60, 30s, 1min), got {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def add_serve_command(
+    commands: Any, run: Callable[[argparse.Namespace], int] | None = None
+) -> None:
+    """Add the ``serve`` subcommand to ``pgwire-mock``'s subparsers."""
+    serve = commands.add_parser(
+        "serve",
+        help="run a fake PostgreSQL walsender that streams a script or a recording",
+        description="Serve logical replication like PostgreSQL 14-17 would: startup and "
+        "authentication, IDENTIFY_SYSTEM, SHOW, CREATE/DROP/READ_REPLICATION_SLOT, "
+        "START_REPLICATION with pgoutput, keepalives and timeouts, and a small SQL layer. "
+        "One log line per connection and per command goes to stderr.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = serve.add_argument_group("where to listen")
+    where.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})"
+    )
+    where.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"TCP port (default {DEFAULT_PORT}; 0: any free)",
+    )
+    where.add_argument(
+        "--listen",
+        metavar="ENDPOINT",
+        help="a Twisted endpoint description instead of --host/--port, "
+        "e.g. tcp:5433:interface=0.0.0.0 or unix:/tmp/.s.PGSQL.5433",
+    )
+    what = serve.add_argument_group("what to serve")
+    what.add_argument(
+        "--pg-version",
+        type=int,
+        choices=MAJORS,
+        help="PostgreSQL major to emulate (default: the script's or recording's, else 16)",
+    )
+    what.add_argument(
+        "--script",
+        metavar="FILE",
+        type=Path,
+        help="stream script (.yaml/.json) or recording (.jsonl, raw CopyData)",
+    )
+    what.add_argument(
+        "--slot",
+        metavar="NAME[@LSN]",
+        type=_slot,
+        action="append",
+        default=[],
+        help="a pgoutput slot that exists at start (confirmed at LSN, default the stream's start)",
+    )
+    what.add_argument(
+        "--publication",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a publication that exists (FOR ALL TABLES); recordings declare theirs",
+    )
+    what.add_argument(
+        "--sql-answers",
+        metavar="FILE",
+        type=Path,
+        help='JSON object: exact SQL text -> {"columns": [name or [name, type]], "rows": '
+        '[[...]], "tag": "..."} or {"error": {"sqlstate": "...", "message": "..."}}',
+    )
+    what.add_argument(
+        "--state-file",
+        metavar="FILE",
+        type=Path,
+        help="keep slots and publications in this JSON file",
+    )
+    who = serve.add_argument_group("authentication and TLS")
+    who.add_argument(
+        "--user",
+        metavar="NAME[:PASSWORD]",
+        type=_user,
+        action="append",
+        default=[],
+        help="a role that may connect (repeatable; none given: any user, no password)",
+    )
+    who.add_argument(
+        "--auth",
+        choices=AUTH_METHODS,
+        default="trust",
+        help="authentication method (default trust)",
+    )
+    who.add_argument(
+        "--tls-cert", metavar="PEM", type=Path, help="certificate: answer SSLRequest with 'S'"
+    )
+    who.add_argument("--tls-key", metavar="PEM", type=Path, help="private key for --tls-cert")
+    timing = serve.add_argument_group("timing")
+    timing.add_argument(
+        "--wal-sender-timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="close a silent client after this long, ping it after half (default 60; 0: never)",
+    )
+    timing.add_argument(
+        "--idle-keepalive-interval",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="keepalives of an idle stream, with wal_end advancing (default 10; 0: none)",
+    )
+    serve.set_defaults(run=run or cmd_serve)
+
+
+class ServeError(Exception):
+    """A bad script or option found at start; one line, exit status 1."""
+
+
+def _canned(path: Path) -> dict[str, CannedAnswer]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ServeError(f"cannot read --sql-answers {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ServeError(f"--sql-answers {path}: expected a JSON object")
+    answers: dict[str, CannedAnswer] = {}
+    for sql, spec in data.items():
+        try:
+            if "error" in spec:
+                e = spec["error"]
+                answers[sql] = CannedAnswer(
+                    error=ServerError("ERROR", str(e.get("sqlstate", "XX000")), str(e["message"]))
+                )
+                continue
+            columns = tuple(
+                Column(c) if isinstance(c, str) else Column(str(c[0]), str(c[1]))
+                for c in spec.get("columns", [])
+            )
+            for c in columns:
+                if c.type not in OID:
+                    raise ServeError(
+                        f"--sql-answers: unknown type {c.type!r} (known: {', '.join(OID)})"
+                    )
+            rows = tuple(
+                tuple(None if v is None else str(v) for v in row) for row in spec.get("rows", [])
+            )
+            answers[sql] = CannedAnswer(columns, rows, spec.get("tag"))
+        except (KeyError, TypeError, IndexError) as err:
+            raise ServeError(f"--sql-answers {path}: bad answer for {sql!r}: {err}") from None
+    return answers
+
+
+def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, str]:
+    """Config, state and endpoint description from parsed options; raises ServeError."""
+    source: RecordingSource | ScriptSource | None = None
+    if args.script is not None:
+        try:
+            source = load_source(args.script)
+        except OSError as err:
+            raise ServeError(f"cannot read {args.script}: {err.strerror}") from None
+        except ValueError as err:  # StreamFileError, ScriptError
+            raise ServeError(str(err)) from None
+    major = args.pg_version or (source.major if source is not None and source.major else 16)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ServeError("--tls-cert and --tls-key go together")
+    for path in (args.tls_cert, args.tls_key):
+        if path is not None and not path.is_file():
+            raise ServeError(f"cannot read {path}")
+    if args.auth != "trust" and not args.user:
+        raise ServeError(f"--auth {args.auth} needs at least one --user NAME:PASSWORD")
+    try:
+        state = ServerState.load(args.state_file) if args.state_file else ServerState()
+    except ValueError as err:
+        raise ServeError(str(err)) from None
+    fresh = args.state_file is None or not args.state_file.exists()
+    if source is not None:
+        if fresh:
+            state.wal_lsn = source.start_lsn
+        if isinstance(source, ScriptSource) and fresh:
+            state.system_identifier = source.system_identifier
+            state.timeline = source.timeline
+        state.declare(source.slots, source.publications)
+    for name, lsn in args.slot:
+        point = state.wal_lsn if lsn is None else lsn
+        state.declare([SlotState(name, "pgoutput", state.database, point, point)], [])
+    state.declare([], [PublicationState(p, all_tables=True) for p in args.publication])
+    config = SessionConfig(
+        major=major,
+        auth=args.auth,
+        users={u.name: u for u in args.user},
+        wal_sender_timeout=args.wal_sender_timeout,
+        idle_keepalive_interval=args.idle_keepalive_interval,
+        sql_answers=_canned(args.sql_answers) if args.sql_answers else {},
+        source=source,
+        tls=args.tls_cert is not None,
+    )
+    endpoint = args.listen or f"tcp:{args.port}:interface={args.host}"
+    return config, state, endpoint
+
+
+def _log(line: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    print(f"{stamp} {line}", file=sys.stderr, flush=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        config, state, endpoint = build_server(args)
+    except ServeError as err:
+        print(f"pgwire-mock serve: {err}", file=sys.stderr)
+        return 1
+    from twisted.internet import reactor as global_reactor  # noqa: PLC0415 - the CLI owns it
+
+    reactor: Any = global_reactor
+
+    from pgwire_mock.server.protocol import TLSFiles, WalSenderFactory, listen  # noqa: PLC0415
+
+    tls = TLSFiles(args.tls_cert, args.tls_key) if args.tls_cert is not None else None
+    if tls is not None:
+        try:
+            tls.context_factory()
+        except Exception as err:  # any TLS loading problem is one line
+            print(f"pgwire-mock serve: cannot use the TLS certificate/key: {err}", file=sys.stderr)
+            return 1
+    factory = WalSenderFactory(config, state, reactor, tls=tls, log=_log)
+    status = {"code": 0}
+
+    def listening(port: Any) -> None:
+        address = port.getHost()
+        where = (
+            f"{address.host}:{address.port}"
+            if hasattr(address, "port")
+            else str(getattr(address, "name", address))
+        )
+        source = args.script or "no stream"
+        _log(
+            f"listening on {where} as PostgreSQL {config.major} "
+            f"({source}; system identifier {state.system_identifier})"
+        )
+
+    def failed(failure: Any) -> None:
+        print(
+            f"pgwire-mock serve: cannot listen on {endpoint}: {failure.getErrorMessage()}",
+            file=sys.stderr,
+        )
+        status["code"] = 1
+        reactor.stop()
+
+    try:
+        deferred = listen(reactor, endpoint, factory)
+    except ValueError as err:
+        print(f"pgwire-mock serve: bad endpoint {endpoint!r}: {err}", file=sys.stderr)
+        return 2
+    deferred.addCallbacks(listening, failed)
+    reactor.run()
+    state.save()
+    return status["code"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pgwire_mock.serve``: the same as ``pgwire-mock serve``."""
+    from pgwire_mock.cli import main as cli_main  # noqa: PLC0415
+
+    return cli_main(["serve", *(argv if argv is not None else sys.argv[1:])])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

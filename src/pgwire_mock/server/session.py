@@ -1,0 +1,1170 @@
+"""The fake walsender's connection state machine, without I/O (sans-IO).
+
+A :class:`WalSenderSession` is fed the client's bytes (:meth:`~WalSenderSession.receive_data`)
+and the passing of time (:meth:`~WalSenderSession.tick`, with ``now`` in Unix seconds —
+the session never reads a clock); it queues the bytes PostgreSQL would answer, which the
+caller takes with :meth:`~WalSenderSession.data_to_send`. Stream output is produced only
+when asked (:meth:`~WalSenderSession.produce`), so a transport can stop pulling when its
+client stops reading. :attr:`~WalSenderSession.close_requested` and
+:meth:`~WalSenderSession.take_start_tls` tell the transport what to do.
+
+Which message a phase accepts, and what handles it, is the one table :data:`TRANSITIONS`.
+Facts reproduced (``walsender.c``, ``postgres.c``, ``postmaster.c``/``backend_startup.c``):
+
+* Extended-protocol messages get 08P01 and then everything up to Sync is ignored (the
+  ``ignore_till_sync`` rule of ``PostgresMain``); Sync then answers ReadyForQuery.
+* START_REPLICATION errors (slot, options) come before CopyBothResponse, as
+  ErrorResponse + ReadyForQuery; a missing publication comes after, at the first change.
+* Any ERROR drops the session's temporary slots (``ReplicationSlotCleanup``).
+* XLogData carries wal_start = wal_end = the record's LSN, or 0/0 (see
+  :mod:`pgwire_mock.server.source`); sentPtr starts at the slot's confirmed_flush.
+* Keepalives: one with reply_requested=0 whenever the walsender waits for WAL while the
+  client has not confirmed sentPtr (``WalSndWaitForWal``), one with reply_requested=1
+  after wal_sender_timeout/2 without client messages, silent close at the full timeout.
+* Client CopyDone → CopyDone, (a last keepalive if the client lags), ``COPY 0``,
+  ``START_REPLICATION``, ReadyForQuery. The "done" flags are never reset for logical
+  replication (only ``StartReplication`` resets them), so a second logical
+  START_REPLICATION on the connection ends at once after CopyBothResponse.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from codec import DecodeError
+from codec.replication import (
+    HotStandbyFeedback,
+    PrimaryKeepalive,
+    StandbyStatusUpdate,
+    XLogData,
+    decode_client_copy_data,
+)
+from codec.replication import encode as encode_replication
+from codec.wire import (
+    AuthenticationOk,
+    AuthenticationSASLFinal,
+    BackendKeyData,
+    Bind,
+    CancelRequest,
+    Close,
+    CommandComplete,
+    CopyBothResponse,
+    CopyData,
+    CopyDone,
+    CopyFail,
+    DataRow,
+    Describe,
+    EmptyQueryResponse,
+    ErrorResponse,
+    Execute,
+    FieldDescription,
+    Flush,
+    FrontendReader,
+    FunctionCall,
+    GSSENCRequest,
+    GSSENCResponse,
+    NegotiateProtocolVersion,
+    NoticeResponse,
+    ParameterStatus,
+    Parse,
+    PasswordMessage,
+    Query,
+    ReadyForQuery,
+    RowDescription,
+    SASLInitialResponse,
+    SASLResponse,
+    SSLRequest,
+    SSLResponse,
+    StartupMessage,
+    Sync,
+    Terminate,
+)
+from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
+from pgwire_mock.server.errors import BackendCrashError, ServerError
+from pgwire_mock.server.grammar import (
+    AlterReplicationSlot,
+    BaseBackup,
+    Command,
+    CreateReplicationSlot,
+    DropReplicationSlot,
+    IdentifySystem,
+    ReadReplicationSlot,
+    Show,
+    SqlCommand,
+    StartLogicalReplication,
+    StartPhysicalReplication,
+    TimelineHistory,
+    UploadManifest,
+    format_lsn,
+    parse_command,
+)
+from pgwire_mock.server.source import (
+    CheckPublications,
+    Emit,
+    FaultEvent,
+    Pause,
+    SourceError,
+    StreamEvent,
+    StreamSource,
+)
+from pgwire_mock.server.sql import CannedAnswer, Result, SqlLayer, gucs_for, split_statements
+from pgwire_mock.server.state import (
+    ServerState,
+    SlotActiveError,
+    SlotExistsError,
+    SlotMissingError,
+    SlotState,
+    StateError,
+)
+from pgwire_mock.server.versions import (
+    VERSIONS,
+    PgOutputOptions,
+    error,
+    parameter_status,
+    validate_start_replication,
+)
+
+__all__ = [
+    "TRANSITIONS",
+    "Phase",
+    "SessionConfig",
+    "WalSenderSession",
+    "pg_time",
+]
+
+POSTGRES_EPOCH: Final = 946_684_800  # 2000-01-01 00:00:00 UTC in Unix seconds
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def pg_time(now: float) -> int:
+    """Unix seconds → TimestampTz (microseconds since 2000-01-01 UTC)."""
+    return round((now - POSTGRES_EPOCH) * 1_000_000)
+
+
+class Phase(enum.Enum):
+    STARTUP = "startup"
+    AUTHENTICATING = "authenticating"
+    READY = "ready"
+    IGNORE_TILL_SYNC = "ignore till Sync"
+    STREAMING = "streaming"
+    CLOSED = "closed"
+
+
+_EXTENDED: Final = (Parse, Bind, Describe, Execute, Close)
+
+# (phase, message class) → handler method name. A message a phase does not list goes to
+# the phase's "*" entry.
+TRANSITIONS: Final[Mapping[tuple[Phase, type | str], str]] = {
+    (Phase.STARTUP, SSLRequest): "_on_ssl_request",
+    (Phase.STARTUP, GSSENCRequest): "_on_gssenc_request",
+    (Phase.STARTUP, CancelRequest): "_on_cancel_request",
+    (Phase.STARTUP, StartupMessage): "_on_startup",
+    (Phase.AUTHENTICATING, PasswordMessage): "_on_password",
+    (Phase.AUTHENTICATING, SASLInitialResponse): "_on_password",
+    (Phase.AUTHENTICATING, SASLResponse): "_on_password",
+    (Phase.AUTHENTICATING, Terminate): "_on_terminate",
+    (Phase.AUTHENTICATING, "*"): "_on_auth_violation",
+    (Phase.READY, Query): "_on_query",
+    (Phase.READY, Terminate): "_on_terminate",
+    **{(Phase.READY, cls): "_on_extended" for cls in _EXTENDED},
+    (Phase.READY, Sync): "_on_sync",
+    (Phase.READY, Flush): "_on_ignore",
+    (Phase.READY, FunctionCall): "_on_function_call",
+    # "Accept but ignore these messages, per protocol spec" (PostgresMain).
+    (Phase.READY, CopyData): "_on_ignore",
+    (Phase.READY, CopyDone): "_on_ignore",
+    (Phase.READY, CopyFail): "_on_ignore",
+    (Phase.IGNORE_TILL_SYNC, Sync): "_on_sync",
+    (Phase.IGNORE_TILL_SYNC, Terminate): "_on_terminate",
+    (Phase.IGNORE_TILL_SYNC, "*"): "_on_ignore",
+    (Phase.STREAMING, CopyData): "_on_copy_data",
+    (Phase.STREAMING, CopyDone): "_on_copy_done",
+    (Phase.STREAMING, Terminate): "_on_terminate",
+    (Phase.STREAMING, "*"): "_on_invalid_standby_message",
+    (Phase.CLOSED, "*"): "_on_ignore",
+}
+
+
+@dataclass(slots=True)
+class SessionConfig:
+    """How one fake server behaves (shared by its sessions)."""
+
+    major: int = 16
+    auth: AuthMethod = "trust"
+    users: Mapping[str, User] = field(default_factory=dict)
+    tls: bool = False
+    wal_sender_timeout: float = 60.0
+    """Seconds; 0 disables the timeout and the reply-requested keepalives."""
+    idle_keepalive_interval: float = 10.0
+    """Seconds between the reply_requested=0 keepalives of an idle stream."""
+    idle_wal_advance: int = 56
+    """Bytes of WAL an idle server writes between idle keepalives (a running-xacts
+    record); 0 keeps wal_end still."""
+    sql_answers: Mapping[str, CannedAnswer] = field(default_factory=dict)
+    source: StreamSource | None = None
+    random_bytes: Callable[[int], bytes] = secrets.token_bytes
+    max_message_size: int = 1 << 30
+
+
+@dataclass(slots=True)
+class _Stream:
+    slot: SlotState
+    options: PgOutputOptions
+    events: Iterator[StreamEvent] | None
+    sent_ptr: int
+    last_reply: float
+    waiting_for_ping: bool = False
+    client_write: int = 0
+    client_flush: int = 0
+    paused_until: float | None = None
+    exhausted: bool = False
+    next_idle: float | None = None
+    keepalives: bool = True
+
+
+_TRUE_WORDS: Final = ("true", "yes", "on", "1")
+_FALSE_WORDS: Final = ("false", "no", "off", "0")
+
+
+def _parse_bool(value: str) -> bool | None:
+    """``parse_bool`` (bool.c): unique prefixes of true/false/yes/no, on/off, 1/0."""
+    v = value.strip().lower()
+    if not v:
+        return None
+    if v in ("1", "on") or "true".startswith(v) or "yes".startswith(v):
+        return True
+    if (
+        v in ("0",)
+        or "false".startswith(v)
+        or "no".startswith(v)
+        or (len(v) > 1 and "off".startswith(v))
+    ):
+        return False
+    return None
+
+
+class WalSenderSession:
+    """One client connection to the fake walsender."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        state: ServerState,
+        *,
+        now: float,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.major = config.major
+        self.facts = VERSIONS[config.major]
+        self.phase = Phase.STARTUP
+        self.pid = state.allocate_pid()
+        self.secret_key = int.from_bytes(config.random_bytes(4), "big", signed=True)
+        self.user = ""
+        self.database = ""
+        self.replication: str = "database"  # database | physical | plain
+        self.application_name = ""
+        self.tls_active = False
+        self.close_requested = False
+        self.transaction_status: str = "I"
+        self._reader = FrontendReader(config.max_message_size)
+        self._out: list[bytes] = []
+        self._start_tls = False
+        self._exchange: Exchange | None = None
+        self._stream: _Stream | None = None
+        self._done_receiving = False
+        self._done_sending = False
+        self._log = log or (lambda _line: None)
+        self._sql: SqlLayer | None = None
+        self._startup_params: dict[str, str] = {}
+        self._now = now
+        #: Called when output appears outside receive_data/tick/produce (a cancel).
+        self.on_output: Callable[[], None] | None = None
+
+    # --- the transport's side -------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        """Feed bytes from the client and act on every whole message."""
+        self._now = now
+        if self.closed:
+            return
+        self._reader.feed(data)
+        while not self.closed and not self._start_tls:
+            try:
+                message = self._reader.next_message()
+            except DecodeError as err:
+                # A framing error loses the connection, as PostgreSQL's "invalid frontend
+                # message type" / "invalid message length" (COMMERROR, then exit).
+                self._log(f"protocol violation: {err}")
+                self._fatal(ServerError("FATAL", "08P01", f"invalid frontend message: {err}"))
+                return
+            if message is None:
+                return
+            handler = TRANSITIONS.get((self.phase, type(message))) or TRANSITIONS.get(
+                (self.phase, "*")
+            )
+            if handler is None:
+                self._fatal(
+                    ServerError("FATAL", "08P01", f"unexpected message {type(message).__name__}")
+                )
+                return
+            getattr(self, handler)(message)
+
+    def receive_eof(self, now: float) -> None:
+        """The client went away (EOF or reset): release the slot, drop temporary slots."""
+        self._now = now
+        if self.phase is not Phase.CLOSED:
+            self._log("client closed the connection")
+        self._finish()
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the client so far."""
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    def take_start_tls(self) -> bool:
+        """True once, right after 'S' was queued: start TLS before feeding more bytes."""
+        if self._start_tls:
+            self._start_tls = False
+            self.tls_active = True
+            return True
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return self.phase is Phase.CLOSED
+
+    @property
+    def streaming(self) -> bool:
+        return self.phase is Phase.STREAMING
+
+    @property
+    def can_produce(self) -> bool:
+        """True when :meth:`produce` would queue stream data now."""
+        s = self._stream
+        return (
+            self.phase is Phase.STREAMING
+            and s is not None
+            and not s.exhausted
+            and s.paused_until is None
+        )
+
+    def produce(self, max_bytes: int, now: float) -> int:
+        """Queue stream data (about ``max_bytes``); returns the bytes queued."""
+        self._now = now
+        s = self._stream
+        if not self.can_produce or s is None or s.events is None:
+            return 0
+        produced = 0
+        while produced < max_bytes and self.phase is Phase.STREAMING:
+            event = next(s.events, None)
+            if event is None:
+                s.exhausted = True
+                self._caught_up(now)
+                break
+            if isinstance(event, Emit):
+                produced += self._send_xlog(s, event, now)
+            elif isinstance(event, Pause):
+                s.paused_until = now + event.seconds
+                break
+            elif isinstance(event, CheckPublications):
+                missing = [
+                    p for p in s.options.publication_names if p not in self.state.publications
+                ]
+                if missing:
+                    context = (
+                        f'slot "{s.slot.name}", output plugin "pgoutput", in the change '
+                        f"callback, associated LSN {format_lsn(event.lsn)}"
+                    )
+                    self._stream_error(
+                        error(
+                            self.major,
+                            "publication_does_not_exist",
+                            context=context,
+                            publication=missing[0],
+                        )
+                    )
+                    break
+            elif isinstance(event, SourceError):
+                self._stream_error(event.error)
+                break
+            elif isinstance(event, FaultEvent):
+                self._fault(s, event, now)
+        return produced
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` next has something to do (None: nothing pending)."""
+        s = self._stream
+        if self.phase is not Phase.STREAMING or s is None:
+            return None
+        times: list[float] = []
+        timeout = self.config.wal_sender_timeout
+        if timeout > 0 and s.keepalives:
+            times.append(s.last_reply + timeout)
+            if not s.waiting_for_ping:
+                times.append(s.last_reply + timeout / 2)
+        if s.paused_until is not None:
+            times.append(s.paused_until)
+        if s.next_idle is not None:
+            times.append(s.next_idle)
+        return min(times) if times else None
+
+    def tick(self, now: float) -> None:
+        """Let time pass: keepalives, the replication timeout, the end of a pause."""
+        self._now = now
+        s = self._stream
+        if self.phase is not Phase.STREAMING or s is None:
+            return
+        timeout = self.config.wal_sender_timeout
+        if timeout > 0 and s.keepalives:
+            if now >= s.last_reply + timeout:
+                # WalSndCheckTimeOut: COMMERROR (log only), then exit: no ErrorResponse.
+                self._log("terminating walsender process due to replication timeout")
+                self._finish()
+                return
+            if not s.waiting_for_ping and now >= s.last_reply + timeout / 2:
+                self._keepalive(s, now, reply=True)
+                s.waiting_for_ping = True
+        if s.paused_until is not None and now >= s.paused_until:
+            s.paused_until = None
+        if s.next_idle is not None and now >= s.next_idle:
+            s.next_idle = now + self.config.idle_keepalive_interval
+            if self.config.idle_wal_advance:
+                self.state.advance_wal(
+                    max(self.state.wal_lsn, s.sent_ptr) + self.config.idle_wal_advance
+                )
+                s.sent_ptr = max(s.sent_ptr, self.state.wal_lsn)
+            self._maybe_idle_keepalive(s, now)
+
+    def cancel(self) -> None:
+        """A CancelRequest for this backend: cancels a running START_REPLICATION."""
+        if self.phase is Phase.STREAMING:
+            self._stream_error(
+                ServerError("ERROR", "57014", "canceling statement due to user request")
+            )
+            if self.on_output is not None:
+                self.on_output()
+
+    # --- output helpers ---------------------------------------------------------------
+
+    def _send(self, *messages: object) -> None:
+        for message in messages:
+            self._out.append(message.encode())  # type: ignore[attr-defined]
+
+    def _send_error(self, err: ServerError) -> None:
+        self._send(ErrorResponse(err.fields()))
+
+    def _notice(self, err: ServerError) -> None:
+        self._send(NoticeResponse(err.fields()))
+
+    def _ready(self) -> None:
+        self._send(ReadyForQuery(self.transaction_status))  # type: ignore[arg-type]
+
+    def _fatal(self, err: ServerError) -> None:
+        self._log(f"{err.severity}: {err.message}")
+        self._send_error(err)
+        self._finish()
+
+    def _finish(self) -> None:
+        """End of the backend: release the slot, drop temporary slots, close."""
+        if self._stream is not None:
+            self.state.release(self._stream.slot.name, self.pid)
+            self._stream = None
+        dropped = self.state.drop_temporary(self.pid)
+        if dropped:
+            self._log(f"dropped temporary slots {', '.join(dropped)}")
+        self.state.release_all(self.pid)
+        self.state.sessions.pop(self.pid, None)
+        self.phase = Phase.CLOSED
+        self.close_requested = True
+
+    def _error_cleanup(self) -> None:
+        """After any ERROR: release the slot, drop temporary slots (PostgresMain)."""
+        if self._stream is not None:
+            self.state.release(self._stream.slot.name, self.pid)
+            self._stream = None
+        dropped = self.state.drop_temporary(self.pid)
+        if dropped:
+            self._log(f"dropped temporary slots {', '.join(dropped)}")
+        if self.transaction_status == "T":
+            self.transaction_status = "E"
+
+    # --- startup --------------------------------------------------------------------------
+
+    def _on_ssl_request(self, _: SSLRequest) -> None:
+        willing = self.config.tls and not self.tls_active
+        self._send(SSLResponse(willing))
+        if willing:
+            if self._reader.buffered:
+                # CVE-2021-23214: bytes sent before the handshake were not encrypted.
+                self._fatal(
+                    ServerError(
+                        "FATAL",
+                        "08P01",
+                        "received unencrypted data after SSL request",
+                        "This could be either a client-software bug or evidence of an "
+                        "attempted man-in-the-middle attack.",
+                    )
+                )
+                return
+            self._start_tls = True
+
+    def _on_gssenc_request(self, _: GSSENCRequest) -> None:
+        self._send(GSSENCResponse(False))
+
+    def _on_cancel_request(self, message: CancelRequest) -> None:
+        # The postmaster signals the backend and closes this connection without a reply.
+        target = self.state.sessions.get(message.process_id)
+        if target is not None and target.secret_key == message.secret_key:
+            self._log(f"cancel request for PID {message.process_id}")
+            target.cancel()
+        self.phase = Phase.CLOSED
+        self.close_requested = True
+
+    def _on_startup(self, message: StartupMessage) -> None:
+        if message.major_version != 3:
+            self._fatal(
+                ServerError(
+                    "FATAL",
+                    "0A000",
+                    f"unsupported frontend protocol {message.major_version}."
+                    f"{message.minor_version}: server supports 3.0 to 3.0",
+                )
+            )
+            return
+        params = dict(message.parameters)
+        unknown = tuple(name for name in params if name.startswith("_pq_."))
+        if message.minor_version > 0 or unknown:
+            self._send(NegotiateProtocolVersion(0, unknown))
+        replication = params.get("replication")
+        if replication is not None:
+            if replication == "database":
+                self.replication = "database"
+            else:
+                flag = _parse_bool(replication)
+                if flag is None:
+                    self._fatal(
+                        error(self.major, "invalid_replication_parameter", value=replication)
+                    )
+                    return
+                self.replication = "physical" if flag else "plain"
+        else:
+            self.replication = "plain"
+        user = params.get("user")
+        if not user:
+            self._fatal(
+                ServerError("FATAL", "28000", "no PostgreSQL user name specified in startup packet")
+            )
+            return
+        self.user = user
+        self.database = params.get("database") or user
+        self.application_name = params.get("application_name", "")
+        self._startup_params = params
+        self._log(
+            f"connection: user={user} database={self.database} replication={self.replication}"
+            f" application_name={self.application_name!r}"
+        )
+        exchange = start_exchange(
+            self.config.auth, user, self.config.users, self.config.random_bytes
+        )
+        if exchange is None:
+            self._authenticated()
+            return
+        self._exchange = exchange
+        self.phase = Phase.AUTHENTICATING
+        self._reader.expect_password_for(exchange.first)
+        self._send(exchange.first)
+
+    def _on_password(self, message: PasswordMessage | SASLInitialResponse | SASLResponse) -> None:
+        assert self._exchange is not None
+        try:
+            reply = self._exchange.respond(message)
+        except AuthFailedError as failed:
+            self._fatal(failed.error)
+            return
+        if reply is not None:
+            self._reader.expect_password_for(reply)
+            self._send(reply)
+            if not isinstance(reply, AuthenticationSASLFinal):
+                return
+        self._authenticated()
+
+    def _on_auth_violation(self, message: object) -> None:
+        self._fatal(
+            ServerError(
+                "FATAL",
+                "08P01",
+                f"expected password response, got message type {type(message).__name__}",
+            )
+        )
+
+    def _authenticated(self) -> None:
+        self._exchange = None
+        self._send(AuthenticationOk())
+        if self.config.users and self.user not in self.config.users:
+            # InitializeSessionUserId, after authentication succeeded (trust).
+            self._fatal(ServerError("FATAL", "28000", f'role "{self.user}" does not exist'))
+            return
+        overrides = {"session_authorization": self.user}
+        reported = {name.lower(): name for name, _ in self.facts.parameter_status}
+        for name, given in self._startup_params.items():
+            canonical = reported.get(name.lower())
+            if canonical is None or canonical in ("server_version", "server_encoding"):
+                continue
+            value = given
+            if canonical == "client_encoding" and given.lower().replace("-", "") in (
+                "utf8",
+                "unicode",
+            ):
+                value = "UTF8"
+            if canonical == "DateStyle" and given.strip().upper() == "ISO":
+                value = "ISO, MDY"
+            overrides[canonical] = value
+        params = parameter_status(
+            self.major, overrides, replication_database=self.replication != "physical"
+        )
+        self._send(*(ParameterStatus(name, value) for name, value in params))
+        self._send(BackendKeyData(self.pid, self.secret_key))
+        self.phase = Phase.READY
+        self.state.sessions[self.pid] = self
+        settings = gucs_for(self.major, round(self.config.wal_sender_timeout * 1000))
+        settings.update(dict(params))
+        self._sql = SqlLayer(
+            self.major,
+            self.state,
+            canned=self.config.sql_answers,
+            settings=settings,
+            user=self.user,
+            database=self.database,
+        )
+        self._ready()
+
+    # --- the command loop -----------------------------------------------------------------
+
+    def _on_ignore(self, _: object) -> None:
+        pass
+
+    def _on_terminate(self, _: Terminate) -> None:
+        self._log("client sent Terminate")
+        self._finish()
+
+    def _on_sync(self, _: Sync) -> None:
+        self.phase = Phase.READY
+        self._ready()
+
+    def _on_extended(self, _: object) -> None:
+        # forbidden_in_wal_sender: an ERROR while doing_extended_query_message, so the
+        # backend skips everything up to Sync, which then gets ReadyForQuery.
+        if self.replication == "plain":
+            err = ServerError(
+                "ERROR", "0A000", "pgwire-mock does not support the extended query protocol"
+            )
+        else:
+            err = error(self.major, "extended_query_protocol")
+        self._send_error(err)
+        self._error_cleanup()
+        self.phase = Phase.IGNORE_TILL_SYNC
+
+    def _on_function_call(self, _: FunctionCall) -> None:
+        self._send_error(
+            ServerError(
+                "ERROR",
+                "08P01",
+                "fastpath function calls not supported in a replication connection",
+            )
+        )
+        self._error_cleanup()
+        self._ready()
+
+    def _on_query(self, message: Query) -> None:
+        text = message.query
+        if self.replication == "plain":
+            self._run_sql(text)
+            self._ready()
+            return
+        notices: list[ServerError] = []
+        try:
+            command = parse_command(text, self.major, notices)
+        except ServerError as err:
+            for notice in notices:
+                self._notice(notice)
+            self._command_error(err)
+            return
+        for notice in notices:
+            self._notice(notice)
+        self._log(f"command: {text.strip()[:200]}")
+        if isinstance(command, SqlCommand):
+            if self.replication == "physical":
+                self._command_error(error(self.major, "sql_in_physical_walsender"))
+                return
+            self._run_sql(text)
+            self._ready()
+            return
+        if self.transaction_status == "E":
+            self._command_error(
+                ServerError(
+                    "ERROR",
+                    "25P02",
+                    "current transaction is aborted, commands ignored until end of "
+                    "transaction block",
+                )
+            )
+            return
+        try:
+            self._run_command(command)
+        except BackendCrashError as crash:
+            self._log(f"backend crash emulated: {crash}")
+            self._finish()
+        except ServerError as err:
+            self._command_error(err)
+
+    def _command_error(self, err: ServerError) -> None:
+        self._log(f"{err.severity}: {err.message}")
+        self._send_error(err)
+        if err.fatal:
+            self._finish()
+            return
+        self._error_cleanup()
+        self._ready()
+
+    def _run_sql(self, text: str) -> None:
+        assert self._sql is not None
+        statements = split_statements(text)
+        if not statements:
+            self._send(EmptyQueryResponse())
+            return
+        for statement in statements:
+            if self.transaction_status == "E" and not _is_txn_end(statement):
+                err = ServerError(
+                    "ERROR",
+                    "25P02",
+                    "current transaction is aborted, commands ignored until end of "
+                    "transaction block",
+                )
+                self._send_error(err)
+                self._error_cleanup()
+                return
+            try:
+                result = self._sql.execute(statement, in_transaction=self.transaction_status != "I")
+            except ServerError as err:
+                self._log(f"{err.severity}: {err.message}")
+                self._send_error(err)
+                self._error_cleanup()
+                return
+            for notice in result.notices:
+                self._notice(notice)
+            if result.transaction == "begin":
+                self.transaction_status = "T"
+            elif result.transaction is not None:
+                if self.transaction_status == "E":
+                    result = Result("ROLLBACK", notices=())
+                self.transaction_status = "I"
+            self._send_result(result)
+
+    def _send_result(self, result: Result) -> None:
+        if result.columns is not None:
+            self._send(
+                RowDescription(
+                    tuple(
+                        FieldDescription(c.name, 0, 0, c.type_oid, c.type_size, -1, 0)
+                        for c in result.columns
+                    )
+                )
+            )
+            self._send(
+                *(
+                    DataRow(tuple(None if v is None else v.encode() for v in row))
+                    for row in result.rows
+                )
+            )
+        self._send(CommandComplete(result.tag))
+
+    def _run_command(self, command: Command) -> None:
+        if isinstance(command, IdentifySystem):
+            self._identify_system()
+        elif isinstance(command, Show):
+            assert self._sql is not None
+            self._send_result(self._sql.show(command.name))
+            self._ready()
+        elif isinstance(command, CreateReplicationSlot):
+            self._create_slot(command)
+        elif isinstance(command, DropReplicationSlot):
+            self._drop_slot(command)
+        elif isinstance(command, ReadReplicationSlot):
+            self._read_slot(command)
+        elif isinstance(command, AlterReplicationSlot):
+            self._alter_slot(command)
+        elif isinstance(command, StartLogicalReplication):
+            self._start_logical(command)
+        elif isinstance(command, StartPhysicalReplication):
+            self._start_physical(command)
+        elif isinstance(command, TimelineHistory):
+            raise error(self.major, "timeline_history_missing", timeline=command.timeline)
+        elif isinstance(command, BaseBackup | UploadManifest):
+            raise ServerError(
+                "ERROR",
+                "0A000",
+                f"pgwire-mock is a logical-only walsender: {type(command).TAG} is not emulated",
+            )
+        else:  # pragma: no cover - parse_command returns only the classes above
+            raise ServerError("ERROR", "XX000", f"unhandled command {command!r}")
+
+    def _rows(
+        self,
+        tag: str,
+        columns: tuple[tuple[str, int, int], ...],
+        rows: tuple[tuple[str | None, ...], ...],
+    ) -> None:
+        self._send(
+            RowDescription(
+                tuple(FieldDescription(n, 0, 0, oid, size, -1, 0) for n, oid, size in columns)
+            )
+        )
+        self._send(*(DataRow(tuple(None if v is None else v.encode() for v in r)) for r in rows))
+        self._send(CommandComplete(tag))
+        self._ready()
+
+    def _identify_system(self) -> None:
+        timeline_oid = self.facts.identify_system_timeline_oid
+        self._rows(
+            "IDENTIFY_SYSTEM",
+            (
+                ("systemid", 25, -1),
+                ("timeline", timeline_oid, 4 if timeline_oid == 23 else 8),
+                ("xlogpos", 25, -1),
+                ("dbname", 25, -1),
+            ),
+            (
+                (
+                    str(self.state.system_identifier),
+                    str(self.state.timeline),
+                    format_lsn(self.state.wal_lsn),
+                    self.database if self.replication == "database" else None,
+                ),
+            ),
+        )
+
+    def _check_slot_name(self, name: str) -> None:
+        if not name:
+            raise error(self.major, "slot_name_too_short", slot=name)
+        if any(ch not in _NAME_CHARS for ch in name):
+            raise error(self.major, "slot_name_invalid_character", slot=name)
+
+    def _create_slot(self, command: CreateReplicationSlot) -> None:
+        snapshot = "export"
+        two_phase = failover = reserve_wal = False
+        seen: set[str] = set()
+        known = set(self.facts.create_slot_options) | {"snapshot", "reserve_wal", "two_phase"}
+        for option in command.options:
+            name = option.name
+            if name in seen:
+                raise ServerError("ERROR", "42601", "conflicting or redundant options")
+            seen.add(name)
+            if name not in known:
+                raise ServerError("ERROR", "XX000", f"unrecognized option: {name}")
+            value = option.value
+            if name == "snapshot":
+                if not isinstance(value, str) or value.lower() not in ("export", "nothing", "use"):
+                    raise ServerError(
+                        "ERROR",
+                        "22023",
+                        f'unrecognized value for CREATE_REPLICATION_SLOT option "snapshot": '
+                        f'"{value}"',
+                    )
+                snapshot = value.lower()
+            else:
+                flag = True if value is None or value is True else _parse_bool(str(value))
+                if flag is None:
+                    raise ServerError("ERROR", "42601", f"{name} requires a Boolean value")
+                if name == "two_phase":
+                    two_phase = flag
+                elif name == "failover":
+                    failover = flag
+                else:
+                    reserve_wal = flag
+        del reserve_wal  # physical slots reserve nothing here
+        self._check_slot_name(command.slot_name)
+        if command.kind == "logical":
+            if self.replication != "database":
+                raise error(self.major, "logical_decoding_requires_database")
+            if command.plugin != "pgoutput":
+                raise ServerError(
+                    "ERROR",
+                    "58P01",
+                    f'could not access file "{command.plugin}": No such file or directory',
+                )
+        if failover and command.temporary:
+            raise error(self.major, "failover_temporary_slot")
+        if snapshot == "export" and command.kind == "logical" and self.transaction_status != "I":
+            what = (
+                "CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT"
+                if self.major < 15
+                else "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')"
+            )
+            raise ServerError("ERROR", "25001", f"{what} must not be called inside a transaction")
+        try:
+            slot = self.state.create_slot(
+                command.slot_name,
+                command.plugin if command.kind == "logical" else None,
+                temporary=command.temporary,
+                two_phase=two_phase and command.kind == "logical",
+                failover=failover,
+                owner_pid=self.pid,
+            )
+        except SlotExistsError:
+            raise error(self.major, "slot_already_exists", slot=command.slot_name) from None
+        if command.kind == "logical":
+            point = format_lsn(slot.confirmed_flush)
+            snapshot_name = (
+                self.state.next_snapshot_name(0x300 + self.pid % 0x100)
+                if snapshot == "export"
+                else None
+            )
+        else:
+            point, snapshot_name = "0/0", None
+        self._log(f"created slot {slot.name} at {point}")
+        self._rows(
+            "CREATE_REPLICATION_SLOT",
+            (
+                ("slot_name", 25, -1),
+                ("consistent_point", 25, -1),
+                ("snapshot_name", 25, -1),
+                ("output_plugin", 25, -1),
+            ),
+            ((slot.name, point, snapshot_name, slot.plugin),),
+        )
+
+    def _slot_error(self, err: StateError) -> ServerError:
+        if isinstance(err, SlotActiveError):
+            return error(self.major, "slot_active", slot=err.slot, pid=err.pid)
+        if isinstance(err, SlotMissingError):
+            return error(self.major, "slot_does_not_exist", slot=err.slot)
+        return error(self.major, "slot_already_exists", slot=err.slot)
+
+    def _drop_slot(self, command: DropReplicationSlot) -> None:
+        try:
+            self.state.drop_slot(command.slot_name, self.pid)
+        except StateError as err:
+            raise self._slot_error(err) from None
+        self._log(f"dropped slot {command.slot_name}")
+        self._send(CommandComplete("DROP_REPLICATION_SLOT"))
+        self._ready()
+
+    def _read_slot(self, command: ReadReplicationSlot) -> None:
+        slot = self.state.slots.get(command.slot_name)
+        if slot is not None and slot.logical:
+            raise error(self.major, "read_replication_slot_logical")
+        row: tuple[str | None, ...] = (None, None, None)
+        if slot is not None:
+            lsn = format_lsn(slot.restart_lsn) if slot.restart_lsn else None
+            row = ("physical", lsn, str(self.state.timeline) if lsn else None)
+        self._rows(
+            "READ_REPLICATION_SLOT",
+            (("slot_type", 25, -1), ("restart_lsn", 25, -1), ("restart_tli", 20, 8)),
+            (row,),
+        )
+
+    def _alter_slot(self, command: AlterReplicationSlot) -> None:
+        try:
+            slot = self.state.acquire(command.slot_name, self.pid)
+        except StateError as err:
+            raise self._slot_error(err) from None
+        try:
+            for option in command.options:
+                if option.name != "failover":
+                    raise ServerError("ERROR", "XX000", f"unrecognized option: {option.name}")
+                flag = True if option.value is None else _parse_bool(str(option.value))
+                if flag is None:
+                    raise ServerError("ERROR", "42601", "failover requires a Boolean value")
+                slot.failover = flag
+        finally:
+            self.state.release(slot.name, self.pid)
+        self._send(CommandComplete("ALTER_REPLICATION_SLOT"))
+        self._ready()
+
+    def _start_physical(self, command: StartPhysicalReplication) -> None:
+        if command.slot_name is not None:
+            slot = self.state.slots.get(command.slot_name)
+            if slot is None:
+                raise error(self.major, "slot_does_not_exist", slot=command.slot_name)
+            if slot.logical:
+                raise error(self.major, "logical_slot_for_physical_replication")
+        raise ServerError(
+            "ERROR",
+            "0A000",
+            "pgwire-mock is a logical-only walsender: physical replication is not emulated",
+        )
+
+    def _start_logical(self, command: StartLogicalReplication) -> None:
+        if self.replication != "database":
+            raise error(self.major, "logical_decoding_requires_database")
+        if self.transaction_status != "I":
+            raise ServerError(
+                "ERROR", "25001", "START_REPLICATION cannot run inside a transaction block"
+            )
+        try:
+            slot = self.state.acquire(command.slot_name, self.pid)
+        except StateError as err:
+            raise self._slot_error(err) from None
+        now = self._now
+        try:
+            if not slot.logical:
+                try:
+                    raise error(self.major, "physical_slot_for_logical_decoding")
+                except KeyError:
+                    raise ServerError(
+                        "ERROR",
+                        "55000",
+                        "cannot use physical replication slot for logical decoding",
+                    ) from None
+            options = validate_start_replication(self.major, slot.name, command.options)
+        except (ServerError, BackendCrashError):
+            self.state.release(slot.name, self.pid)
+            raise
+        # CreateDecodingContext: 0/0 or an older point means "from confirmed_flush".
+        from_lsn = max(command.start_lsn, slot.confirmed_flush)
+        source = self.config.source
+        events = source.events(options, self.major, from_lsn) if source is not None else iter(())
+        self._stream = _Stream(
+            slot=slot,
+            options=options,
+            events=events,
+            sent_ptr=slot.confirmed_flush,
+            last_reply=now,
+        )
+        self.phase = Phase.STREAMING
+        self._log(
+            f"streaming slot {slot.name} from {format_lsn(from_lsn)} "
+            f"(proto_version {options.proto_version}, publications "
+            f"{','.join(options.publication_names)})"
+        )
+        self._send(CopyBothResponse(0, ()))
+        if self._done_receiving and self._done_sending:
+            # StartLogicalReplication does not reset the flags: the loop exits at once.
+            self._end_stream()
+
+    # --- streaming --------------------------------------------------------------------------
+
+    def _send_xlog(self, s: _Stream, event: Emit, now: float) -> int:
+        payload = encode_replication(XLogData(event.wal, event.wal, pg_time(now), event.payload))
+        data = CopyData(payload).encode()
+        self._out.append(data)
+        s.sent_ptr = max(s.sent_ptr, event.lsn)
+        self.state.advance_wal(event.lsn)
+        return len(data)
+
+    def _keepalive(self, s: _Stream, now: float, *, reply: bool) -> None:
+        payload = encode_replication(PrimaryKeepalive(s.sent_ptr, pg_time(now), reply))
+        self._send(CopyData(payload))
+
+    def _maybe_idle_keepalive(self, s: _Stream, now: float) -> None:
+        # WalSndWaitForWal: "before sleeping, we send a ping containing the flush location".
+        if (
+            s.keepalives
+            and s.client_flush < s.sent_ptr
+            and s.client_write < s.sent_ptr
+            and not s.waiting_for_ping
+        ):
+            self._keepalive(s, now, reply=False)
+
+    def _caught_up(self, now: float) -> None:
+        s = self._stream
+        if s is None:
+            return
+        if self.config.idle_keepalive_interval > 0:
+            s.next_idle = now + self.config.idle_keepalive_interval
+        self._maybe_idle_keepalive(s, now)
+
+    def _fault(self, s: _Stream, event: FaultEvent, now: float) -> None:
+        self._log(f"fault: {event.name} {event.params}")
+        if event.name == "error":
+            self._stream_error(
+                ServerError(
+                    str(event.params.get("severity", "ERROR")),
+                    str(event.params.get("sqlstate", "XX000")),
+                    str(event.params.get("message", "injected error")),
+                )
+            )
+        elif event.name == "close_after":
+            self._finish()
+        elif event.name == "shutdown":
+            # Smart shutdown of a caught-up walsender: COPY 0 without CopyDone, then exit.
+            self._send(CommandComplete("COPY 0"))
+            self._finish()
+        elif event.name == "stop_keepalives":
+            s.keepalives = False
+        elif event.name == "pause":
+            s.paused_until = now + float(event.params.get("seconds", 0))
+
+    def _stream_error(self, err: ServerError) -> None:
+        self._log(f"{err.severity}: {err.message}")
+        self._send_error(err)
+        if err.fatal:
+            self._finish()
+            return
+        self._error_cleanup()
+        self.phase = Phase.READY
+        self._ready()
+
+    def _on_copy_data(self, message: CopyData) -> None:
+        s = self._stream
+        assert s is not None
+        now = self._now
+        try:
+            reply = decode_client_copy_data(bytes(message.data))
+        except DecodeError as err:
+            # "unexpected message type" is a COMMERROR: logged, then the backend exits.
+            self._log(f"invalid standby message: {err}")
+            self._finish()
+            return
+        s.last_reply = now
+        s.waiting_for_ping = False
+        if isinstance(reply, StandbyStatusUpdate):
+            s.client_write = reply.written_lsn
+            s.client_flush = reply.flushed_lsn
+            if reply.flushed_lsn:
+                self.state.confirm(s.slot.name, reply.flushed_lsn)
+            if reply.reply_requested:
+                self._keepalive(s, now, reply=False)
+            elif s.exhausted:
+                self._maybe_idle_keepalive(s, now)
+        elif isinstance(reply, HotStandbyFeedback):
+            pass  # accepted; a logical slot's xmin is not emulated
+
+    def _on_copy_done(self, _: CopyDone) -> None:
+        s = self._stream
+        assert s is not None
+        self._log("client sent CopyDone")
+        if not self._done_sending:
+            self._send(CopyDone())
+            self._done_sending = True
+        self._done_receiving = True
+        s.last_reply = self._now
+        if s.exhausted and s.client_flush < s.sent_ptr and s.client_write < s.sent_ptr:
+            self._keepalive(s, self._now, reply=False)
+        self._end_stream()
+
+    def _end_stream(self) -> None:
+        s = self._stream
+        if s is not None:
+            self.state.release(s.slot.name, self.pid)
+        self._stream = None
+        self.phase = Phase.READY
+        self._send(CommandComplete("COPY 0"), CommandComplete("START_REPLICATION"))
+        self._ready()
+
+    def _on_invalid_standby_message(self, message: object) -> None:
+        tag = getattr(type(message), "TAG", b"?")
+        letter = tag.decode("latin-1") if isinstance(tag, bytes) else str(tag)
+        self._fatal(error(self.major, "invalid_standby_message_type", type=letter))
+
+
+def _is_txn_end(statement: str) -> bool:
+    first = statement.split(None, 1)[0].lower() if statement.split() else ""
+    return first in ("rollback", "abort", "commit", "end")

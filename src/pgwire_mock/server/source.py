@@ -1,0 +1,312 @@
+"""Where a fake walsender's stream comes from: a :class:`StreamSource`.
+
+A source turns one client's START_REPLICATION (its pgoutput options, the emulated
+major, the effective start point) into :data:`StreamEvent`\\ s: :class:`Emit` (one
+pgoutput message), :class:`Pause`, :class:`FaultEvent`, :class:`CheckPublications`
+(here a real server would look the publications up) and :class:`SourceError`.
+
+Two adapters: :class:`RecordingSource` replays a captured stream (JSON Lines from
+``pgwire-mock capture`` or raw CopyData, via :func:`pgwire_mock.streamfile.read_stream`)
+and :class:`ScriptSource` runs the script encoder of :mod:`pgwire_mock.script`.
+
+XLogData positions follow ``WalSndPrepareWrite`` (walsender.c): wal_start and wal_end
+are both the record's LSN when pgoutput writes with ``last_write`` true, and 0/0
+otherwise, which is the case for Relation and Type messages (``send_relation_and_attrs``)
+and for a Begin / Begin Prepare / first Stream Start followed by an Origin message.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol, TypeAlias
+
+from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.state import PublicationState, SlotState
+from pgwire_mock.server.versions import PgOutputOptions
+from pgwire_mock.streamfile import StreamEntry, read_meta, read_stream
+
+__all__ = [
+    "CheckPublications",
+    "Emit",
+    "FaultEvent",
+    "Pause",
+    "RecordingSource",
+    "ScriptSource",
+    "SourceError",
+    "StreamEvent",
+    "StreamSource",
+    "load_source",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """Send ``payload`` in an XLogData with wal_start = wal_end = ``wal``; ``lsn`` is the
+    position it moves the walsender's sentPtr to (0: it does not move it)."""
+
+    wal: int
+    lsn: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class FaultEvent:
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckPublications:
+    """The point where pgoutput loads the requested publications (first change)."""
+
+    lsn: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourceError:
+    """The source found an error the server reports in the stream (then stops)."""
+
+    error: ServerError
+
+
+StreamEvent: TypeAlias = Emit | Pause | FaultEvent | CheckPublications | SourceError
+
+
+class StreamSource(Protocol):
+    """What a fake walsender streams from."""
+
+    #: Where the source's WAL starts: slots created before streaming begin here.
+    start_lsn: int
+    #: PostgreSQL major the source was made for (None: any).
+    major: int | None
+    #: Slots and publications that exist when the server starts.
+    slots: Sequence[SlotState]
+    publications: Sequence[PublicationState]
+
+    def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
+        """The stream for one START_REPLICATION, skipping what committed before ``from_lsn``."""
+        ...
+
+
+# --- recordings ----------------------------------------------------------------------------
+
+_LSN: Final = struct.Struct("!Q")
+_CHANGES: Final = frozenset(b"IUDT")
+_SCHEMA: Final = frozenset(b"RY")
+# Unit starts and the message that closes each.
+_CLOSERS: Final = {ord("B"): ord("C"), ord("b"): ord("P"), ord("S"): ord("E")}
+
+
+@dataclass(slots=True)
+class _Unit:
+    entries: list[StreamEntry]
+    decision_lsn: int
+
+    @property
+    def has_change(self) -> bool:
+        return any(e.payload[:1] and e.payload[0] in _CHANGES for e in self.entries)
+
+
+def _decision_lsn(entry: StreamEntry) -> int:
+    """The LSN that says whether a unit committed before the start point."""
+    data = entry.payload
+    tag = data[0]
+    try:
+        if tag == ord("C") or tag == ord("K"):  # flags, commit_lsn
+            return int(_LSN.unpack_from(data, 2)[0])
+        if tag == ord("P"):  # flags, prepare_lsn
+            return int(_LSN.unpack_from(data, 2)[0])
+        if tag == ord("c"):  # xid, flags, commit_lsn
+            return int(_LSN.unpack_from(data, 6)[0])
+    except struct.error:
+        pass
+    return entry.lsn
+
+
+def _units(entries: Sequence[StreamEntry]) -> list[_Unit]:
+    units: list[_Unit] = []
+    current: list[StreamEntry] | None = None
+    closer = 0
+    for entry in entries:
+        if not entry.payload:
+            continue
+        tag = entry.payload[0]
+        if current is None:
+            if tag in _CLOSERS:
+                current = [entry]
+                closer = _CLOSERS[tag]
+            else:
+                units.append(_Unit([entry], _decision_lsn(entry)))
+            continue
+        current.append(entry)
+        if tag == closer:
+            last = max((e.lsn for e in current), default=0)
+            decision = _decision_lsn(entry) if tag != ord("E") else last
+            units.append(_Unit(current, decision))
+            current = None
+    if current:
+        units.append(_Unit(current, max(e.lsn for e in current)))
+    return units
+
+
+class RecordingSource:
+    """Replays recorded pgoutput payloads byte for byte, whatever the client's options.
+
+    Resuming skips whole transactions (Begin…Commit, Begin Prepare…Prepare, one Stream
+    Start…Stop block, or a single message) whose commit/prepare LSN is before the start
+    point; Relation/Type messages of skipped units are sent again before the first
+    change that follows, as a new walsender session would.
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[StreamEntry],
+        *,
+        major: int | None = None,
+        publications: Sequence[str] = (),
+        name: str = "<recording>",
+    ) -> None:
+        self.name = name
+        self.entries = tuple(entries)
+        self.major = major
+        lsns = [e.lsn for e in self.entries if e.lsn]
+        self.start_lsn = min(lsns) if lsns else 0x1000000
+        self.end_lsn = max(lsns) if lsns else self.start_lsn
+        self.slots: Sequence[SlotState] = ()
+        self.publications: Sequence[PublicationState] = tuple(
+            PublicationState(p, all_tables=True) for p in publications
+        )
+        self._units = _units(self.entries)
+
+    @classmethod
+    def from_file(cls, path: Path) -> RecordingSource:
+        """Load a recording; raises StreamFileError / OSError."""
+        with path.open("rb") as f:
+            meta = read_meta(f)
+        with path.open("rb") as f:
+            entries = list(read_stream(f, str(path)))
+        major = None
+        publications: list[str] = []
+        if meta is not None:
+            major = int(meta["major"]) if "major" in meta else None
+            names = (meta.get("options") or {}).get("publication_names", "")
+            publications = [n.strip() for n in str(names).split(",") if n.strip()]
+        return cls(entries, major=major, publications=publications, name=str(path))
+
+    def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
+        carried: dict[bytes, StreamEntry] = {}  # schema messages of skipped units
+        checked = False
+        for unit in self._units:
+            if unit.decision_lsn < from_lsn:
+                for entry in unit.entries:
+                    if entry.payload[0] in _SCHEMA:
+                        carried[entry.payload[:5]] = entry
+                continue
+            entries = unit.entries
+            if not checked and unit.has_change and major >= 15:
+                # 15+ sends BEGIN lazily, with the first change: the lookup comes first.
+                checked = True
+                yield CheckPublications(entries[0].lsn)
+            for index, entry in enumerate(entries):
+                tag = entry.payload[0]
+                if tag in _SCHEMA:
+                    carried.pop(entry.payload[:5], None)
+                if (tag in _CHANGES or tag in _SCHEMA) and not checked:
+                    checked = True
+                    yield CheckPublications(entry.lsn)
+                if tag in _CHANGES and carried:
+                    for old in carried.values():
+                        yield Emit(0, 0, old.payload)
+                    carried.clear()
+                follows_origin = index + 1 < len(entries) and entries[index + 1].payload[0] == ord(
+                    "O"
+                )
+                wal = 0 if tag in _SCHEMA or follows_origin else entry.lsn
+                yield Emit(wal, entry.lsn, entry.payload)
+
+
+# --- scripts -------------------------------------------------------------------------------
+
+
+class ScriptSource:
+    """The script encoder (:func:`pgwire_mock.script.encode_stream`) as a source."""
+
+    def __init__(self, script: Any, *, name: str = "<script>") -> None:
+        self.script = script
+        self.name = name
+        server = script.server
+        self.major: int | None = int(server.pg_version)
+        self.start_lsn = int(server.start_lsn)
+        self.system_identifier = int(server.system_identifier)
+        self.timeline = int(server.timeline)
+        self.slots: Sequence[SlotState] = tuple(
+            SlotState(
+                name=s.name,
+                plugin=s.plugin,
+                database="postgres",
+                confirmed_flush=self.start_lsn if s.confirmed_flush is None else s.confirmed_flush,
+                restart_lsn=self.start_lsn if s.confirmed_flush is None else s.confirmed_flush,
+                two_phase=bool(s.two_phase),
+            )
+            for s in script.slots
+        )
+        self.publications: Sequence[PublicationState] = tuple(
+            PublicationState(p.name, all_tables=bool(p.all_tables), tables=tuple(p.tables))
+            for p in script.publications
+        )
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptSource:
+        """Load a YAML/JSON script; raises ScriptError / OSError."""
+        from pgwire_mock.script import load_script  # noqa: PLC0415 - optional, heavy (YAML)
+
+        return cls(load_script(path), name=str(path))
+
+    def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
+        from pgwire_mock.script import (  # noqa: PLC0415 - see from_file
+            Fault,
+            PublicationMissingError,
+            Send,
+            Sleep,
+            StreamOptions,
+            encode_stream,
+        )
+
+        stream_options = StreamOptions(
+            proto_version=options.proto_version,
+            publication_names=options.publication_names,
+            binary=options.binary,
+            messages=options.messages,
+            streaming=options.streaming,
+            two_phase=options.two_phase,
+            origin=options.origin,
+        )
+        try:
+            for event in encode_stream(
+                self.script, stream_options, server_version=major, from_lsn=from_lsn
+            ):
+                if isinstance(event, Send):
+                    yield Emit(event.wal_start, event.wal_start, event.payload)
+                elif isinstance(event, Sleep):
+                    yield Pause(event.seconds)
+                elif isinstance(event, Fault):
+                    yield FaultEvent(event.name, dict(event.params))
+        except PublicationMissingError:
+            # The encoder stops where pgoutput looks the publications up; the session
+            # reports the missing one with the server's exact fields.
+            yield CheckPublications(from_lsn)
+
+
+def load_source(path: Path) -> RecordingSource | ScriptSource:
+    """A recording (``.jsonl``, raw CopyData) or a script (``.yaml``/``.yml``/``.json``)."""
+    if path.suffix in (".yaml", ".yml", ".json"):
+        return ScriptSource.from_file(path)
+    return RecordingSource.from_file(path)

@@ -1,0 +1,590 @@
+"""The small SQL layer of a logical replication connection.
+
+A ``replication=database`` walsender runs any text that is not a replication command as
+SQL (``exec_simple_query``). CDC clients send a handful of statements there; this module
+answers those from the server state, plus user-supplied canned answers (exact text →
+rows), and refuses the rest with ``0A000`` instead of hanging:
+
+* ``SELECT pg_catalog.set_config('n', 'v', false)`` (pg_recvlogical, libpq clients),
+  ``SET n TO v``, ``SHOW n`` (lower-case ``show`` is SQL; ``SHOW`` is the replication
+  command and gives the same reply);
+* ``BEGIN`` / ``START TRANSACTION`` / ``COMMIT`` / ``END`` / ``ROLLBACK`` / ``ABORT``
+  with PostgreSQL's warnings when there is (no) transaction in progress;
+* ``SELECT version()``, ``SELECT pg_current_wal_lsn()``, ``SELECT <integer>``;
+* ``SELECT cols|* FROM pg_replication_slots | pg_publication | pg_publication_tables
+  [WHERE col = 'v' [AND ...]]`` from the shared state;
+* ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.grammar import format_lsn
+from pgwire_mock.server.state import PublicationState, ServerState, SlotState
+from pgwire_mock.server.versions import VERSIONS
+
+__all__ = [
+    "OID",
+    "CannedAnswer",
+    "Column",
+    "Result",
+    "SqlLayer",
+    "gucs_for",
+    "split_statements",
+]
+
+# Built-in type OIDs and lengths (pg_type.dat).
+OID: Final = {
+    "bool": (16, 1),
+    "name": (19, 64),
+    "int8": (20, 8),
+    "int4": (23, 4),
+    "text": (25, -1),
+    "oid": (26, 4),
+    "xid": (28, 4),
+    "timestamptz": (1184, 8),
+    "pg_lsn": (3220, 8),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: str = "text"
+
+    @property
+    def type_oid(self) -> int:
+        return OID[self.type][0]
+
+    @property
+    def type_size(self) -> int:
+        return OID[self.type][1]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One statement's reply: rows (when ``columns`` is not None), tag, notices."""
+
+    tag: str
+    columns: tuple[Column, ...] | None = None
+    rows: tuple[tuple[str | None, ...], ...] = ()
+    notices: tuple[ServerError, ...] = ()
+    transaction: Literal["begin", "commit", "rollback"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CannedAnswer:
+    """A user-supplied reply to an exact SQL text (text columns unless typed)."""
+
+    columns: tuple[Column, ...] = ()
+    rows: tuple[tuple[str | None, ...], ...] = ()
+    tag: str | None = None  # default "SELECT <n>"
+    error: ServerError | None = None
+
+    def result(self) -> Result:
+        if self.error is not None:
+            raise self.error
+        if not self.columns:
+            return Result(self.tag or "SELECT 0")
+        return Result(self.tag or f"SELECT {len(self.rows)}", self.columns, self.rows)
+
+
+def gucs_for(major: int, wal_sender_timeout_ms: int) -> dict[str, str]:
+    """Settings SHOW knows: canonical name → value (as ``SHOW`` prints it)."""
+    facts = VERSIONS[major]
+    timeout = wal_sender_timeout_ms
+    shown = (
+        f"{timeout // 60000}min"
+        if timeout and timeout % 60000 == 0
+        else f"{timeout // 1000}s"
+        if timeout and timeout % 1000 == 0
+        else f"{timeout}ms"
+        if timeout
+        else "0"
+    )
+    values = dict(facts.parameter_status)
+    values.update(
+        {
+            "server_version_num": str(facts.server_version_num),
+            "data_directory_mode": "0700",
+            "wal_sender_timeout": shown,
+            "wal_level": "logical",
+            "max_wal_senders": "10",
+            "max_replication_slots": "10",
+            "wal_segment_size": "16MB",
+            "block_size": "8192",
+            "statement_timeout": "0",
+            "lock_timeout": "0",
+            "idle_in_transaction_session_timeout": "0",
+            "search_path": '"$user", public',
+            "transaction_isolation": "read committed",
+            "max_connections": "100",
+            "logical_decoding_work_mem": "64MB",
+            "wal_keep_size": "0",
+            "hot_standby_feedback": "off",
+            "port": "5432",
+            "listen_addresses": "localhost",
+            "ssl": "off",
+            "password_encryption": "scram-sha-256",
+            "lc_messages": "C",
+            "max_slot_wal_keep_size": "-1",
+        }
+    )
+    return values
+
+
+def split_statements(text: str) -> list[str]:
+    """Split a simple Query on ``;`` outside quotes and comments (empty parts dropped)."""
+    out: list[str] = []
+    start = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "'\"":
+            end = text.find(ch, i + 1)
+            while end != -1 and end + 1 < n and text[end + 1] == ch:
+                end = text.find(ch, end + 2)
+            i = n if end == -1 else end + 1
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end == -1 else end + 1
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end == -1 else end + 2
+            continue
+        if ch == ";":
+            out.append(text[start:i])
+            start = i + 1
+        i += 1
+    out.append(text[start:])
+    return [part.strip() for part in out if _strip_comments(part).strip()]
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"--[^\n]*", " ", text)
+    return re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+
+
+def _normalize(text: str) -> str:
+    return " ".join(_strip_comments(text).split()).rstrip(";").strip()
+
+
+def _bool(value: bool) -> str:
+    return "t" if value else "f"
+
+
+def _lsn(value: int) -> str | None:
+    return format_lsn(value) if value else None
+
+
+# First words of SQL statements (gram.y's stmt alternatives).
+_SQL_STARTS: Final = frozenset(
+    [
+        "abort",
+        "alter",
+        "analyze",
+        "begin",
+        "call",
+        "checkpoint",
+        "close",
+        "cluster",
+        "comment",
+        "commit",
+        "copy",
+        "create",
+        "deallocate",
+        "declare",
+        "delete",
+        "discard",
+        "do",
+        "drop",
+        "end",
+        "execute",
+        "explain",
+        "fetch",
+        "grant",
+        "import",
+        "insert",
+        "listen",
+        "load",
+        "lock",
+        "merge",
+        "move",
+        "notify",
+        "prepare",
+        "reassign",
+        "refresh",
+        "reindex",
+        "release",
+        "reset",
+        "revoke",
+        "rollback",
+        "savepoint",
+        "security",
+        "select",
+        "set",
+        "show",
+        "start",
+        "table",
+        "truncate",
+        "unlisten",
+        "update",
+        "vacuum",
+        "values",
+        "with",
+    ]
+)
+_LITERAL: Final = r"'((?:[^']|'')*)'"
+_IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
+
+
+def _ident(quoted: str | None, bare: str | None) -> str:
+    if quoted is not None:
+        return quoted.replace('""', '"')
+    return (bare or "").lower()
+
+
+class SqlLayer:
+    """Answers SQL statements for one session."""
+
+    def __init__(
+        self,
+        major: int,
+        state: ServerState,
+        *,
+        canned: Mapping[str, CannedAnswer] | None = None,
+        settings: Mapping[str, str] | None = None,
+        user: str = "postgres",
+        database: str = "postgres",
+    ) -> None:
+        self.major = major
+        self.state = state
+        self.canned = {_normalize(k): v for k, v in (canned or {}).items()}
+        self.settings = dict(settings or gucs_for(major, 60000))
+        self.user = user
+        self.database = database
+        self._handlers: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Result]], ...] = (
+            (re.compile(r"(?:begin|start transaction)(?: .*)?", re.I), self._begin),
+            (re.compile(r"(?:commit|end)(?: transaction| work)?", re.I), self._commit),
+            (re.compile(r"(?:rollback|abort)(?: transaction| work)?", re.I), self._rollback),
+            (
+                re.compile(
+                    r"select (?:pg_catalog\.)?set_config ?\( ?"
+                    + _LITERAL
+                    + r" ?, ?"
+                    + _LITERAL
+                    + r" ?, ?(true|false) ?\)",
+                    re.I,
+                ),
+                self._set_config,
+            ),
+            (re.compile(r"set (?:session )?(\S+) ?(?:to|=) ?(.+)", re.I), self._set),
+            (re.compile(r"show (\S+)", re.I), self._show),
+            (re.compile(r"select (?:pg_catalog\.)?version ?\( ?\)", re.I), self._version),
+            (
+                re.compile(r"select (?:pg_catalog\.)?pg_current_wal_lsn ?\( ?\)", re.I),
+                self._current_lsn,
+            ),
+            (re.compile(r"select (-?[0-9]{1,9})", re.I), self._select_int),
+            (
+                re.compile(
+                    r"select (.+?) from (?:pg_catalog\.)?"
+                    r"(pg_replication_slots|pg_publication_tables|pg_publication)"
+                    r"(?: where (.+))?",
+                    re.I,
+                ),
+                self._select_catalog,
+            ),
+            (
+                re.compile(
+                    r"create publication " + _IDENT + r"(?: for (all tables|table (.+?)))?"
+                    r"(?: with ?\((.*)\))?",
+                    re.I,
+                ),
+                self._create_publication,
+            ),
+            (re.compile(r"drop publication (if exists )?" + _IDENT, re.I), self._drop_publication),
+        )
+
+    # --- entry point -----------------------------------------------------------------
+
+    def execute(self, statement: str, *, in_transaction: bool) -> Result:
+        """Run one statement; raises ServerError."""
+        self._in_transaction = in_transaction
+        text = _normalize(statement)
+        canned = self.canned.get(text)
+        if canned is not None:
+            return canned.result()
+        for pattern, handler in self._handlers:
+            match = pattern.fullmatch(text)
+            if match is not None:
+                return handler(match)
+        first = text.split(None, 1)[0] if text else ""
+        if first.lower() not in _SQL_STARTS and not first.startswith("("):
+            # What the SQL grammar says of a statement that starts with no SQL keyword.
+            raise ServerError("ERROR", "42601", f'syntax error at or near "{first}"', position=1)
+        raise ServerError(
+            "ERROR",
+            "0A000",
+            "pgwire-mock does not emulate this SQL statement",
+            f"Statement: {text[:200]}",
+            "Give the fake server a canned answer for this exact text (--sql-answers).",
+        )
+
+    # --- transactions --------------------------------------------------------------------
+
+    def _begin(self, _: re.Match[str]) -> Result:
+        notices: tuple[ServerError, ...] = ()
+        if self._in_transaction:
+            notices = (
+                ServerError("WARNING", "25001", "there is already a transaction in progress"),
+            )
+        return Result("BEGIN", notices=notices, transaction="begin")
+
+    def _commit(self, _: re.Match[str]) -> Result:
+        notices: tuple[ServerError, ...] = ()
+        if not self._in_transaction:
+            notices = (ServerError("WARNING", "25P01", "there is no transaction in progress"),)
+        return Result("COMMIT", notices=notices, transaction="commit")
+
+    def _rollback(self, _: re.Match[str]) -> Result:
+        notices: tuple[ServerError, ...] = ()
+        if not self._in_transaction:
+            notices = (ServerError("WARNING", "25P01", "there is no transaction in progress"),)
+        return Result("ROLLBACK", notices=notices, transaction="rollback")
+
+    # --- settings ------------------------------------------------------------------------
+
+    def _canonical(self, name: str) -> str:
+        lowered = name.lower()
+        for key in self.settings:
+            if key.lower() == lowered:
+                return key
+        raise ServerError("ERROR", "42704", f'unrecognized configuration parameter "{lowered}"')
+
+    def show(self, name: str) -> Result:
+        """``SHOW name``: one text column named after the setting, tag SHOW."""
+        if name.lower() == "all":
+            rows = tuple((k, v, "") for k, v in sorted(self.settings.items()))
+            columns = (Column("name"), Column("setting"), Column("description"))
+            return Result("SHOW", columns, rows)
+        key = self._canonical(name)
+        return Result("SHOW", (Column(key),), ((self.settings[key],),))
+
+    def _show(self, match: re.Match[str]) -> Result:
+        return self.show(match.group(1).strip('"'))
+
+    def _set_config(self, match: re.Match[str]) -> Result:
+        name = match.group(1).replace("''", "'")
+        value = match.group(2).replace("''", "'")
+        try:
+            self.settings[self._canonical(name)] = value
+        except ServerError:
+            if "." not in name:  # custom "a.b" settings may be created
+                raise
+            self.settings[name] = value
+        return Result("SELECT 1", (Column("set_config"),), ((value,),))
+
+    def _set(self, match: re.Match[str]) -> Result:
+        name = match.group(1)
+        raw = match.group(2).strip()
+        value = raw[1:-1].replace("''", "'") if raw.startswith("'") and raw.endswith("'") else raw
+        if name.lower() == "datestyle" and value.upper() == "ISO":
+            value = "ISO, MDY"
+        self.settings[self._canonical(name)] = value
+        return Result("SET")
+
+    # --- functions ----------------------------------------------------------------------
+
+    def _version(self, _: re.Match[str]) -> Result:
+        version = (
+            f"PostgreSQL {VERSIONS[self.major].server_version} on x86_64-pc-linux-gnu, "
+            "compiled by gcc (GCC) 12.2.0, 64-bit"
+        )
+        return Result("SELECT 1", (Column("version"),), ((version,),))
+
+    def _current_lsn(self, _: re.Match[str]) -> Result:
+        return Result(
+            "SELECT 1",
+            (Column("pg_current_wal_lsn", "pg_lsn"),),
+            ((format_lsn(self.state.wal_lsn),),),
+        )
+
+    def _select_int(self, match: re.Match[str]) -> Result:
+        return Result("SELECT 1", (Column("?column?", "int4"),), ((str(int(match.group(1))),),))
+
+    # --- catalogs --------------------------------------------------------------------------
+
+    def _slot_columns(self) -> list[tuple[Column, Callable[[SlotState], str | None]]]:
+        cols: list[tuple[Column, Callable[[SlotState], str | None]]] = [
+            (Column("slot_name", "name"), lambda s: s.name),
+            (Column("plugin", "name"), lambda s: s.plugin),
+            (Column("slot_type"), lambda s: "logical" if s.logical else "physical"),
+            (Column("datoid", "oid"), lambda s: "5" if s.database else None),
+            (Column("database", "name"), lambda s: s.database),
+            (Column("temporary", "bool"), lambda s: _bool(s.temporary)),
+            (Column("active", "bool"), lambda s: _bool(s.active_pid is not None)),
+            (
+                Column("active_pid", "int4"),
+                lambda s: None if s.active_pid is None else str(s.active_pid),
+            ),
+            (Column("xmin", "xid"), lambda s: None),
+            (Column("catalog_xmin", "xid"), lambda s: "750" if s.logical else None),
+            (Column("restart_lsn", "pg_lsn"), lambda s: _lsn(s.restart_lsn)),
+            (Column("confirmed_flush_lsn", "pg_lsn"), lambda s: _lsn(s.confirmed_flush)),
+            (Column("wal_status"), lambda s: "reserved"),
+            (Column("safe_wal_size", "int8"), lambda s: None),
+            (Column("two_phase", "bool"), lambda s: _bool(s.two_phase)),
+        ]
+        if self.major >= 17:
+            cols.append((Column("inactive_since", "timestamptz"), lambda s: None))
+        if self.major >= 16:
+            cols.append(
+                (Column("conflicting", "bool"), lambda s: _bool(False) if s.logical else None)
+            )
+        if self.major >= 17:
+            cols.extend(
+                [
+                    (Column("invalidation_reason"), lambda s: None),
+                    (Column("failover", "bool"), lambda s: _bool(s.failover)),
+                    (Column("synced", "bool"), lambda s: _bool(False)),
+                ]
+            )
+        return cols
+
+    def _publication_columns(self) -> list[tuple[Column, Callable[[PublicationState], str | None]]]:
+        oids = {name: str(16400 + i) for i, name in enumerate(self.state.publications)}
+        return [
+            (Column("oid", "oid"), lambda p: oids.get(p.name, "16400")),
+            (Column("pubname", "name"), lambda p: p.name),
+            (Column("pubowner", "oid"), lambda p: "10"),
+            (Column("puballtables", "bool"), lambda p: _bool(p.all_tables)),
+            (Column("pubinsert", "bool"), lambda p: _bool(p.insert)),
+            (Column("pubupdate", "bool"), lambda p: _bool(p.update)),
+            (Column("pubdelete", "bool"), lambda p: _bool(p.delete)),
+            (Column("pubtruncate", "bool"), lambda p: _bool(p.truncate)),
+            (Column("pubviaroot", "bool"), lambda p: _bool(False)),
+        ]
+
+    def _publication_table_rows(self) -> tuple[list[Column], list[tuple[str | None, ...]]]:
+        columns = [
+            Column("pubname", "name"),
+            Column("schemaname", "name"),
+            Column("tablename", "name"),
+        ]
+        if self.major >= 15:
+            columns += [Column("attnames"), Column("rowfilter")]
+        rows: list[tuple[str | None, ...]] = []
+        for pub in self.state.publications.values():
+            for table in pub.tables:
+                schema, _, name = table.rpartition(".")
+                row: tuple[str | None, ...] = (pub.name, schema or "public", name)
+                if self.major >= 15:
+                    row += (None, None)
+                rows.append(row)
+        return columns, rows
+
+    def _select_catalog(self, match: re.Match[str]) -> Result:
+        view = match.group(2).lower()
+        all_columns: list[Column]
+        all_rows: list[tuple[str | None, ...]]
+        if view == "pg_replication_slots":
+            spec = self._slot_columns()
+            all_columns = [c for c, _ in spec]
+            all_rows = [tuple(f(s) for _, f in spec) for s in self.state.slots.values()]
+        elif view == "pg_publication":
+            pspec = self._publication_columns()
+            all_columns = [c for c, _ in pspec]
+            all_rows = [tuple(f(p) for _, f in pspec) for p in self.state.publications.values()]
+        else:
+            all_columns, all_rows = self._publication_table_rows()
+        names = [c.name for c in all_columns]
+        wanted = [w.strip() for w in match.group(1).split(",")]
+        if wanted == ["*"]:
+            indexes = list(range(len(names)))
+        else:
+            indexes = [self._column_index(names, w) for w in wanted]
+        rows = [r for r in all_rows if self._where(match.group(3), names, r)]
+        columns = tuple(all_columns[i] for i in indexes)
+        out = tuple(tuple(r[i] for i in indexes) for r in rows)
+        return Result(f"SELECT {len(out)}", columns, out)
+
+    @staticmethod
+    def _column_index(names: Sequence[str], wanted: str) -> int:
+        name = wanted.strip('"')
+        if "." in name:
+            name = name.rsplit(".", 1)[1]
+        if name in names:
+            return names.index(name)
+        raise ServerError("ERROR", "42703", f'column "{name}" does not exist')
+
+    def _where(self, clause: str | None, names: Sequence[str], row: Sequence[str | None]) -> bool:
+        if clause is None:
+            return True
+        for condition in re.split(r" and ", clause, flags=re.I):
+            m = re.fullmatch(r"(\w+) ?= ?" + _LITERAL, condition.strip())
+            if m is None:
+                raise ServerError(
+                    "ERROR",
+                    "0A000",
+                    "pgwire-mock only understands WHERE col = 'value' [AND ...] on catalogs",
+                )
+            value = m.group(2).replace("''", "'")
+            if row[self._column_index(names, m.group(1))] != value:
+                return False
+        return True
+
+    # --- publications ----------------------------------------------------------------------
+
+    def _create_publication(self, match: re.Match[str]) -> Result:
+        name = _ident(match.group(1), match.group(2))
+        if name in self.state.publications:
+            raise ServerError("ERROR", "42710", f'publication "{name}" already exists')
+        target = (match.group(3) or "").lower()
+        tables: tuple[str, ...] = ()
+        if target.startswith("table"):
+            tables = tuple(
+                t if "." in t else f"public.{t}"
+                for t in (part.strip().strip('"') for part in (match.group(4) or "").split(","))
+                if t
+            )
+        publish = {"insert", "update", "delete", "truncate"}
+        options = match.group(5)
+        if options:
+            m = re.search(r"publish ?= ?" + _LITERAL, options, re.I)
+            if m is not None:
+                publish = {p.strip().lower() for p in m.group(1).split(",") if p.strip()}
+        self.state.add_publication(
+            PublicationState(
+                name,
+                all_tables=target == "all tables",
+                tables=tables,
+                insert="insert" in publish,
+                update="update" in publish,
+                delete="delete" in publish,
+                truncate="truncate" in publish,
+                owner=self.user,
+            )
+        )
+        return Result("CREATE PUBLICATION")
+
+    def _drop_publication(self, match: re.Match[str]) -> Result:
+        name = _ident(match.group(2), match.group(3))
+        if name not in self.state.publications:
+            if match.group(1):
+                notice = ServerError(
+                    "NOTICE", "00000", f'publication "{name}" does not exist, skipping'
+                )
+                return Result("DROP PUBLICATION", notices=(notice,))
+            raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
+        del self.state.publications[name]
+        self.state.save()
+        return Result("DROP PUBLICATION")

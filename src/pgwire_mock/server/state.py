@@ -1,0 +1,278 @@
+"""What every connection to one fake server shares: slots, publications, WAL position.
+
+A real server keeps this in shared memory and on disk (``pg_replslot/*/state``, the
+catalogs). :class:`ServerState` keeps it in one object that all sessions of a process
+use, and optionally in a JSON file (``path``) so that a restarted fake resumes like a
+restarted PostgreSQL: slots keep their confirmed_flush, temporary slots are gone.
+
+Nothing here does I/O except :meth:`ServerState.save` / :meth:`ServerState.load`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+__all__ = [
+    "DEFAULT_SYSTEM_IDENTIFIER",
+    "PublicationState",
+    "ServerState",
+    "SlotActiveError",
+    "SlotExistsError",
+    "SlotMissingError",
+    "SlotState",
+    "StateError",
+]
+
+DEFAULT_SYSTEM_IDENTIFIER: Final = 7_301_234_567_890_123_456
+"""A plausible pg_control system identifier (a real one is time << 32 | pid-ish bits)."""
+
+_FORMAT: Final = 1
+
+
+class Cancellable(Protocol):
+    """A live session, as a CancelRequest finds it."""
+
+    secret_key: int
+
+    def cancel(self) -> None: ...
+
+
+class StateError(Exception):
+    """A slot operation the state refuses; the session turns it into PostgreSQL's error."""
+
+    def __init__(self, slot: str) -> None:
+        super().__init__(slot)
+        self.slot = slot
+
+
+class SlotMissingError(StateError):
+    pass
+
+
+class SlotExistsError(StateError):
+    pass
+
+
+class SlotActiveError(StateError):
+    def __init__(self, slot: str, pid: int) -> None:
+        super().__init__(slot)
+        self.pid = pid
+
+
+@dataclass(slots=True)
+class SlotState:
+    """One replication slot (``pg_replication_slots``' columns that a client can see)."""
+
+    name: str
+    plugin: str | None  # None for a physical slot
+    database: str | None
+    confirmed_flush: int
+    restart_lsn: int
+    two_phase: bool = False
+    temporary: bool = False
+    failover: bool = False
+    active_pid: int | None = None
+    owner_pid: int | None = None  # the session that created a temporary slot
+
+    @property
+    def logical(self) -> bool:
+        return self.plugin is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationState:
+    """A publication: FOR ALL TABLES, or a list of ``schema.table`` names."""
+
+    name: str
+    all_tables: bool = False
+    tables: tuple[str, ...] = ()
+    insert: bool = True
+    update: bool = True
+    delete: bool = True
+    truncate: bool = True
+    owner: str = "postgres"
+
+
+@dataclass(slots=True)
+class ServerState:
+    """Shared by every session of one fake server."""
+
+    system_identifier: int = DEFAULT_SYSTEM_IDENTIFIER
+    timeline: int = 1
+    database: str = "postgres"
+    wal_lsn: int = 0x1000000
+    """The server's WAL flush position: IDENTIFY_SYSTEM's xlogpos, pg_current_wal_lsn(),
+    a new slot's consistent point. Streaming a source moves it up to what was sent."""
+    slots: dict[str, SlotState] = field(default_factory=dict)
+    publications: dict[str, PublicationState] = field(default_factory=dict)
+    path: Path | None = None
+    next_pid: int = 40_000
+    snapshots: int = 0
+    sessions: dict[int, Cancellable] = field(default_factory=dict, repr=False)
+    """Live sessions by PID (for CancelRequest); never saved."""
+
+    # --- sessions --------------------------------------------------------------------
+
+    def allocate_pid(self) -> int:
+        self.next_pid += 1
+        return self.next_pid
+
+    def advance_wal(self, lsn: int) -> None:
+        self.wal_lsn = max(self.wal_lsn, lsn)
+
+    def next_snapshot_name(self, xid: int) -> str:
+        """An exported snapshot's name, ``%08X-%08X-%d`` (vxid backend, local xid, count)."""
+        self.snapshots += 1
+        return f"{3:08X}-{xid:08X}-{self.snapshots}"
+
+    # --- slots -----------------------------------------------------------------------
+
+    def create_slot(
+        self,
+        name: str,
+        plugin: str | None,
+        *,
+        temporary: bool = False,
+        two_phase: bool = False,
+        failover: bool = False,
+        owner_pid: int | None = None,
+    ) -> SlotState:
+        if name in self.slots:
+            raise SlotExistsError(name)
+        slot = SlotState(
+            name=name,
+            plugin=plugin,
+            database=self.database if plugin is not None else None,
+            confirmed_flush=self.wal_lsn if plugin is not None else 0,
+            restart_lsn=self.wal_lsn,
+            two_phase=two_phase,
+            temporary=temporary,
+            failover=failover,
+            owner_pid=owner_pid if temporary else None,
+        )
+        self.slots[name] = slot
+        self.save()
+        return slot
+
+    def get_slot(self, name: str) -> SlotState:
+        slot = self.slots.get(name)
+        if slot is None:
+            raise SlotMissingError(name)
+        return slot
+
+    def acquire(self, name: str, pid: int) -> SlotState:
+        slot = self.get_slot(name)
+        if slot.active_pid is not None and slot.active_pid != pid:
+            raise SlotActiveError(name, slot.active_pid)
+        slot.active_pid = pid
+        return slot
+
+    def release(self, name: str, pid: int) -> None:
+        slot = self.slots.get(name)
+        if slot is not None and slot.active_pid == pid:
+            slot.active_pid = None
+            self.save()
+
+    def drop_slot(self, name: str, pid: int) -> None:
+        slot = self.get_slot(name)
+        if slot.active_pid is not None and slot.active_pid != pid:
+            raise SlotActiveError(name, slot.active_pid)
+        del self.slots[name]
+        self.save()
+
+    def confirm(self, name: str, lsn: int) -> None:
+        """A status update's flush position moves the slot's confirmed_flush (never back)."""
+        slot = self.slots.get(name)
+        if slot is not None and lsn > slot.confirmed_flush:
+            slot.confirmed_flush = lsn
+            slot.restart_lsn = max(slot.restart_lsn, lsn)
+            self.save()
+
+    def drop_temporary(self, pid: int) -> list[str]:
+        """Drop the temporary slots a session made (at its end, or on an ERROR)."""
+        names = [s.name for s in self.slots.values() if s.temporary and s.owner_pid == pid]
+        for name in names:
+            del self.slots[name]
+        return names
+
+    def release_all(self, pid: int) -> None:
+        for slot in self.slots.values():
+            if slot.active_pid == pid:
+                slot.active_pid = None
+        self.save()
+
+    # --- publications ------------------------------------------------------------------
+
+    def add_publication(self, publication: PublicationState) -> None:
+        self.publications[publication.name] = publication
+        self.save()
+
+    def declare(self, slots: Iterable[SlotState], publications: Iterable[PublicationState]) -> None:
+        """Add what a stream source declares, keeping what a state file already holds."""
+        for slot in slots:
+            self.slots.setdefault(slot.name, slot)
+        for publication in publications:
+            self.publications.setdefault(publication.name, publication)
+
+    # --- persistence -------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "system_identifier": str(self.system_identifier),
+            "timeline": self.timeline,
+            "database": self.database,
+            "wal_lsn": self.wal_lsn,
+            "slots": [
+                {k: v for k, v in asdict(s).items() if k not in ("active_pid", "owner_pid")}
+                for s in self.slots.values()
+                if not s.temporary
+            ],
+            "publications": [
+                {**asdict(p), "tables": list(p.tables)} for p in self.publications.values()
+            ],
+        }
+
+    def save(self) -> None:
+        """Write the state file atomically (no-op without ``path``)."""
+        if self.path is None:
+            return
+        text = json.dumps(self.to_json(), indent=1)
+        directory = self.path.parent
+        fd, tmp = tempfile.mkstemp(prefix=".pgwire-mock-state", dir=directory)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        Path(tmp).replace(self.path)
+
+    @classmethod
+    def load(cls, path: Path) -> ServerState:
+        """The state saved at ``path``, or a fresh state bound to it if it does not exist.
+
+        Raises ValueError when the file is not a state file.
+        """
+        state = cls(path=path)
+        if not path.exists():
+            return state
+        try:
+            data = json.loads(path.read_text())
+            if data.get("format") != _FORMAT:
+                raise ValueError(f"unknown state file format {data.get('format')!r}")
+            state.system_identifier = int(data["system_identifier"])
+            state.timeline = int(data["timeline"])
+            state.database = str(data["database"])
+            state.wal_lsn = int(data["wal_lsn"])
+            for raw in data["slots"]:
+                slot = SlotState(**raw)
+                state.slots[slot.name] = slot
+            for raw in data["publications"]:
+                pub = PublicationState(**{**raw, "tables": tuple(raw["tables"])})
+                state.publications[pub.name] = pub
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a pgwire-mock state file: {err}") from None
+        return state
