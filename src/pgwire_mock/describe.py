@@ -75,7 +75,7 @@ class StreamDescriber:
         if isinstance(message, Relation):
             self.relations[message.oid] = message
         elif isinstance(message, Type):
-            self.types[message.oid] = f"{message.namespace}.{message.name}"
+            self.types[message.oid] = _qualified(message.namespace, message.name)
         return message
 
     # --- names and values -----------------------------------------------------------
@@ -178,7 +178,7 @@ class StreamDescriber:
                     f"{identity}): {columns}"
                 )
             case Type():
-                return f"TYPE {m.namespace}.{m.name} (oid {m.oid})"
+                return f"TYPE {_qualified(m.namespace, m.name)} (oid {m.oid})"
             case Insert():
                 return (
                     f"table {self.table_name(m.relation_oid)}: INSERT: "
@@ -274,6 +274,12 @@ class StreamDescriber:
         if isinstance(message, Insert | Update | Delete):
             out["relation"] = self.table_name(message.relation_oid)
         return out
+
+
+def _qualified(namespace: str, name: str) -> str:
+    # pgoutput sends an empty namespace for pg_catalog (and a domain's Type message
+    # names its built-in base type that way).
+    return f"{namespace}.{name}" if namespace else name
 
 
 def _is_boundary(message: PgOutputMessage) -> bool:
