@@ -22,7 +22,10 @@ ALLOWED = {
     "conformance": {"codec", "pgwire_mock", "conformance", "psycopg", "twisted", "zope"},
 }
 # Modules that only run where their extra is installed.
-EXTRA = {"codec/strategies": {"hypothesis"}}
+EXTRA = {
+    "codec/strategies": {"hypothesis"},
+    "pgwire_mock/spark": {"pyspark", "pyarrow", "deltalake"},
+}
 # Blocking I/O has no place in a sans-IO codec.
 CODEC_FORBIDDEN = {"socket", "asyncio", "threading", "selectors", "ssl", "subprocess", "logging"}
 

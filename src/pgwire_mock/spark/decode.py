@@ -1,0 +1,494 @@
+"""A pgoutput stream as Arrow record batches of committed row changes, one table each.
+
+:class:`ChangeDecoder` is fed ``(lsn, payload)`` pairs in stream order and keeps what a
+subscriber's apply worker keeps: the relation and type caches, the open transaction,
+streamed transactions in progress (protocol 2+), and prepared transactions waiting for
+COMMIT / ROLLBACK PREPARED (protocol 3+). A change becomes a row only when its
+transaction commits; streamed transactions that abort, subtransactions a Stream Abort
+names, and prepared transactions rolled back never do. Like the whole codec, it does no
+I/O: :func:`decode_stream` is the convenience that runs it over a list.
+
+Each table's rows have the metadata columns of :data:`METADATA_FIELDS`, the table's own
+columns (types from :mod:`pgwire_mock.spark.types`) and ``_before``: the old row as
+pgoutput sent it for an update (the old key 'K' for a key change, the whole old row 'O'
+under REPLICA IDENTITY FULL), else NULL. A delete's row is its old key or old row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import pyarrow as pa
+
+from codec.pgoutput import (
+    UNCHANGED_TOAST,
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Decoder,
+    Delete,
+    Insert,
+    PgOutputMessage,
+    Prepare,
+    Relation,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Truncate,
+    TupleData,
+    Type,
+    Update,
+)
+from pgwire_mock.spark.types import ColumnType, column_type
+
+__all__ = [
+    "KEY_METADATA",
+    "METADATA_FIELDS",
+    "ChangeDecoder",
+    "DecodeOptions",
+    "SchemaChangeError",
+    "SparkSideError",
+    "StreamStateError",
+    "decode_stream",
+    "qualified_name",
+    "table_schema",
+]
+
+_PG_EPOCH_US: Final = 946_684_800_000_000  # 2000-01-01 00:00:00 UTC in Unix microseconds
+
+METADATA_FIELDS: Final[tuple[pa.Field[pa.DataType], ...]] = (
+    pa.field("_op", pa.string(), nullable=False),
+    pa.field("_commit_lsn", pa.int64(), nullable=False),
+    pa.field("_position", pa.int64(), nullable=False),
+    pa.field("_xid", pa.int64(), nullable=False),
+    pa.field("_commit_time", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("_toast_unchanged", pa.list_(pa.string()), nullable=False),
+    pa.field("_special", pa.map_(pa.string(), pa.string()), nullable=False),
+)
+"""``_op`` is insert, update, delete or truncate; ``_position`` orders the changes of
+one transaction (all tables share the count; a Truncate's rows share one position);
+``_toast_unchanged`` names the columns of an update whose TOASTed value did not change
+and was not sent (they are NULL here: take them from the existing row); ``_special``
+maps a column to the PostgreSQL text of a value its Spark type cannot hold."""
+
+KEY_METADATA: Final = b"pgoutput.key"
+"""Arrow field metadata: b"true" on the columns of the table's replica identity."""
+
+
+class SparkSideError(Exception):
+    """Root of the errors the Spark side raises."""
+
+
+class SchemaChangeError(SparkSideError):
+    """A table's Relation message changed mid-stream (DDL): one schema per read."""
+
+
+class StreamStateError(SparkSideError):
+    """Messages in an order no walsender sends (a change outside a transaction, ...)."""
+
+
+def qualified_name(name: str) -> str:
+    """``schema.table``; a bare name is in ``public``. Names are taken as written."""
+    return name if "." in name else f"public.{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeOptions:
+    """What to decode and how.
+
+    ``tables``: qualified names to produce rows for (None: every table). ``array_dims``:
+    dimensions of array columns, by ``column`` or ``schema.table.column`` (default 1;
+    PostgreSQL neither enforces nor sends them). ``type_overrides``: user type name to
+    the built-in type to decode it as (see :func:`~pgwire_mock.spark.types.column_type`).
+    ``batch_rows``: rows per record batch.
+    """
+
+    tables: frozenset[str] | None = None
+    array_dims: Mapping[str, int] = field(default_factory=dict)
+    type_overrides: Mapping[str, str] = field(default_factory=dict)
+    batch_rows: int = 4096
+
+    def wants(self, table: str) -> bool:
+        return self.tables is None or table in self.tables
+
+
+def _signature(relation: Relation) -> tuple[object, ...]:
+    return (
+        relation.namespace,
+        relation.relation_name,
+        relation.replica_identity,
+        relation.columns,
+    )
+
+
+def _table_of(relation: Relation) -> str:
+    return f"{relation.namespace or 'pg_catalog'}.{relation.relation_name}"
+
+
+def _column_types(
+    relation: Relation, user_types: Mapping[int, tuple[str, str]], options: DecodeOptions
+) -> tuple[ColumnType, ...]:
+    table = _table_of(relation)
+    return tuple(
+        column_type(
+            c.type_oid,
+            c.type_modifier,
+            user_types=user_types,
+            overrides=options.type_overrides,
+            array_dims=options.array_dims.get(
+                f"{table}.{c.name}", options.array_dims.get(c.name, 1)
+            ),
+        )
+        for c in relation.columns
+    )
+
+
+def table_schema(
+    relation: Relation,
+    user_types: Mapping[int, tuple[str, str]] | None = None,
+    options: DecodeOptions | None = None,
+) -> pa.Schema:
+    """The Arrow schema of ``relation``'s change rows."""
+    types = _column_types(relation, user_types or {}, options or DecodeOptions())
+    return _schema(relation, types)
+
+
+def _schema(relation: Relation, types: Sequence[ColumnType]) -> pa.Schema:
+    columns: list[pa.Field[pa.DataType]] = [
+        pa.field(
+            c.name,
+            t.arrow,
+            metadata={
+                KEY_METADATA: b"true" if c.flags & 1 else b"false",
+                b"pgoutput.type": t.pg_name.encode(),
+            },
+        )
+        for c, t in zip(relation.columns, types, strict=True)
+    ]
+    return pa.schema(
+        [*METADATA_FIELDS, *columns, pa.field("_before", pa.struct(columns))],
+        metadata={b"pgoutput.table": _table_of(relation).encode()},
+    )
+
+
+class _Table:
+    """One table's schema and the rows built so far, column by column."""
+
+    def __init__(self, relation: Relation, types: tuple[ColumnType, ...]) -> None:
+        self.relation = relation
+        self.types = types
+        self.schema = _schema(relation, types)
+        self.columns: list[list[object]] = [[] for _ in self.schema]
+
+    @property
+    def rows(self) -> int:
+        return len(self.columns[0])
+
+    def row(
+        self, values: TupleData | None, kind: str
+    ) -> tuple[list[object], list[str], list[tuple[str, str]]]:
+        """Converted values, unchanged-TOAST column names, special texts."""
+        names = [c.name for c in self.relation.columns]
+        if values is None:
+            return [None] * len(names), [], []
+        if len(values) != len(names):
+            raise StreamStateError(
+                f"{_table_of(self.relation)}: {kind} has {len(values)} columns, "
+                f"the Relation message {len(names)}"
+            )
+        out: list[object] = []
+        toast: list[str] = []
+        special: list[tuple[str, str]] = []
+        for name, column, raw in zip(names, self.types, values, strict=True):
+            if raw is None:
+                out.append(None)
+            elif raw is UNCHANGED_TOAST:
+                out.append(None)
+                toast.append(name)
+            else:
+                assert isinstance(raw, str | bytes)
+                value, text = column.convert(raw)
+                out.append(value)
+                if text is not None:
+                    special.append((name, text))
+        return out, toast, special
+
+    def flush(self) -> pa.RecordBatch:
+        arrays = [
+            pa.array(values, type=f.type)
+            for values, f in zip(self.columns, self.schema, strict=True)
+        ]
+        self.columns = [[] for _ in self.schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+@dataclass(slots=True)
+class _Change:
+    """One decoded change of an open transaction, waiting for its commit."""
+
+    subxid: int | None
+    table: str | None  # None: a change to a table nobody asked for (still counted)
+    op: str
+    values: list[object] = field(default_factory=list)
+    toast: list[str] = field(default_factory=list)
+    special: list[tuple[str, str]] = field(default_factory=list)
+    before: dict[str, object] | None = None
+    truncated: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Txn:
+    xid: int
+    changes: list[_Change] = field(default_factory=list)
+
+
+class ChangeDecoder:
+    """Turns one pgoutput stream into committed change rows per table; see the module doc.
+
+    ``relations`` and ``types`` preload the caches, for reading a stream from the middle
+    (at a point where no transaction is open): the Relation and Type messages sent before
+    that point.
+    """
+
+    def __init__(
+        self,
+        options: DecodeOptions | None = None,
+        *,
+        relations: Iterable[Relation] = (),
+        types: Iterable[Type] = (),
+    ) -> None:
+        self.options = options or DecodeOptions()
+        self._decoder = Decoder()
+        self._user_types: dict[int, tuple[str, str]] = {}
+        self._relations: dict[int, Relation] = {}
+        self._tables: dict[str, _Table] = {}
+        self._done: list[pa.RecordBatch] = []
+        self._txn: _Txn | None = None
+        self._stream_xid: int | None = None
+        self._streamed: dict[int, _Txn] = {}
+        self._prepared: dict[str, _Txn] = {}
+        for t in types:
+            self._on_type(t)
+        for r in relations:
+            self._on_relation(r)
+
+    @property
+    def open_transactions(self) -> int:
+        """Transactions begun and not yet committed or aborted (prepared ones included)."""
+        return (self._txn is not None) + len(self._streamed) + len(self._prepared)
+
+    def feed(self, lsn: int, payload: bytes) -> None:
+        """Decode and apply one pgoutput message."""
+        self.apply(self._decoder.decode(payload))
+
+    def apply(self, message: PgOutputMessage) -> None:
+        """Apply one already-decoded message (the decoder must have seen it in order)."""
+        match message:
+            case Begin() | BeginPrepare():
+                self._txn = _Txn(message.xid)
+            case Commit():
+                self._commit(self._end_txn("Commit"), message.commit_lsn, message.commit_timestamp)
+            case Prepare():
+                self._prepared[message.gid] = self._end_txn("Prepare")
+            case CommitPrepared():
+                txn = self._prepared.pop(message.gid, None)
+                if txn is None:
+                    raise StreamStateError(f"Commit Prepared of unknown gid {message.gid!r}")
+                self._commit(txn, message.commit_lsn, message.commit_timestamp)
+            case RollbackPrepared():
+                self._prepared.pop(message.gid, None)
+            case StreamStart():
+                self._stream_xid = message.xid
+                self._streamed.setdefault(message.xid, _Txn(message.xid))
+            case StreamStop():
+                self._stream_xid = None
+            case StreamCommit():
+                txn = self._streamed.pop(message.xid, _Txn(message.xid))
+                self._commit(txn, message.commit_lsn, message.commit_timestamp)
+            case StreamPrepare():
+                self._prepared[message.gid] = self._streamed.pop(message.xid, _Txn(message.xid))
+            case StreamAbort():
+                self._stream_abort(message.xid, message.subxid)
+            case Relation():
+                self._on_relation(message)
+            case Type():
+                self._on_type(message)
+            case Insert() | Update() | Delete() | Truncate():
+                self._on_change(message)
+            case _:
+                pass  # Origin, Message: no rows
+
+    def take(self) -> list[pa.RecordBatch]:
+        """The record batches completed so far (full ones only, unless :meth:`flush`)."""
+        done, self._done = self._done, []
+        return done
+
+    def flush(self) -> list[pa.RecordBatch]:
+        """Every row committed so far, as record batches."""
+        for table in self._tables.values():
+            if table.rows:
+                self._done.append(table.flush())
+        return self.take()
+
+    def column_types(self, table: str) -> dict[str, ColumnType]:
+        """The :class:`ColumnType` of each column of ``table``, by column name."""
+        state = self._tables[qualified_name(table)]
+        return {c.name: t for c, t in zip(state.relation.columns, state.types, strict=True)}
+
+    @property
+    def tables(self) -> list[str]:
+        """The tables whose Relation message has been seen (and that were asked for)."""
+        return list(self._tables)
+
+    def schema(self, table: str) -> pa.Schema | None:
+        """The Arrow schema of ``table`` if its Relation message has been seen."""
+        state = self._tables.get(qualified_name(table))
+        return state.schema if state else None
+
+    # ------------------------------------------------------------------ transactions
+
+    def _end_txn(self, what: str) -> _Txn:
+        if self._txn is None:
+            raise StreamStateError(f"{what} outside a transaction")
+        txn, self._txn = self._txn, None
+        return txn
+
+    def _stream_abort(self, xid: int, subxid: int) -> None:
+        txn = self._streamed.get(xid)
+        if txn is None:
+            return
+        if subxid == xid:
+            del self._streamed[xid]
+            return
+        # As the apply worker does (worker.c, stream_abort_internal): everything from the
+        # subtransaction's first change on is discarded, which takes its own
+        # subtransactions with it; changes after it were all made inside it.
+        for index, change in enumerate(txn.changes):
+            if change.subxid == subxid:
+                del txn.changes[index:]
+                break
+
+    def _commit(self, txn: _Txn, commit_lsn: int, commit_timestamp: int) -> None:
+        commit_time = commit_timestamp + _PG_EPOCH_US
+        for position, change in enumerate(txn.changes):
+            targets = change.truncated if change.op == "truncate" else (change.table,)
+            for name in targets:
+                if name is None:
+                    continue
+                table = self._tables[name]
+                before = change.before
+                n = len(table.relation.columns)
+                values = change.values or [None] * n
+                meta = (
+                    change.op,
+                    commit_lsn,
+                    position,
+                    txn.xid,
+                    commit_time,
+                    change.toast,
+                    change.special,
+                )
+                for column, value in zip(table.columns, (*meta, *values, before), strict=True):
+                    column.append(value)
+                if table.rows >= self.options.batch_rows:
+                    self._done.append(table.flush())
+
+    # ---------------------------------------------------------------------- caches
+
+    def _on_type(self, message: Type) -> None:
+        self._user_types[message.oid] = (message.namespace, message.name)
+
+    def _on_relation(self, relation: Relation) -> None:
+        previous = self._relations.get(relation.oid)
+        self._relations[relation.oid] = relation
+        name = _table_of(relation)
+        if previous is not None and _table_of(previous) != name:
+            old = _table_of(previous)
+            if old in self._tables:
+                raise SchemaChangeError(f"table {old} was renamed to {name} mid-stream")
+        if not self.options.wants(name):
+            return
+        state = self._tables.get(name)
+        if state is None:
+            types = _column_types(relation, self._user_types, self.options)
+            self._tables[name] = _Table(relation, types)
+        elif _signature(state.relation) != _signature(relation):
+            raise SchemaChangeError(
+                f"table {name} changed schema mid-stream: columns "
+                f"{_describe(state.relation)} became {_describe(relation)}; "
+                "read the parts of the stream before and after the change separately"
+            )
+
+    def _on_change(self, message: Insert | Update | Delete | Truncate) -> None:
+        if self._stream_xid is not None:
+            txn = self._streamed[self._stream_xid]
+        elif self._txn is not None:
+            txn = self._txn
+        else:
+            raise StreamStateError(f"{type(message).__name__} outside a transaction")
+        subxid = message.xid
+        if isinstance(message, Truncate):
+            names = tuple(
+                n
+                for n in (self._name_of(oid) for oid in message.relation_oids)
+                if n in self._tables
+            )
+            txn.changes.append(_Change(subxid, None, "truncate", truncated=names))
+            return
+        name = self._name_of(message.relation_oid)
+        table = self._tables.get(name)
+        if table is None:
+            txn.changes.append(_Change(subxid, None, "skip"))
+            return
+        if isinstance(message, Insert):
+            values, toast, special = table.row(message.new_tuple, "Insert")
+            txn.changes.append(_Change(subxid, name, "insert", values, toast, special))
+        elif isinstance(message, Update):
+            values, toast, special = table.row(message.new_tuple, "Update")
+            old = message.old_tuple if message.old_tuple is not None else message.key_tuple
+            before = None
+            if old is not None:
+                old_values, _, _ = table.row(old, "Update old tuple")
+                columns = [c.name for c in table.relation.columns]
+                before = dict(zip(columns, old_values, strict=True))
+            txn.changes.append(_Change(subxid, name, "update", values, toast, special, before))
+        else:
+            old = message.old_tuple if message.old_tuple is not None else message.key_tuple
+            values, toast, special = table.row(old, "Delete")
+            txn.changes.append(_Change(subxid, name, "delete", values, toast, special))
+
+    def _name_of(self, oid: int) -> str:
+        relation = self._relations.get(oid)
+        if relation is None:
+            raise StreamStateError(f"change to relation OID {oid} before its Relation message")
+        return _table_of(relation)
+
+
+def _describe(relation: Relation) -> str:
+    return "(" + ", ".join(f"{c.name} oid {c.type_oid}" for c in relation.columns) + ")"
+
+
+def decode_stream(
+    entries: Iterable[tuple[int, bytes]], options: DecodeOptions | None = None
+) -> dict[str, pa.Table]:
+    """Every committed change of a whole stream, as one Arrow table per table name.
+
+    Tables whose Relation was seen but that had no committed change are present and empty.
+    """
+    decoder = ChangeDecoder(options)
+    batches: list[pa.RecordBatch] = []
+    for lsn, payload in entries:
+        decoder.feed(lsn, payload)
+        batches.extend(decoder.take())
+    batches.extend(decoder.flush())
+    out: dict[str, pa.Table] = {}
+    for name, state in decoder._tables.items():
+        mine = [b for b in batches if b.schema.metadata[b"pgoutput.table"] == name.encode()]
+        out[name] = pa.Table.from_batches(mine, schema=state.schema)
+    return out
