@@ -1,0 +1,830 @@
+"""The synthetic pgoutput stream: blocks of changes, each a pure function of (seed, block).
+
+How the stream is cut up (``docs/synth.md`` has the long form):
+
+* The ``changes`` committed change slots are split into **blocks** of ``block_size``
+  slots. Block ``b`` is generated from ``random.Random(derive_seed(seed, b))`` alone, so
+  any block can be generated without the ones before it, and shard ``k`` of ``n`` is
+  simply blocks ``[k*B//n, (k+1)*B//n)``: concatenating the shards' events gives the
+  single-process stream byte for byte.
+* Every block has the **same composition** (how many inserts, updates, key updates,
+  deletes and messages per table), shuffled. So the number of key ids a table has
+  allocated, and how many of the oldest it has deleted, before block ``b`` are closed
+  formulas; inserts take the next id, deletes and key updates take the oldest live id,
+  updates pick a live id or one of the table's **hot keys** (ids ``0..hot_keys-1``,
+  inserted at block 0 and after each truncate, never deleted). Deletes in block ``b`` only
+  reach ids inserted before ``b``; the block that starts the table (block 0, or a
+  truncate block) turns its deletes into updates.
+* Rolled-back work (prepared transactions rolled back, aborted large transactions,
+  aborted subtransactions) is *extra*: its slots do not count as changes and do not
+  move the counters. Its inserts use negative ids, its updates and deletes hit live ids
+  and are undone.
+* Each block re-sends the Relation of a table before the block's first use of it (real
+  pgoutput sends Relation again after invalidations, so consumers handle repeats), so
+  every shard is self-contained.
+* LSNs: block ``b`` lives in ``start_lsn + b·2³²`` onwards; each message advances by its
+  size (rounded to 8, at most 8 KiB) plus 24. Commit timestamps: ``start_time`` plus
+  committed slots / ``changes_per_second``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from codec.pgoutput import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Message,
+    Prepare,
+    Relation,
+    RelationColumn,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Truncate,
+)
+from pgwire_mock.synth.spec import OutputSpec, Spec, TableSpec
+from pgwire_mock.synth.state import ExpectedState, StateDelta, TableDelta
+from pgwire_mock.synth.values import (
+    KeyCodec,
+    PoolEntry,
+    column_pool,
+    derive_seed,
+    mix64,
+    toast_pool,
+)
+
+__all__ = ["Shard", "StreamItem", "Synth", "SynthError"]
+
+#: (LSN, pgoutput payload): what an XLogData message carries.
+StreamItem = tuple[int, bytes]
+
+INS, UPD, KUPD, DEL = 0, 1, 2, 3
+_OPS: Final = ("insert", "update", "key_update", "delete")
+_MSG_TX, _MSG_NT = 0, 1
+_BLOCK_LSN_SPAN: Final = 1 << 32
+_FIRST_XID: Final = 1000
+_XID_SPACE: Final = (1 << 32) - 3  # xids 0-2 are reserved (Invalid, Bootstrap, Frozen)
+
+_OID = struct.Struct("!I")
+_XID = struct.Struct("!I")
+_COUNT = struct.Struct("!h")
+
+# Unit kinds.
+_COMMIT, _PREPARED_COMMIT, _PREPARED_ROLLBACK, _ABORT = range(4)
+
+
+class SynthError(ValueError):
+    """Generation parameters that cannot work (e.g. more rows than an int4 key holds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Shard ``index`` of ``count`` (0-based), e.g. ``Shard.parse("1/4")``."""
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise SynthError(f"shard must be K/N with 0 <= K < N, got {self.index}/{self.count}")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, slash, count = text.partition("/")
+        if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+            raise SynthError(f"shard must be K/N with 0 <= K < N, got {text!r}")
+        return cls(int(index), int(count))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def _xid(block: int, local: int, per_block: int) -> int:
+    return 3 + (_FIRST_XID + block * per_block + local) % _XID_SPACE
+
+
+def _largest_remainder(weights: list[float], total: int) -> list[int]:
+    """Integer counts proportional to ``weights`` that add up to ``total``."""
+    whole = sum(weights)
+    if whole <= 0 or total <= 0:
+        return [0] * len(weights)
+    exact = [w * total / whole for w in weights]
+    counts = [math.floor(x) for x in exact]
+    left = total - sum(counts)
+    order = sorted(range(len(weights)), key=lambda i: (counts[i] - exact[i], i))
+    for i in order[:left]:
+        counts[i] += 1
+    return counts
+
+
+class _Table:
+    """One table, ready to generate: pools, pre-encoded headers and its id schedule."""
+
+    def __init__(self, index: int, spec: TableSpec, seed: int, pool_size: int, binary: bool):
+        self.index = index
+        self.spec = spec
+        self.name = spec.qualified_name
+        self.hot = spec.hot_keys
+        self.hot_ratio = spec.hot_ratio
+        self.key = KeyCodec(spec.columns[spec.key_index].type.name, binary)
+        oid = _OID.pack(spec.oid)
+        self.insert_head = b"I", oid + b"N"
+        self.oid_bytes = oid
+        ncols = len(spec.columns)
+        self.count_bytes = _COUNT.pack(ncols)
+        k = spec.key_index
+        self.key_before = self.count_bytes + b"n" * k
+        self.key_after = b"n" * (ncols - k - 1)
+        #: Per column: (kind, a, b, c): 0 = key; 1 = pool (entries, size);
+        #: 2 = TOAST (big entries, short entries, threshold, salt).
+        self.plan: list[tuple[int, object, object, object, object]] = []
+        for i, column in enumerate(spec.columns):
+            where = f"{spec.qualified_name}.{column.name}"
+            if column.key:
+                self.plan.append((0, None, None, None, None))
+            elif column.toast_ratio:
+                big = toast_pool(column, seed, where, binary)
+                short = column_pool(column, seed, where, pool_size, binary)
+                threshold = int(column.toast_ratio * (1 << 64))
+                self.plan.append((2, big, short, threshold, derive_seed(seed, "salt", where, i)))
+            else:
+                pool = column_pool(column, seed, where, pool_size, binary)
+                self.plan.append((1, pool, len(pool), None, None))
+        #: Tables without TOAST columns take the fast path: (pool, size) per non-key column.
+        self.simple = all(kind != 2 for kind, *_ in self.plan)
+        self.pools = [(a, b) for kind, a, b, _, _ in self.plan if kind == 1]
+        self.relation_columns = tuple(
+            RelationColumn(1 if c.key else 0, c.name, c.type.oid, -1) for c in spec.columns
+        )
+        self.relation = self.relation_payload(None)
+        # Filled in by Synth: per-block composition and the id schedule.
+        self.normal = (0, 0, 0, 0)
+        self.reset = (0, 0, 0, 0)
+        self.period = 0  # truncate every this many blocks (0: never)
+
+    def relation_payload(self, xid: int | None) -> bytes:
+        s = self.spec
+        return Relation(s.oid, s.namespace, s.name, "d", self.relation_columns, xid=xid).encode()
+
+    # --- the id schedule (closed formulas, see the module docstring) ---------------------
+
+    def is_reset(self, block: int) -> bool:
+        return block == 0 or (self.period > 0 and block % self.period == 0)
+
+    def _resets_before(self, block: int) -> int:
+        if self.period > 0:
+            return (block + self.period - 1) // self.period
+        return 1 if block > 0 else 0
+
+    def allocated_before(self, block: int) -> int:
+        resets = self._resets_before(block)
+        ins_reset = self.reset[INS] + self.reset[KUPD]
+        ins_normal = self.normal[INS] + self.normal[KUPD]
+        return self.hot + resets * ins_reset + (block - resets) * ins_normal
+
+    def window(self, block: int) -> tuple[int, int]:
+        """(oldest live id, next id) at the start of ``block``."""
+        last_reset = (block // self.period) * self.period if self.period > 0 else 0
+        base = self.allocated_before(last_reset)
+        if block == last_reset:
+            return base, base
+        deletes = self.normal[DEL] + self.normal[KUPD]
+        return base + (block - last_reset - 1) * deletes, self.allocated_before(block)
+
+
+class Synth:
+    """A synthetic change stream: ``spec`` + ``seed`` + ``changes`` committed changes.
+
+    >>> from pgwire_mock.synth import Synth, parse_spec
+    >>> spec = parse_spec("tables: [{name: t, columns: [{name: id, type: int8, key: true}]}]")
+    >>> synth = Synth(spec, seed=1, changes=10)
+    >>> events = list(synth.stream())
+    >>> events == list(synth.stream(Shard(0, 2))) + list(synth.stream(Shard(1, 2)))
+    True
+    """
+
+    def __init__(
+        self, spec: Spec, seed: int, changes: int, *, output: OutputSpec | None = None
+    ) -> None:
+        if changes < 0:
+            raise SynthError(f"changes must be >= 0, got {changes}")
+        self.spec = spec
+        self.seed = seed
+        self.changes = changes
+        self.output = output or spec.output
+        out = self.output
+        self.streaming = out.streaming != "off" and out.proto_version >= 2
+        self.parallel = self.streaming and out.streaming == "parallel" and out.proto_version >= 4
+        self.two_phase = out.two_phase and out.proto_version >= 3
+        self.send_messages = out.messages
+        size = spec.block_size
+        self.block_size = size
+        self.blocks = -(-changes // size)
+        self.tables = [
+            _Table(i, t, seed, spec.pool_size, out.binary) for i, t in enumerate(spec.tables)
+        ]
+        self._msg_base = 4 * len(self.tables)
+        self._full = self._composition(size)
+        full_counts = self._counts
+        for t in self.tables:
+            counts = self._table_counts(self._full, t.index)
+            t.normal = counts
+            t.reset = (counts[INS], counts[UPD] + counts[KUPD] + counts[DEL], 0, 0)
+            every = t.spec.truncate_every
+            t.period = max(1, every // size) if every else 0
+        last = changes - (self.blocks - 1) * size
+        self._last = self._composition(last, full_counts) if changes else []
+        # Enough xids for every unit and subtransaction a block can have.
+        self._xids_per_block = 4 * size + 16
+        self._usec_per_change = 1_000_000 / spec.changes_per_second
+        self._prefix = spec.messages.prefix
+        for t in self.tables:
+            highest = t.allocated_before(self.blocks) + size
+            problem = t.key.check_range(-(4 * size + 16), highest)
+            if problem:
+                raise SynthError(f"table {t.name}: {problem}")
+
+    # --- public API ---------------------------------------------------------------------
+
+    def shard_blocks(self, shard: Shard) -> range:
+        """The blocks of ``shard``: consecutive, and all shards together cover each once."""
+        n = self.blocks
+        return range(shard.index * n // shard.count, (shard.index + 1) * n // shard.count)
+
+    def stream(
+        self, shard: Shard | None = None, *, state: StateDelta | None = None
+    ) -> Iterator[StreamItem]:
+        """The (LSN, payload) pairs of ``shard`` (default: the whole stream), in order.
+
+        If ``state`` is given, the committed changes are applied to it as they are made.
+        """
+        for block in self.shard_blocks(shard or Shard()):
+            yield from self.block(block, state)
+
+    def expected_delta(self, shard: Shard | None = None) -> StateDelta:
+        """The state delta of ``shard`` (merge the shards' in order with StateDelta.merge)."""
+        delta = StateDelta()
+        for _ in self.stream(shard, state=delta):
+            pass
+        return delta
+
+    def expected_state(self, delta: StateDelta | None = None) -> ExpectedState:
+        """The final state after the whole stream (or after the merged ``delta``)."""
+        if delta is None:
+            delta = self.expected_delta()
+        return ExpectedState.from_delta(
+            delta,
+            {t.name: tuple(c.name for c in t.spec.columns) for t in self.tables},
+            {t.name: tuple(c.type.oid for c in t.spec.columns) for t in self.tables},
+            {t.name: t.key.value for t in self.tables},
+        )
+
+    def meta(self, shard: Shard | None = None) -> dict[str, object]:
+        """The ``meta`` header of a recording of ``shard``."""
+        shard = shard or Shard()
+        blocks = self.shard_blocks(shard)
+        return {
+            "generator": "pgwire-mock synth",
+            "major": self.spec.server_version,
+            "seed": self.seed,
+            "changes": self.changes,
+            "block_size": self.block_size,
+            "shard": str(shard),
+            "blocks": [blocks.start, blocks.stop],
+            "options": self.output.as_pgoutput(self.spec.publication),
+            "tables": {t.name: t.spec.oid for t in self.tables},
+        }
+
+    def block(self, block: int, state: StateDelta | None = None) -> list[StreamItem]:
+        """Block ``block``'s events; a pure function of (spec, seed, changes, block)."""
+        if not 0 <= block < self.blocks:
+            raise SynthError(f"block {block} is outside 0..{self.blocks - 1}")
+        return _Block(self, block, state).run()
+
+    # --- composition ----------------------------------------------------------------------
+
+    def _composition(self, slots: int, cap: list[int] | None = None) -> list[int]:
+        """The slot codes of a block of ``slots`` committed slots, unshuffled.
+
+        ``cap`` (the last, shorter block) limits deletes and key updates per table to
+        those of a full block, which the id schedule was proven safe for.
+        """
+        spec = self.spec
+        ops = [spec.operations[o] for o in _OPS]
+        weights = []
+        for t in spec.tables:
+            weights += [t.weight * o for o in ops]
+        message_slots = round(slots * spec.messages.ratio)
+        counts = _largest_remainder(weights, slots - message_slots)
+        # Rounding must not leave a table deleting more than it inserts.
+        for i in range(len(spec.tables)):
+            c = counts[4 * i : 4 * i + 4]
+            if cap is not None:
+                full = cap[4 * i : 4 * i + 4]
+                for op in (DEL, KUPD):
+                    excess = max(0, c[op] - full[op])
+                    c[op] -= excess
+                    c[UPD] += excess
+            while c[DEL] + c[KUPD] > c[INS]:
+                if c[DEL]:
+                    c[DEL] -= 1
+                else:
+                    c[KUPD] -= 1
+                c[UPD] += 1
+            counts[4 * i : 4 * i + 4] = c
+        transactional = round(message_slots * spec.messages.transactional_ratio)
+        self._counts = counts
+        codes: list[int] = []
+        for code, count in enumerate(counts):
+            codes += [code] * count
+        codes += [self._msg_base + _MSG_TX] * transactional
+        codes += [self._msg_base + _MSG_NT] * (message_slots - transactional)
+        return codes
+
+    def _table_counts(self, codes: list[int], index: int) -> tuple[int, int, int, int]:
+        c = [0, 0, 0, 0]
+        for code in codes:
+            if code // 4 == index and code < self._msg_base:
+                c[code % 4] += 1
+        return c[0], c[1], c[2], c[3]
+
+
+class _Block:
+    """The generation of one block: its RNG, id counters, LSN cursor and output."""
+
+    def __init__(self, synth: Synth, block: int, state: StateDelta | None) -> None:
+        self.s = synth
+        self.b = block
+        self.rng = random.Random(derive_seed(synth.seed, "block", block))
+        self.out: list[StreamItem] = []
+        self.lsn = synth.spec.start_lsn + block * _BLOCK_LSN_SPAN
+        self.sent: set[int] = set()  # tables whose Relation this block has sent
+        self.local_xid = 0
+        self.phantoms = 0
+        self.done = block * synth.block_size  # committed slots before the current unit
+        windows = [t.window(block) for t in synth.tables]
+        self.low = [w[0] for w in windows]
+        self.high = [w[1] for w in windows]
+        self.state = state
+        self.deltas: list[TableDelta] | None = (
+            None if state is None else [state.table(t.name) for t in synth.tables]
+        )
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def next_xid(self) -> int:
+        self.local_xid += 1
+        return _xid(self.b, self.local_xid, self.s._xids_per_block)
+
+    def timestamp(self) -> int:
+        return self.s.spec.start_time + int(self.done * self.s._usec_per_change)
+
+    def put(self, payload: bytes) -> int:
+        lsn = self.lsn
+        self.out.append((lsn, payload))
+        size = (len(payload) + 7) & ~7
+        self.lsn = lsn + 24 + (size if size < 8192 else 8192)
+        return lsn
+
+    def advance(self, nbytes: int) -> int:
+        """Reserve WAL for a record that is not sent (a commit record); return its start."""
+        lsn = self.lsn
+        self.lsn += nbytes
+        return lsn
+
+    def message(self, flags: int, content: bytes, xid: int | None) -> None:
+        payload = Message(flags, self.lsn, self.s._prefix, content, xid=xid).encode()
+        self.put(payload)
+
+    def unit_size(self) -> int:
+        spec = self.s.spec
+        rng = self.rng
+        low, high, mean = spec.size_min, spec.size_max, spec.size_mean
+        if spec.size_distribution == "fixed":
+            return max(low, min(high, round(mean)))
+        if spec.size_distribution == "uniform":
+            return low + int(rng.random() * (high - low + 1))
+        extra = mean - low
+        if extra <= 0:
+            return low
+        p = 1.0 / (extra + 1.0)
+        u = 1.0 - rng.random()  # (0, 1]
+        return min(high, low + int(math.log(u) / math.log1p(-p)))
+
+    # --- the block --------------------------------------------------------------------------
+
+    def run(self) -> list[StreamItem]:
+        s = self.s
+        rng = self.rng
+        codes = list(s._full if self.b < s.blocks - 1 else s._last)
+        # The first block after a table (re)starts has no old rows to delete yet.
+        resets = [t for t in s.tables if t.is_reset(self.b)]
+        if resets:
+            reset_ids = {t.index for t in resets}
+            for i, code in enumerate(codes):
+                if code < s._msg_base and code // 4 in reset_ids and code % 4 in (KUPD, DEL):
+                    codes[i] = code - code % 4 + UPD
+            self.reset_unit(resets)
+        rng.shuffle(codes)
+        large = rng.random() < s.spec.large.ratio
+        if large:
+            self.large_block(codes)
+        else:
+            self.small_units(codes)
+        return self.out
+
+    def reset_unit(self, tables: list[_Table]) -> None:
+        """Block 0 / truncate blocks: TRUNCATE (after block 0) and insert the hot rows."""
+        xid = self.next_xid()
+        body: list[bytes | tuple[int, bytes, int | None]] = []
+        local: set[int] = set()
+        truncated = [t for t in tables if self.b > 0]
+        for t in truncated:
+            body.append(t.relation)
+            local.add(t.index)
+            if self.deltas is not None:
+                self.deltas[t.index].truncate()
+        if truncated:
+            body.append(Truncate(0, tuple(t.spec.oid for t in truncated)).encode())
+        for t in tables:
+            for kid in range(t.hot):
+                if t.index not in local:
+                    body.append(t.relation)
+                    local.add(t.index)
+                body.append(self.insert(t, kid, b"", committed=True))
+        if body:
+            self.sent |= local
+            self.emit_plain(body, xid, _COMMIT)
+
+    # --- rows ---------------------------------------------------------------------------------
+
+    def row(self, t: _Table, kid: int, update: bool) -> tuple[bytes, tuple[object, ...] | None]:
+        random_ = self.rng.random
+        if t.simple:
+            # The hot path (profiled): one pool pick per column, one join.
+            picks: list[PoolEntry] = [
+                pool[int(random_() * n)]  # type: ignore[index,operator]
+                for pool, n in t.pools
+            ]
+            k = t.spec.key_index
+            key = t.key.column_bytes(kid)
+            data = b"".join(
+                [t.count_bytes, *[e[1] for e in picks[:k]], key, *[e[1] for e in picks[k:]]]
+            )
+            if self.deltas is None:
+                return data, None
+            row = [e[0] for e in picks]
+            row.insert(k, t.key.value(kid))
+            return data, tuple(row)
+        parts = [t.count_bytes]
+        track = self.deltas is not None
+        values: list[object] = []
+        for kind, a, b, c, d in t.plan:
+            if kind == 1:
+                value, data = a[int(random_() * b)]  # type: ignore[index,operator]
+            elif kind == 0:
+                data = t.key.column_bytes(kid)
+                value = t.key.value(kid) if track else None
+            else:
+                h = mix64(kid ^ d)  # type: ignore[operator]
+                if h < c:  # type: ignore[operator]
+                    value, data = a[h & 7]  # type: ignore[index]
+                    if update:
+                        data = b"u"
+                else:
+                    short: tuple[PoolEntry, ...] = b  # type: ignore[assignment]
+                    value, data = short[h % len(short)]
+            parts.append(data)
+            if track:
+                values.append(value)
+        return b"".join(parts), (tuple(values) if track else None)
+
+    def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
+        data, values = self.row(t, kid, update=False)
+        if committed and self.deltas is not None:
+            delta = self.deltas[t.index]
+            delta.rows[kid] = values  # type: ignore[assignment]
+            delta.deleted.discard(kid)
+        return b"I" + xb + t.oid_bytes + b"N" + data
+
+    def key_tuple(self, t: _Table, kid: int) -> bytes:
+        return t.key_before + t.key.column_bytes(kid) + t.key_after
+
+    def pick_live(self, t: _Table) -> int | None:
+        """A live id for an update: a hot key, or one of the live window."""
+        i = t.index
+        low, high = self.low[i], self.high[i]
+        r = self.rng.random()
+        if t.hot and (low >= high or r < t.hot_ratio):
+            return int(self.rng.random() * t.hot)
+        if low < high:
+            return low + int(self.rng.random() * (high - low))
+        return None
+
+    def change(self, code: int, xb: bytes, committed: bool) -> bytes:
+        """The payload of one change slot; applies it to the state if ``committed``."""
+        t = self.s.tables[code >> 2]
+        op = code & 3
+        i = t.index
+        deltas = self.deltas
+        if not committed:
+            return self.phantom_change(t, op, xb)
+        if op == INS:
+            kid = self.high[i]
+            self.high[i] = kid + 1
+            return self.insert(t, kid, xb, committed=True)
+        if op == UPD:
+            kid = self.pick_live(t)  # type: ignore[assignment]
+            data, values = self.row(t, kid, update=True)
+            if deltas is not None:
+                deltas[i].rows[kid] = values  # type: ignore[assignment]
+            return b"U" + xb + t.oid_bytes + b"N" + data
+        old = self.low[i]
+        self.low[i] = old + 1
+        if op == DEL:
+            if deltas is not None:
+                d = deltas[i]
+                d.rows.pop(old, None)
+                if not d.truncated:
+                    d.deleted.add(old)
+            return b"D" + xb + t.oid_bytes + b"K" + self.key_tuple(t, old)
+        new = self.high[i]
+        self.high[i] = new + 1
+        data, values = self.row(t, new, update=False)
+        if deltas is not None:
+            d = deltas[i]
+            d.rows.pop(old, None)
+            if not d.truncated:
+                d.deleted.add(old)
+            d.rows[new] = values  # type: ignore[assignment]
+        return b"U" + xb + t.oid_bytes + b"K" + self.key_tuple(t, old) + b"N" + data
+
+    def phantom_change(self, t: _Table, op: int, xb: bytes) -> bytes:
+        """A change of rolled-back work: the counters do not move, the state is untouched."""
+        kid = self.pick_live(t) if op != INS else None
+        if kid is None:
+            self.phantoms += 1
+            return self.insert(t, -self.phantoms, xb, committed=False)
+        if op == UPD:
+            data, _ = self.row(t, kid, update=True)
+            return b"U" + xb + t.oid_bytes + b"N" + data
+        if op == DEL:
+            return b"D" + xb + t.oid_bytes + b"K" + self.key_tuple(t, kid)
+        self.phantoms += 1
+        data, _ = self.row(t, -self.phantoms, update=False)
+        return b"U" + xb + t.oid_bytes + b"K" + self.key_tuple(t, kid) + b"N" + data
+
+    # --- units --------------------------------------------------------------------------------
+
+    def body(
+        self,
+        codes: list[int],
+        xid_bytes: bytes,
+        committed: bool,
+        items: list[bytes | tuple[int, bytes, int | None]],
+        local: set[int] | None,
+        used: set[int],
+        pre: list[bytes] | None,
+    ) -> None:
+        """Append the payloads of ``codes`` to ``items``.
+
+        ``local`` (non-streamed units) collects the tables whose Relation the unit sends;
+        ``used`` every table the unit touches; non-transactional messages go to ``pre``.
+        Messages are left as (flags, content, xid) for the emitter, which knows their LSN.
+        """
+        s = self.s
+        msg_base = s._msg_base
+        send_messages = s.send_messages
+        size = s.spec.messages.size
+        randbytes = self.rng.randbytes
+        sent = self.sent
+        xid = _XID.unpack(xid_bytes)[0] if xid_bytes else None
+        for code in codes:
+            if code >= msg_base:
+                content = randbytes(size)
+                if not send_messages:
+                    continue
+                if code - msg_base == _MSG_NT and committed and pre is not None:
+                    pre.append(Message(0, 0, s._prefix, content).encode())
+                else:
+                    items.append((1, content, xid))
+                continue
+            ti = code >> 2
+            if local is not None and ti not in sent and ti not in local:
+                items.append(s.tables[ti].relation)
+                local.add(ti)
+            used.add(ti)
+            items.append(self.change(code, xid_bytes, committed))
+
+    def small_units(self, codes: list[int]) -> None:
+        s = self.s
+        rng = self.rng
+        spec = s.spec
+        two = spec.two_phase_ratio
+        rollback = two * spec.two_phase_rollback_ratio
+        at = 0
+        while at < len(codes):
+            if rollback and rng.random() < rollback:
+                phantom = [codes[int(rng.random() * len(codes))] for _ in range(self.unit_size())]
+                self.plain_unit(phantom, _PREPARED_ROLLBACK)
+            size = self.unit_size()
+            kind = _PREPARED_COMMIT if two and rng.random() < two else _COMMIT
+            self.plain_unit(codes[at : at + size], kind)
+            at += size
+
+    def plain_unit(self, codes: list[int], kind: int) -> None:
+        """A transaction sent whole at its end: Begin … Commit, or two-phase."""
+        xid = self.next_xid()
+        committed = kind in (_COMMIT, _PREPARED_COMMIT)
+        items: list[bytes | tuple[int, bytes, int | None]] = []
+        local: set[int] = set()
+        pre: list[bytes] = []
+        self.body(codes, b"", committed, items, local, set(), pre)
+        if committed:
+            self.done += len(codes)
+        for payload in pre:
+            self.message_payload(payload)
+        emitted = committed or self.two_phase_sent()
+        if emitted:
+            self.sent |= local
+            self.emit_plain(items, xid, kind)
+
+    def two_phase_sent(self) -> bool:
+        return self.s.two_phase
+
+    def message_payload(self, template: bytes) -> None:
+        # A non-transactional message: re-encode with its own LSN.
+        # Layout: 'M', flags, lsn (8), prefix\0, length, content.
+        self.put(template[:2] + struct.pack("!Q", self.lsn) + template[10:])
+
+    def emit_body(self, items: list[bytes | tuple[int, bytes, int | None]]) -> None:
+        put = self.put
+        for item in items:
+            if isinstance(item, bytes):
+                put(item)
+            else:
+                self.message(item[0], item[1], item[2])
+
+    def emit_plain(
+        self, items: list[bytes | tuple[int, bytes, int | None]], xid: int, kind: int
+    ) -> None:
+        """Begin/Commit (or the two-phase messages) around ``items``."""
+        ts = self.timestamp()
+        two_phase = kind in (_PREPARED_COMMIT, _PREPARED_ROLLBACK) and self.s.two_phase
+        begin_at = len(self.out)
+        self.put(b"")  # placeholder: Begin needs the commit LSN, known at the end
+        self.emit_body(items)
+        commit_lsn = self.advance(8)
+        end_lsn = commit_lsn + 48
+        self.lsn = end_lsn
+        if not two_phase:
+            begin = Begin(commit_lsn, ts, xid).encode()
+            self.out[begin_at] = (self.out[begin_at][0], begin)
+            self.put_at(end_lsn, Commit(0, commit_lsn, end_lsn, ts).encode())
+            return
+        gid = f"synth-{xid}"
+        begin = BeginPrepare(commit_lsn, end_lsn, ts, xid, gid).encode()
+        self.out[begin_at] = (self.out[begin_at][0], begin)
+        self.put_at(end_lsn, Prepare(0, commit_lsn, end_lsn, ts, xid, gid).encode())
+        self.finish_prepared(end_lsn, ts, xid, gid, kind == _PREPARED_COMMIT)
+
+    def finish_prepared(self, end_lsn: int, ts: int, xid: int, gid: str, commit: bool) -> None:
+        lsn = self.advance(8)
+        done = lsn + 48
+        self.lsn = done
+        if commit:
+            payload = CommitPrepared(0, lsn, done, ts, xid, gid).encode()
+        else:
+            payload = RollbackPrepared(0, end_lsn, done, ts, ts, xid, gid).encode()
+        self.put_at(done, payload)
+
+    def put_at(self, lsn: int, payload: bytes) -> None:
+        self.lsn = lsn
+        self.put(payload)
+
+    # --- large transactions ---------------------------------------------------------------
+
+    def large_block(self, codes: list[int]) -> None:
+        s = self.s
+        rng = self.rng
+        big = s.spec.large
+        if rng.random() < big.abort_ratio:
+            phantom = [codes[int(rng.random() * len(codes))] for _ in range(big.abort_size)]
+            self.large_unit([(False, 0, phantom)], _ABORT)
+        segments: list[tuple[bool, int, list[int]]] = []
+        size = big.subtransaction_size
+        for at in range(0, len(codes), size):
+            if rng.random() < big.subtransaction_abort_ratio:
+                phantom = [codes[int(rng.random() * len(codes))] for _ in range(size)]
+                segments.append((False, 1, phantom))
+            # Committed segments alternate between the top transaction and subtransactions.
+            segments.append((True, int(rng.random() < 0.5), codes[at : at + size]))
+        two = s.spec.two_phase_ratio
+        kind = _PREPARED_COMMIT if two and rng.random() < two else _COMMIT
+        self.large_unit(segments, kind)
+
+    def large_unit(self, segments: list[tuple[bool, int, list[int]]], kind: int) -> None:
+        """A large transaction of segments (committed?, own subxid?, codes)."""
+        if not self.s.streaming:
+            self.large_unstreamed(segments, kind)
+            return
+        top = self.next_xid()
+        chunk = self.s.spec.large.chunk
+        used: set[int] = set()
+        pre: list[bytes] = []
+        plan: list[tuple[int, list[bytes | tuple[int, bytes, int | None]]]] = []
+        for committed, own, codes in segments:
+            aborted_sub = 0
+            if kind == _ABORT:
+                sub, live = top, False
+            elif not committed:
+                sub = aborted_sub = self.next_xid()
+                live = False
+            else:
+                sub, live = (self.next_xid() if own else top), True
+            items: list[bytes | tuple[int, bytes, int | None]] = []
+            self.body(codes, _XID.pack(sub), live, items, None, used, pre)
+            if live:
+                self.done += len(codes)
+            plan.append((aborted_sub, items))
+        for payload in pre:
+            self.message_payload(payload)
+        ts = self.timestamp()
+        relations = [self.s.tables[i].relation_payload(top) for i in sorted(used)]
+        first = True
+        is_open = False
+        in_chunk = 0
+        put = self.put
+        for aborted_sub, items in plan:
+            for item in [*relations, *items] if first else items:
+                if not is_open:
+                    put(StreamStart(top, first).encode())
+                    first = False
+                    is_open = True
+                    in_chunk = 0
+                elif in_chunk >= chunk:
+                    put(StreamStop().encode())
+                    put(StreamStart(top, False).encode())
+                    in_chunk = 0
+                if isinstance(item, bytes):
+                    put(item)
+                else:
+                    self.message(item[0], item[1], item[2])
+                in_chunk += 1
+            relations = []
+            if aborted_sub:
+                if is_open:
+                    put(StreamStop().encode())
+                    is_open = False
+                self.stream_abort(top, aborted_sub, ts)
+        if is_open:
+            put(StreamStop().encode())
+        if kind == _ABORT:
+            self.stream_abort(top, top, ts)
+            return
+        commit_lsn = self.advance(8)
+        end_lsn = commit_lsn + 48
+        if kind == _PREPARED_COMMIT and self.s.two_phase:
+            gid = f"synth-{top}"
+            self.put_at(end_lsn, StreamPrepare(0, commit_lsn, end_lsn, ts, top, gid).encode())
+            self.finish_prepared(end_lsn, ts, top, gid, True)
+        else:
+            self.put_at(end_lsn, StreamCommit(top, 0, commit_lsn, end_lsn, ts).encode())
+
+    def stream_abort(self, xid: int, subxid: int, ts: int) -> None:
+        if self.s.parallel:
+            self.put(StreamAbort(xid, subxid, self.lsn, ts).encode())
+        else:
+            self.put(StreamAbort(xid, subxid).encode())
+
+    def large_unstreamed(self, segments: list[tuple[bool, int, list[int]]], kind: int) -> None:
+        """Without streaming the server decodes a large transaction at its commit: only
+        the committed changes, in one Begin … Commit; nothing at all for an abort."""
+        xid = self.next_xid()
+        items: list[bytes | tuple[int, bytes, int | None]] = []
+        local: set[int] = set()
+        pre: list[bytes] = []
+        for committed, _own, codes in segments:
+            live = committed and kind != _ABORT
+            if live:
+                self.body(codes, b"", True, items, local, set(), pre)
+                self.done += len(codes)
+            else:
+                # Generated for the same RNG sequence as when streaming, then dropped.
+                self.body(codes, b"", False, [], None, set(), None)
+        for payload in pre:
+            self.message_payload(payload)
+        if kind != _ABORT:
+            self.sent |= local
+            self.emit_plain(items, xid, kind)
