@@ -18,13 +18,24 @@ STDLIB = sys.stdlib_module_names
 # What each package may import besides the standard library and itself.
 ALLOWED = {
     "codec": {"codec"},
-    "pgwire_mock": {"codec", "pgwire_mock", "twisted", "zope", "psycopg", "yaml"},
+    # cryptography and OpenSSL come with twisted[tls] (TLS, self-signed test certificates).
+    "pgwire_mock": {
+        "codec",
+        "pgwire_mock",
+        "twisted",
+        "zope",
+        "psycopg",
+        "yaml",
+        "cryptography",
+        "OpenSSL",
+    },
     "conformance": {"codec", "pgwire_mock", "conformance", "psycopg", "twisted", "zope"},
 }
 # Modules that only run where their extra is installed.
 EXTRA = {
     "codec/strategies": {"hypothesis"},
     "pgwire_mock/spark": {"pyspark", "pyarrow", "deltalake"},
+    "pgwire_mock/pytest_plugin": {"pytest"},
 }
 # Blocking I/O has no place in a sans-IO codec.
 CODEC_FORBIDDEN = {"socket", "asyncio", "threading", "selectors", "ssl", "subprocess", "logging"}
