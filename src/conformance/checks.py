@@ -38,6 +38,7 @@ from codec import pgoutput as po
 from codec.pgoutput import ColumnValue
 from codec.values import TYPES, decode_binary, decode_text
 from conformance.replay import ReplayError, Row, replay
+from conformance.replies import Replies
 from conformance.scenarios import OptionSet, Scenario
 from conformance.subjects import Positions, ServerTable, Stream, StreamMessage
 
@@ -50,6 +51,7 @@ __all__ = [
     "DeclaredTypes",
     "RoundTrip",
     "SameMessages",
+    "SameReplies",
     "Values",
     "accepted_forms",
     "same_value",
@@ -82,6 +84,8 @@ class CheckContext:
     errors: Mapping[str, str] = field(default_factory=dict)
     positions: Mapping[str, str] = field(default_factory=dict)
     tables: Mapping[int, ServerTable] = field(default_factory=dict)
+    #: What each subject's walsender replied to :mod:`conformance.replies`' probe.
+    replies: Mapping[str, Replies] = field(default_factory=dict)
 
     @property
     def subjects(self) -> list[str]:
@@ -405,6 +409,43 @@ class DeclaredTypes:
         return None
 
 
+# --------------------------------------------------------------------------------------
+# Replies to commands
+
+
+class SameReplies:
+    """Every subject that probed a walsender got the same replies as real PostgreSQL did.
+
+    The reference is ``real`` (the :class:`~conformance.subjects.Walsender` subject: our
+    client against the real server). Compared: the shape of the IDENTIFY_SYSTEM and
+    CREATE_REPLICATION_SLOT results and the severity, SQLSTATE and message of the errors
+    for a missing slot, an active slot, proto_version 99, an unknown pgoutput option and a
+    missing publication (:mod:`conformance.replies`). Subjects that read no walsender
+    (the SQL interface) have nothing to compare.
+    """
+
+    name: ClassVar[str] = "replies"
+
+    def __init__(self, real: str = "walsender") -> None:
+        self.real = real
+
+    def run(self, ctx: CheckContext) -> CheckResult:
+        others = [s for s in ctx.replies if s != self.real]
+        if not others:
+            return CheckResult(True)
+        reference = ctx.replies.get(self.real)
+        if reference is None:
+            return CheckResult(False, f"{self.real}: no replies probed")
+        failures: list[str] = []
+        for subject in others:
+            diffs = reference.differences(ctx.replies[subject], subject, self.real)
+            failures.extend(f"{subject}: {d}" for d in diffs)
+        if not failures:
+            return CheckResult(True)
+        more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+        return CheckResult(False, failures[0] + more)
+
+
 #: The checks of the matrix, in column order.
 CHECKS: Final[tuple[Check, ...]] = (
     Captured(),
@@ -412,4 +453,5 @@ CHECKS: Final[tuple[Check, ...]] = (
     SameMessages(),
     Values(),
     DeclaredTypes(),
+    SameReplies(),
 )

@@ -189,6 +189,9 @@ def run_version(
                         },
                         positions=positions,
                         tables=run.tables,
+                        replies={
+                            s.name: run.replies[s.name] for s in subjects if s.name in run.replies
+                        },
                     )
                     for check in checks:
                         t0 = time.monotonic()

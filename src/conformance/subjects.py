@@ -9,14 +9,18 @@ read real PostgreSQL:
 - :class:`Walsender` streams the same slot with ``START_REPLICATION`` through
   :func:`pgwire_mock.client.capture_via_walsender`.
 
-Both read **one** slot per option set, created before the scenario's steps run, so both
-decode exactly the same WAL. Peeking leaves the slot where it is; streaming confirms what
-it received and so moves the slot's ``confirmed_flush_lsn``. A subject that moves the slot
-says so with ``consumes_slot = True`` and runs after every subject that does not
-(:func:`ordered`); a second consuming subject on the same slot would see nothing, so
-:meth:`ScenarioRun.consume` refuses it. Subjects added later (the fake walsender replaying
-the recording of the same scenario, the Spark consumer) read ``run.streams`` for what the
-reference captured and need no slot at all.
+A third subject reads no server at all: :class:`FakeWalsender` writes what the SQL
+interface captured as a JSON Lines recording, serves it from the fake walsender
+(:mod:`pgwire_mock.server`, in this process, see :mod:`conformance.fake`) emulating the
+same major, and streams it with the same client and options as :class:`Walsender`.
+
+Both real subjects read **one** slot per option set, created before the scenario's steps
+run, so both decode exactly the same WAL. Peeking leaves the slot where it is; streaming
+confirms what it received and so moves the slot's ``confirmed_flush_lsn``. A subject that
+moves the slot says so with ``consumes_slot = True`` and runs after every subject that does
+not (:func:`ordered`); a second consuming subject on the same slot would see nothing, so
+:meth:`ScenarioRun.consume` refuses it. Subjects that replay what the reference captured
+(the fake walsender, the Spark consumer) read ``run.streams`` and need no slot at all.
 
 Each option set has its own slot because a slot created with ``two_phase`` decodes
 prepared transactions differently, and because ``START_REPLICATION`` with ``two_phase``
@@ -27,22 +31,27 @@ on a slot created without it would turn two-phase decoding on for that slot (Pos
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Final, Protocol
 
 import psycopg
 from psycopg import pq
 
 from codec.values import LSN
-from conformance import provision
+from conformance import fake, provision
+from conformance.replies import Replies, probe
 from conformance.scenarios import OptionSet, Scenario
 from pgwire_mock.client import capture_via_walsender
+from pgwire_mock.server import RecordingSource, ServerState, SessionConfig, SlotState
 
 __all__ = [
     "SLOT_PREFIX",
     "SUBJECTS",
+    "FakeWalsender",
     "Positions",
     "ScenarioError",
     "ScenarioRun",
@@ -133,7 +142,8 @@ class ScenarioRun:
     ``end_lsn`` is the WAL position after the steps (and a CHECKPOINT, which flushes the
     WAL so that a walsender decodes everything). ``tables`` is the server's state of every
     published table by OID. ``streams`` collects what subjects captured, keyed by
-    ``(subject name, option set name)``.
+    ``(subject name, option set name)``; ``replies`` what each subject's walsender
+    answered to the probe commands of :mod:`conformance.replies`, keyed by subject name.
     """
 
     server: provision.Server
@@ -142,6 +152,7 @@ class ScenarioRun:
     end_lsn: LSN
     tables: Mapping[int, ServerTable]
     streams: dict[tuple[str, str], Stream] = field(default_factory=dict)
+    replies: dict[str, Replies] = field(default_factory=dict)
     _consumed: set[str] = field(default_factory=set)
 
     def slot(self, options: OptionSet) -> str:
@@ -207,7 +218,11 @@ class SqlInterface:
 
 
 class Walsender:
-    """``START_REPLICATION`` on the same slot, stopping at the run's end LSN."""
+    """``START_REPLICATION`` on the same slot, stopping at the run's end LSN.
+
+    It also probes the server's replies (:func:`conformance.replies.probe`) once per
+    server, on a slot and a table of its own, and files them under ``run.replies``.
+    """
 
     name: ClassVar[str] = "walsender"
     consumes_slot: ClassVar[bool] = True
@@ -215,9 +230,11 @@ class Walsender:
 
     def __init__(self, idle_timeout: float = 5.0) -> None:
         self.idle_timeout = idle_timeout
+        self._replies: dict[str, Replies] = {}
 
     def capture(self, run: ScenarioRun, options: OptionSet) -> Stream:
         slot = run.consume(options, self.name)
+        self._probe(run)
         try:
             captured = capture_via_walsender(
                 run.server.replication_dsn,
@@ -232,6 +249,143 @@ class Walsender:
         return whole_transactions(
             tuple(StreamMessage(LSN(lsn), payload) for lsn, payload in captured)
         )
+
+    def _probe(self, run: ScenarioRun) -> None:
+        key = f"{run.server.dsn}|{run.server.full_version}"
+        if key not in self._replies:
+            self._replies[key] = _probe_real(run)
+        run.replies[self.name] = self._replies[key]
+
+
+_PROBE: Final = SLOT_PREFIX + "probe"
+
+
+def _probe_real(run: ScenarioRun) -> Replies:
+    """The probe on real PostgreSQL: its own slot, and an INSERT after it for the
+    missing-publication probe (any decoded change makes pgoutput load publications)."""
+    server = run.server
+
+    def insert() -> None:
+        with server.connect() as conn:
+            conn.execute(f"INSERT INTO {_PROBE} VALUES (1)")
+
+    try:
+        with server.connect() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {_PROBE}")
+            conn.execute(f"CREATE TABLE {_PROBE} (id int)")
+        return probe(
+            server.replication_dsn,
+            major=server.version,
+            probe_slot=_PROBE,
+            changed_slot=_PROBE,
+            publication=run.scenario.publication,
+            after_create=insert,
+        )
+    except Exception as err:  # a failed probe is reported by the replies check
+        return Replies({"probe": f"failed: {_one_line(err)}"})
+    finally:
+        with contextlib.suppress(psycopg.Error), server.connect() as conn:
+            _drop_slots(conn, _SLOT_RELEASE_WAIT, _PROBE)
+            conn.execute(f"DROP TABLE IF EXISTS {_PROBE}")
+
+
+class FakeWalsender:
+    """The fake walsender replaying what the reference subject captured for the cell.
+
+    The recording is the **SQL interface's** stream, not the real walsender's: the SQL
+    interface gives every message the LSN of the record it was decoded from, which is what
+    the fake needs to compute XLogData positions the way ``WalSndPrepareWrite`` does and
+    to decide what a restart skips; a walsender capture has already lost those positions
+    for Relation and Type messages (it sends 0/0). It is also how the golden corpus is
+    recorded. The fake's positions are then judged like the real walsender's
+    (:attr:`Positions.WALSENDER`).
+
+    The fake emulates the cell's major, its state holds the cell's slot (confirmed at the
+    recording's first LSN) and publication, and its WAL position is the run's end LSN (so
+    ``IDENTIFY_SYSTEM`` and a new slot sit where the real server's do). Idle keepalives
+    come every 20 ms instead of 10 s, so a client stopping at the end LSN hears quickly
+    that nothing is left (see the report on the caught-up keepalive in docs/clients.md).
+    The replies probe runs once per major, on the first cell.
+    """
+
+    name: ClassVar[str] = "fake"
+    consumes_slot: ClassVar[bool] = False
+    positions: ClassVar[str] = Positions.WALSENDER
+
+    def __init__(self, reference: str = SqlInterface.name, idle_timeout: float = 5.0) -> None:
+        self.reference = reference
+        self.idle_timeout = idle_timeout
+        self._replies: dict[int, Replies] = {}
+
+    def capture(self, run: ScenarioRun, options: OptionSet) -> Stream:
+        recorded = run.streams.get((self.reference, options.name))
+        if recorded is None:
+            raise ScenarioError(f"no {self.reference} stream to replay")
+        publication = run.scenario.publication
+        slot = run.slot(options)
+        with tempfile.TemporaryDirectory(prefix="pgwm-fake-") as tmp:
+            path = fake.write_recording(
+                Path(tmp) / f"{run.scenario.name}.{options.name}.jsonl",
+                {
+                    "server_version": run.server.full_version,
+                    "major": run.server.version,
+                    "scenario": run.scenario.name,
+                    "option_set": options.name,
+                    "options": options.options(publication),
+                    "slot_two_phase": options.two_phase,
+                    "description": f"{self.reference} capture replayed by the matrix",
+                },
+                ((m.lsn, m.payload) for m in recorded),
+            )
+            source = RecordingSource.from_file(path)
+        state = ServerState(wal_lsn=max(int(run.end_lsn), source.end_lsn))
+        start = source.start_lsn
+        state.declare(
+            [
+                SlotState(
+                    slot, "pgoutput", state.database, start, start, two_phase=options.two_phase
+                )
+            ],
+            source.publications,
+        )
+        config = SessionConfig(
+            major=run.server.version, source=source, idle_keepalive_interval=0.02
+        )
+        try:
+            with fake.host().serve(config, state) as server:
+                if run.server.version not in self._replies:
+                    self._replies[run.server.version] = _probe_fake(
+                        server, run.server.version, slot, publication
+                    )
+                captured = capture_via_walsender(
+                    server.dsn(),
+                    slot,
+                    0,
+                    options.options(publication),
+                    until_lsn=run.end_lsn,
+                    idle_timeout=self.idle_timeout,
+                )
+        except ScenarioError:
+            raise
+        except Exception as err:  # any client or server failure is this cell's failure
+            raise ScenarioError(f"fake START_REPLICATION failed: {_one_line(err)}") from err
+        run.replies[self.name] = self._replies[run.server.version]
+        return whole_transactions(
+            tuple(StreamMessage(LSN(lsn), payload) for lsn, payload in captured)
+        )
+
+
+def _probe_fake(server: fake.FakeServer, major: int, slot: str, publication: str) -> Replies:
+    try:
+        return probe(
+            server.dsn(),
+            major=major,
+            probe_slot=_PROBE,
+            changed_slot=slot,
+            publication=publication,
+        )
+    except Exception as err:  # a failed probe is reported by the replies check
+        return Replies({"probe": f"failed: {_one_line(err)}"})
 
 
 def whole_transactions(stream: Stream) -> Stream:
@@ -255,7 +409,7 @@ def whole_transactions(stream: Stream) -> Stream:
 
 
 #: The subjects of the matrix, in column order; the first is the reference.
-SUBJECTS: Final[tuple[Subject, ...]] = (SqlInterface(), Walsender())
+SUBJECTS: Final[tuple[Subject, ...]] = (SqlInterface(), FakeWalsender(), Walsender())
 
 
 def ordered(subjects: Sequence[Subject]) -> list[Subject]:
@@ -279,18 +433,20 @@ def _run(conn: Connection, sql: str, where: str) -> None:
         raise ScenarioError(f"{where}: {_one_line(err)} (SQL: {sql[:120]})") from err
 
 
-def _drop_slots(conn: Connection, wait: float) -> None:
-    """Drop the matrix's slots, waiting up to ``wait`` s for walsenders to release them."""
+def _drop_slots(conn: Connection, wait: float, prefix: str = SLOT_PREFIX) -> None:
+    """Drop the matrix's slots (those starting with ``prefix``), waiting up to ``wait`` s
+    for walsenders to release them."""
     deadline = time.monotonic() + wait
+    pattern = prefix.replace("_", "\\_") + "%"
     while True:
         conn.execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
             "WHERE slot_name LIKE %s AND NOT active",
-            (SLOT_PREFIX.replace("_", "\\_") + "%",),
+            (pattern,),
         )
         row = conn.execute(
             "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE %s",
-            (SLOT_PREFIX.replace("_", "\\_") + "%",),
+            (pattern,),
         ).fetchone()
         if row is None or row[0] == 0 or time.monotonic() >= deadline:
             return

@@ -1,7 +1,9 @@
 """The conformance matrix against real PostgreSQL 14–17 (the ``pg_server`` fixture).
 
 The first test is the CI proof: every scenario × option set × check passes on every
-version, through the SQL interface and through the walsender. The others show that the
+version, through the SQL interface, through the real walsender and through the fake
+walsender replaying the SQL interface's capture (``FakeWalsender``), and the fake replies
+to the probe commands as the real server does (``replies``). The others show that the
 pipeline can fail (a subject that drops a message is caught) and that the command line
 reports and exits as documented.
 """
@@ -9,7 +11,8 @@ reports and exits as documented.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -100,9 +103,9 @@ def test_an_unreachable_server_fails_every_cell_with_its_reason(
     )
     out = capsys.readouterr().out
     assert status == 1
-    assert "✗ types capture,roundtrip,same-messages,values,declared-types" in out
+    assert "✗ types capture,roundtrip,same-messages,values,declared-types,replies" in out
     assert "server: cannot connect" in out
-    assert out.rstrip().endswith("25 of 25 cells failed")
+    assert out.rstrip().endswith("30 of 30 cells failed")
 
 
 @pytest.mark.parametrize(
@@ -143,3 +146,137 @@ def test_the_text_output_lists_each_failure_once_per_reason() -> None:
     assert text.endswith("2 of 3 cells failed\n")
     assert not result.ok
     assert not run_matrix([], {}).ok  # an empty matrix proves nothing
+
+
+# The fake walsender as a subject ------------------------------------------------------
+
+
+def test_the_fake_replaying_a_broken_capture_fails_same_messages(pg_server: Server) -> None:
+    """The fake subject really is compared with the reference: fed a capture that lost a
+    message, its same-messages and values cells fail and name it."""
+    from conformance.subjects import FakeWalsender
+
+    class FakeOfDropping(FakeWalsender):
+        name = "fake-of-dropping"
+
+    types = [s for s in SCENARIOS if s.name == "types"]
+    subjects = (*SUBJECTS, DroppingSubject(), FakeOfDropping(reference="dropping"))
+    cells = run_version(pg_server, types, subjects)
+    failed = {c.check for c in cells if not c.ok}
+    assert failed == {"same-messages", "values"}
+    # _per_subject reports the first failing subject and counts the others.
+    same = [c.detail for c in cells if c.check == "same-messages"]
+    assert all(d.startswith("dropping: message 3") and d.endswith("(+1 more)") for d in same)
+
+
+def test_different_replies_fail_the_replies_check() -> None:
+    """SameReplies names the probe, the subject and both replies."""
+    from conformance.checks import CheckContext, SameReplies
+    from conformance.replies import ErrorShape, Replies
+
+    real = Replies(
+        {"missing slot": ErrorShape("ERROR", "42704", 'replication slot "s" does not exist')}
+    )
+    fake = Replies(
+        {"missing slot": ErrorShape("FATAL", "42704", 'replication slot "s" does not exist')}
+    )
+    ctx = CheckContext(
+        major=16,
+        scenario=SCENARIOS[0],
+        options=option_sets(16)[0],
+        reference="sql",
+        streams={},
+        replies={"walsender": real, "fake": fake},
+    )
+    result = SameReplies().run(ctx)
+    assert not result.ok
+    assert result.detail == (
+        "fake: missing slot: fake FATAL 42704 'replication slot \"s\" does not exist', "
+        "walsender ERROR 42704 'replication slot \"s\" does not exist'"
+    )
+    assert SameReplies().run(replace(ctx, replies={"walsender": real})).ok
+
+
+# Where a caught-up walsender's keepalive points --------------------------------------
+
+CAUGHT_UP_SLOT = "pgwm_matrix_caught_up"
+
+
+def test_real_walsender_keepalive_reaches_the_wal_end_once_caught_up(pg_server: Server) -> None:
+    """Real PostgreSQL: once it has decoded everything, the keepalive it sends carries
+    sentPtr, the end of the last WAL record read, i.e. the flush position
+    (walsender.c WalSndWaitForWal -> WalSndKeepalive). A client stopping at
+    IDENTIFY_SYSTEM's xlogpos (``pg_recvlogical --endpos``) stops at once."""
+    from pgwire_mock.client import ReplicationConnection, capture_via_walsender
+
+    with pg_server.connect() as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE slot_name = %s",
+            (CAUGHT_UP_SLOT,),
+        )
+    with ReplicationConnection.connect(pg_server.replication_dsn) as conn:
+        conn.create_slot(CAUGHT_UP_SLOT)
+        with pg_server.connect() as sql:
+            sql.execute("CHECKPOINT")
+        end = conn.identify_system().xlogpos
+    try:
+        captured = capture_via_walsender(
+            pg_server.replication_dsn,
+            CAUGHT_UP_SLOT,
+            0,
+            {"proto_version": "1", "publication_names": "pgwm_types"},
+            until_lsn=end,
+            idle_timeout=3,
+        )
+        assert isinstance(captured, list)
+    finally:
+        with pg_server.connect() as conn:
+            for _ in range(100):
+                row = conn.execute(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s",
+                    (CAUGHT_UP_SLOT,),
+                ).fetchone()
+                if row is None or not row[0]:
+                    break
+                time.sleep(0.05)
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (CAUGHT_UP_SLOT,))
+
+
+@pytest.mark.parametrize("major", [14, 15, 16, 17])
+@pytest.mark.xfail(
+    strict=True,
+    reason="server bug: once a recording is exhausted the fake's keepalive carries the last "
+    "sent record's LSN (session._Stream.sent_ptr), not the server's WAL position "
+    "(ServerState.wal_lsn, what IDENTIFY_SYSTEM reports as xlogpos); PostgreSQL sends sentPtr "
+    "= the end of the WAL it has read, so a client stopping at xlogpos (pg_recvlogical "
+    "--endpos) waits for the next idle keepalive (10 s by default) on the fake, not at all "
+    "on PostgreSQL",
+)
+def test_fake_keepalive_reaches_the_wal_end_once_caught_up(major: int) -> None:
+    """The same client, the same stop rule, against the fake replaying a golden capture
+    whose server wrote WAL after the last published change (as every real one does)."""
+    from pathlib import Path
+
+    from conformance import fake
+    from pgwire_mock.client import ReplicationConnection, capture_via_walsender
+    from pgwire_mock.server import RecordingSource, ServerState, SessionConfig, SlotState
+
+    golden = Path(__file__).parent.parent / "data" / "golden" / f"pg{major}" / "types.v1.jsonl"
+    source = RecordingSource.from_file(golden)
+    state = ServerState(wal_lsn=source.end_lsn + 0x1000)
+    start = source.start_lsn
+    slot = SlotState(CAUGHT_UP_SLOT, "pgoutput", "postgres", start, start)
+    state.declare([slot], source.publications)
+    with fake.host().serve(SessionConfig(major=major, source=source), state) as server:
+        with ReplicationConnection.connect(server.dsn()) as conn:
+            end = conn.identify_system().xlogpos
+        captured = capture_via_walsender(
+            server.dsn(),
+            CAUGHT_UP_SLOT,
+            0,
+            {"proto_version": "1", "publication_names": "pgwm_types"},
+            until_lsn=end,
+            idle_timeout=1.5,
+        )
+    assert len(captured) == len(source.entries)
