@@ -19,13 +19,14 @@ from typing import Any, Final
 from codec.values import LSN
 from pgwire_mock.server.auth import AUTH_METHODS, User
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.faults import FAULTS, Fault, FaultError
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
 from pgwire_mock.server.sql import OID, CannedAnswer, Column
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 from pgwire_mock.server.versions import MAJORS
 
-__all__ = ["add_serve_command", "build_server", "cmd_serve"]
+__all__ = ["add_serve_command", "build_server", "cmd_cert", "cmd_serve", "write_certificate"]
 
 DEFAULT_PORT: Final = 5433
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -65,6 +66,13 @@ def _slot(text: str) -> tuple[str, int | None]:
         return name, int(LSN.parse(lsn))
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"bad LSN {lsn!r}: {err}") from None
+
+
+def _fault(text: str) -> Fault:
+    try:
+        return Fault.parse(text)
+    except FaultError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _seconds(text: str) -> float:
@@ -191,7 +199,93 @@ def add_serve_command(
         metavar="SECONDS",
         help="keepalives of an idle stream, with wal_end advancing (default 10; 0: none)",
     )
+    trouble = serve.add_argument_group("fault injection (docs/faults.md)")
+    trouble.add_argument(
+        "--fault",
+        metavar="NAME[:ARGS]",
+        type=_fault,
+        action="append",
+        default=[],
+        help="apply to every streaming connection from START_REPLICATION (repeatable): "
+        + "; ".join(
+            f"{name}" + (f":{spec.positional.upper()}" if spec.positional else "")
+            for name, spec in FAULTS.items()
+        )
+        + ". ARGS is a value or key=value,key=value, e.g. close_after:bytes=5000, "
+        "error:sqlstate=57P01, slow:rate=2kb, pause:30s",
+    )
     serve.set_defaults(run=run or cmd_serve)
+
+    cert = commands.add_parser(
+        "cert",
+        help="write a self-signed TLS certificate and key for localhost",
+        description="Write cert.pem and key.pem (a self-signed certificate for localhost, "
+        "127.0.0.1 and ::1) for 'pgwire-mock serve --tls-cert DIR/cert.pem "
+        "--tls-key DIR/key.pem'.",
+    )
+    cert.add_argument("--out", metavar="DIR", type=Path, required=True, help="directory")
+    cert.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    cert.set_defaults(run=cmd_cert)
+
+
+def write_certificate(directory: Path, *, days: int = 365) -> tuple[Path, Path]:
+    """A self-signed localhost certificate and its key, as ``cert.pem``/``key.pem``."""
+    import datetime  # noqa: PLC0415 - only this command needs it
+    import ipaddress  # noqa: PLC0415
+
+    from cryptography import x509  # noqa: PLC0415 - installed with twisted[tls]
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.x509.oid import NameOID  # noqa: PLC0415
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.IPAddress(ipaddress.ip_address("::1")),
+                ]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    # libpq-style servers refuse group/world-readable keys: create it 0600.
+    key_path.touch(mode=0o600, exist_ok=True)
+    key_path.chmod(0o600)
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def cmd_cert(args: argparse.Namespace) -> int:
+    try:
+        cert_path, key_path = write_certificate(args.out, days=args.days)
+    except OSError as err:
+        print(f"pgwire-mock cert: cannot write to {args.out}: {err.strerror}", file=sys.stderr)
+        return 1
+    print(f"--tls-cert {cert_path} --tls-key {key_path}")
+    return 0
 
 
 class ServeError(Exception):
@@ -275,6 +369,7 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
         sql_answers=_canned(args.sql_answers) if args.sql_answers else {},
         source=source,
         tls=args.tls_cert is not None,
+        faults=tuple(getattr(args, "fault", ())),
     )
     endpoint = args.listen or f"tcp:{args.port}:interface={args.host}"
     return config, state, endpoint

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import re
 import select
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg2
 import pytest
+from psycopg2 import extras
 
 from codec.values import LSN
 
@@ -97,7 +98,6 @@ def fake(
         server.stop()
 
 
-@pytest.mark.skipif(shutil.which("pg_recvlogical") is None, reason="pg_recvlogical not installed")
 def test_pg_recvlogical_reads_the_recording_byte_for_byte(
     fake: tuple[int, FakeServer, list[tuple[int, bytes]]],
 ) -> None:
@@ -150,8 +150,6 @@ def test_psycopg2_logical_replication_connection(
     fake: tuple[int, FakeServer, list[tuple[int, bytes]]],
 ) -> None:
     """psycopg2 creates a slot, streams with options, sends feedback, closes."""
-    psycopg2 = pytest.importorskip("psycopg2")
-    extras = pytest.importorskip("psycopg2.extras")
     major, server, entries = fake
     conn = psycopg2.connect(server.dsn(), connection_factory=extras.LogicalReplicationConnection)
     try:
@@ -192,8 +190,6 @@ def test_psycopg2_sees_server_errors(
     fake: tuple[int, FakeServer, list[tuple[int, bytes]]],
 ) -> None:
     """A missing slot and a too-high proto_version reach psycopg2 as its exceptions."""
-    psycopg2 = pytest.importorskip("psycopg2")
-    extras = pytest.importorskip("psycopg2.extras")
     _, server, _ = fake
     conn = psycopg2.connect(server.dsn(), connection_factory=extras.LogicalReplicationConnection)
     try:
@@ -223,8 +219,6 @@ def test_psycopg2_sees_server_errors(
 
 
 def _replies(dsn: str) -> dict[str, object]:
-    psycopg2 = pytest.importorskip("psycopg2")
-    extras = pytest.importorskip("psycopg2.extras")
     conn = psycopg2.connect(dsn, connection_factory=extras.LogicalReplicationConnection)
     out: dict[str, object] = {}
     try:

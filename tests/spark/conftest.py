@@ -7,9 +7,6 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-
-pytest.importorskip("pyspark", reason="the spark extra is not installed")
-
 from pyspark.sql import SparkSession
 
 import pgwire_mock.spark

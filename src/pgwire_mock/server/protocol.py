@@ -25,6 +25,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer  # type: ignore[import-untyped]  # no stubs shipped
 
+from pgwire_mock.server.faults import Fault
 from pgwire_mock.server.session import SessionConfig, WalSenderSession
 from pgwire_mock.server.state import ServerState
 
@@ -102,6 +103,7 @@ class WalSenderProtocol(Protocol):
         )
         session.on_output = self._after
         self.session = session
+        factory.connected(self)
         self._log("connection opened")
         transport.registerProducer(self, True)
 
@@ -117,6 +119,7 @@ class WalSenderProtocol(Protocol):
             if call is not None and call.active():
                 call.cancel()
         self._timer = self._pump_call = None
+        self.factory.disconnected(self)
         session = self.session
         if session is not None and not session.closed:
             session.receive_eof(self.clock.seconds())
@@ -149,6 +152,14 @@ class WalSenderProtocol(Protocol):
         """The one place that writes to the transport."""
         if data and self.transport is not None:
             self._transport().write(data)
+
+    def inject(self, fault: Fault) -> bool:
+        """Apply ``fault`` to this connection's stream; False when it is not streaming."""
+        session = self.session
+        if session is None or not session.inject(fault, self.clock.seconds()):
+            return False
+        self._after()
+        return True
 
     def _after(self) -> None:
         """Flush the session's output, then act on what it asks for."""
@@ -236,6 +247,10 @@ class WalSenderFactory(Factory):
         self.tls = tls
         self.log: Callable[[str], None] = log or (lambda _line: None)
         self._tls_context: Any = None
+        #: Open connections, oldest first.
+        self.protocols: list[WalSenderProtocol] = []
+        #: Connections accepted so far.
+        self.connections = 0
         if tls is not None:
             config.tls = True
 
@@ -248,6 +263,30 @@ class WalSenderFactory(Factory):
 
     def buildProtocol(self, addr: object) -> WalSenderProtocol:  # noqa: N802 - Twisted's name
         return WalSenderProtocol(self)
+
+    def connected(self, protocol: WalSenderProtocol) -> None:
+        self.connections += 1
+        self.protocols.append(protocol)
+
+    def disconnected(self, protocol: WalSenderProtocol) -> None:
+        if protocol in self.protocols:
+            self.protocols.remove(protocol)
+
+    def inject(self, fault: Fault) -> bool:
+        """Apply ``fault`` to the newest streaming connection now (True), or else to the
+        next stream that starts (False)."""
+        for protocol in reversed(self.protocols):
+            if protocol.inject(fault):
+                return True
+        self.config.next_faults.append(fault)
+        return False
+
+    def disconnect_all(self) -> None:
+        """Drop every open connection (a server stopping)."""
+        for protocol in list(self.protocols):
+            transport: Any = protocol.transport
+            if transport is not None:
+                transport.abortConnection()
 
 
 def listen(reactor: Any, description: str, factory: WalSenderFactory) -> Deferred[IListeningPort]:

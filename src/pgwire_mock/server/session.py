@@ -85,6 +85,7 @@ from codec.wire import (
 )
 from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
 from pgwire_mock.server.errors import BackendCrashError, ServerError
+from pgwire_mock.server.faults import ActiveFaults, Fault, FaultError
 from pgwire_mock.server.grammar import (
     AlterReplicationSlot,
     BaseBackup,
@@ -206,6 +207,12 @@ class SessionConfig:
     record); 0 keeps wal_end still."""
     sql_answers: Mapping[str, CannedAnswer] = field(default_factory=dict)
     source: StreamSource | None = None
+    faults: tuple[Fault, ...] = ()
+    """Applied to every stream at START_REPLICATION (``serve --fault``)."""
+    next_faults: list[Fault] = field(default_factory=list)
+    """Applied to the next stream that starts, then forgotten (run-time injection)."""
+    on_status_update: Callable[[int, StandbyStatusUpdate], None] | None = None
+    """Told (pid, update) of every standby status update a session reads."""
     random_bytes: Callable[[int], bytes] = secrets.token_bytes
     max_message_size: int = 1 << 30
 
@@ -223,7 +230,7 @@ class _Stream:
     paused_until: float | None = None
     exhausted: bool = False
     next_idle: float | None = None
-    keepalives: bool = True
+    faults: ActiveFaults = field(default_factory=ActiveFaults)
 
 
 _TRUE_WORDS: Final = ("true", "yes", "on", "1")
@@ -283,6 +290,7 @@ class WalSenderSession:
         self._sql: SqlLayer | None = None
         self._startup_params: dict[str, str] = {}
         self._now = now
+        self._held = bytearray()  # client bytes a stalled walsender has not read yet
         #: Called when output appears outside receive_data/tick/produce (a cancel).
         self.on_output: Callable[[], None] | None = None
 
@@ -292,6 +300,11 @@ class WalSenderSession:
         """Feed bytes from the client and act on every whole message."""
         self._now = now
         if self.closed:
+            return
+        s = self._stream
+        if s is not None and s.faults.deaf:
+            if s.faults.silent_until is None:
+                self._held += data  # a stalled process reads them later
             return
         self._reader.feed(data)
         while not self.closed and not self._start_tls:
@@ -353,6 +366,7 @@ class WalSenderSession:
             and s is not None
             and not s.exhausted
             and s.paused_until is None
+            and not s.faults.blocks_production(self._now)
         )
 
     def produce(self, max_bytes: int, now: float) -> int:
@@ -361,8 +375,9 @@ class WalSenderSession:
         s = self._stream
         if not self.can_produce or s is None or s.events is None:
             return 0
+        max_bytes = s.faults.budget_for(max_bytes, now)
         produced = 0
-        while produced < max_bytes and self.phase is Phase.STREAMING:
+        while produced < max_bytes and self.phase is Phase.STREAMING and self.can_produce:
             event = next(s.events, None)
             if event is None:
                 s.exhausted = True
@@ -396,6 +411,7 @@ class WalSenderSession:
                 break
             elif isinstance(event, FaultEvent):
                 self._fault(s, event, now)
+        s.faults.spent(produced, now)
         return produced
 
     def next_deadline(self) -> float | None:
@@ -403,15 +419,15 @@ class WalSenderSession:
         s = self._stream
         if self.phase is not Phase.STREAMING or s is None:
             return None
-        times: list[float] = []
+        times = s.faults.deadlines()
         timeout = self.config.wal_sender_timeout
-        if timeout > 0 and s.keepalives:
+        if timeout > 0 and s.faults.keepalives and not s.faults.mute:
             times.append(s.last_reply + timeout)
             if not s.waiting_for_ping:
                 times.append(s.last_reply + timeout / 2)
         if s.paused_until is not None:
             times.append(s.paused_until)
-        if s.next_idle is not None:
+        if s.next_idle is not None and not s.faults.mute:
             times.append(s.next_idle)
         return min(times) if times else None
 
@@ -421,8 +437,10 @@ class WalSenderSession:
         s = self._stream
         if self.phase is not Phase.STREAMING or s is None:
             return
+        if self._fault_tick(s, now):
+            return
         timeout = self.config.wal_sender_timeout
-        if timeout > 0 and s.keepalives:
+        if timeout > 0 and s.faults.keepalives:
             if now >= s.last_reply + timeout:
                 # WalSndCheckTimeOut: COMMERROR (log only), then exit: no ErrorResponse.
                 self._log("terminating walsender process due to replication timeout")
@@ -474,6 +492,8 @@ class WalSenderSession:
     def _finish(self) -> None:
         """End of the backend: release the slot, drop temporary slots, close."""
         if self._stream is not None:
+            if self._stream.faults.redeliver:
+                self.state.crash_slot(self._stream.slot.name)
             self.state.release(self._stream.slot.name, self.pid)
             self._stream = None
         dropped = self.state.drop_temporary(self.pid)
@@ -1039,6 +1059,8 @@ class WalSenderSession:
             last_reply=now,
         )
         self.phase = Phase.STREAMING
+        faults = [*self.config.faults, *self.config.next_faults]
+        self.config.next_faults.clear()
         self._log(
             f"streaming slot {slot.name} from {format_lsn(from_lsn)} "
             f"(proto_version {options.proto_version}, publications "
@@ -1048,25 +1070,35 @@ class WalSenderSession:
         if self._done_receiving and self._done_sending:
             # StartLogicalReplication does not reset the flags: the loop exits at once.
             self._end_stream()
+            return
+        for fault in faults:
+            if self._stream is None:
+                break
+            self._activate(self._stream, fault, now)
 
     # --- streaming --------------------------------------------------------------------------
 
     def _send_xlog(self, s: _Stream, event: Emit, now: float) -> int:
         payload = encode_replication(XLogData(event.wal, event.wal, pg_time(now), event.payload))
-        data = CopyData(payload).encode()
+        data, close = s.faults.cut(CopyData(payload).encode())
         self._out.append(data)
         s.sent_ptr = max(s.sent_ptr, event.lsn)
         self.state.advance_wal(event.lsn)
+        if close:
+            self._log("fault close_after: closing the connection mid-stream")
+            self._finish()
         return len(data)
 
     def _keepalive(self, s: _Stream, now: float, *, reply: bool) -> None:
+        if not s.faults.sends_keepalives():
+            return
         payload = encode_replication(PrimaryKeepalive(s.sent_ptr, pg_time(now), reply))
         self._send(CopyData(payload))
 
     def _maybe_idle_keepalive(self, s: _Stream, now: float) -> None:
         # WalSndWaitForWal: "before sleeping, we send a ping containing the flush location".
         if (
-            s.keepalives
+            s.faults.sends_keepalives()
             and s.client_flush < s.sent_ptr
             and s.client_write < s.sent_ptr
             and not s.waiting_for_ping
@@ -1077,30 +1109,122 @@ class WalSenderSession:
         s = self._stream
         if s is None:
             return
-        if self.config.idle_keepalive_interval > 0:
+        if self.config.idle_keepalive_interval > 0 and not s.faults.shutdown:
             s.next_idle = now + self.config.idle_keepalive_interval
         self._maybe_idle_keepalive(s, now)
+        self._check_confirmed(s, now)
+
+    # --- faults (pgwire_mock.server.faults) ------------------------------------------------
+
+    def inject(self, fault: Fault, now: float) -> bool:
+        """Apply ``fault`` to the running stream; False when not streaming."""
+        self._now = now
+        s = self._stream
+        if self.phase is not Phase.STREAMING or s is None:
+            return False
+        self._activate(s, fault, now)
+        return True
 
     def _fault(self, s: _Stream, event: FaultEvent, now: float) -> None:
-        self._log(f"fault: {event.name} {event.params}")
-        if event.name == "error":
-            self._stream_error(
-                ServerError(
-                    str(event.params.get("severity", "ERROR")),
-                    str(event.params.get("sqlstate", "XX000")),
-                    str(event.params.get("message", "injected error")),
-                )
-            )
-        elif event.name == "close_after":
-            self._finish()
-        elif event.name == "shutdown":
-            # Smart shutdown of a caught-up walsender: COPY 0 without CopyDone, then exit.
-            self._send(CommandComplete("COPY 0"))
-            self._finish()
-        elif event.name == "stop_keepalives":
-            s.keepalives = False
-        elif event.name == "pause":
-            s.paused_until = now + float(event.params.get("seconds", 0))
+        try:
+            fault = Fault.from_params(event.name, event.params)
+        except FaultError as err:
+            self._stream_error(ServerError("ERROR", "XX000", f"pgwire-mock: bad fault: {err}"))
+            return
+        # A script's fault is an incident at one point of the WAL: it happens once, not
+        # again each time a client resumes from before that point.
+        if not self.state.fire_once(s.slot.name, fault.name, event.lsn):
+            return
+        if fault.name in ("shutdown", "redeliver"):
+            s.faults.hold = True  # the WAL ends here (shutdown checkpoint, crash)
+        self._activate(s, fault, now)
+
+    def _activate(self, s: _Stream, fault: Fault, now: float) -> None:
+        self._log(f"fault: {fault}")
+        f = s.faults
+        name = fault.name
+        if name == "error":
+            self._stream_error(fault.server_error())
+        elif name == "close_after":
+            f.messages_left, f.bytes_left = fault.messages, fault.bytes
+            if not (fault.messages or fault.bytes):
+                self._finish()
+        elif name == "pause":
+            f.stalled_until = now + (fault.seconds or 0.0)
+        elif name == "stop_keepalives":
+            f.keepalives = False
+        elif name == "silent_timeout":
+            timeout = fault.seconds
+            if timeout is None:
+                timeout = self.config.wal_sender_timeout or 60.0
+            f.silent_until = now + timeout
+        elif name == "slow":
+            f.rate, f.budget, f.budget_at = fault.rate, 0.0, now
+        elif name == "redeliver":
+            self.state.hold_persisted(s.slot.name, fault.lsn)
+            f.redeliver = True
+            if not fault.wait:
+                self._crash(s)
+            else:
+                self._check_confirmed(s, now)
+        elif name == "shutdown":
+            # The shutdown checkpoint is the last WAL: nothing more to decode.
+            f.shutdown = True
+            if not fault.wait:
+                self._send(CommandComplete("COPY 0"))
+                self._finish()
+            else:
+                self._check_confirmed(s, now)
+
+    def _check_confirmed(self, s: _Stream, now: float) -> None:
+        """shutdown / redeliver: act once the client has confirmed everything sent."""
+        f = s.faults
+        if not (f.shutdown or f.redeliver) or not (s.exhausted or f.hold):
+            return
+        # WalSndDone: replicatedPtr is the flush position, or write when flush is unset.
+        replicated = s.client_flush or s.client_write
+        slot = self.state.slots.get(s.slot.name)
+        persisted = slot.persisted_flush if slot is not None else None
+        if replicated >= s.sent_ptr and (
+            f.shutdown or (persisted is not None and replicated > persisted)
+        ):
+            if f.shutdown:
+                self._log("fault shutdown: client caught up; COPY 0 without CopyDone")
+                self._send(CommandComplete("COPY 0"))
+                self._finish()
+            else:
+                self._crash(s)
+            return
+        if f.shutdown and not s.waiting_for_ping:
+            self._keepalive(s, now, reply=True)
+            s.waiting_for_ping = True
+
+    def _crash(self, s: _Stream) -> None:
+        """redeliver: the server dies (no ErrorResponse); the slot keeps the disk position."""
+        self._log("fault redeliver: server crash; the slot restarts from its persisted position")
+        self._finish()
+
+    def _fault_tick(self, s: _Stream, now: float) -> bool:
+        """Time passes for the faults; True when the tick ends here."""
+        f = s.faults
+        if f.silent_until is not None:
+            if now >= f.silent_until:
+                self._log("terminating walsender process due to replication timeout")
+                self._finish()
+            return True
+        if f.stalled_until is not None:
+            if now < f.stalled_until:
+                return True
+            f.stalled_until = None
+            held = bytes(self._held)
+            self._held.clear()
+            if held:
+                self.receive_data(held, now)
+            if self._stream is not s:
+                return True
+        if f.throttled_until is not None and now >= f.throttled_until:
+            f.throttled_until = None
+        return False
 
     def _stream_error(self, err: ServerError) -> None:
         self._log(f"{err.severity}: {err.message}")
@@ -1128,12 +1252,15 @@ class WalSenderSession:
         if isinstance(reply, StandbyStatusUpdate):
             s.client_write = reply.written_lsn
             s.client_flush = reply.flushed_lsn
+            if self.config.on_status_update is not None:
+                self.config.on_status_update(self.pid, reply)
             if reply.flushed_lsn:
                 self.state.confirm(s.slot.name, reply.flushed_lsn)
             if reply.reply_requested:
                 self._keepalive(s, now, reply=False)
             elif s.exhausted:
                 self._maybe_idle_keepalive(s, now)
+            self._check_confirmed(s, now)
         elif isinstance(reply, HotStandbyFeedback):
             pass  # accepted; a logical slot's xmin is not emulated
 

@@ -61,6 +61,8 @@ class Pause:
 class FaultEvent:
     name: str
     params: dict[str, Any] = field(default_factory=dict)
+    lsn: int = 0
+    """Where the stream reached the fault (a script fault happens once per slot and LSN)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +300,7 @@ class ScriptSource:
                 elif isinstance(event, Sleep):
                     yield Pause(event.seconds)
                 elif isinstance(event, Fault):
-                    yield FaultEvent(event.name, dict(event.params))
+                    yield FaultEvent(event.name, dict(event.params), event.lsn)
         except PublicationMissingError:
             # The encoder stops where pgoutput looks the publications up; the session
             # reports the missing one with the server's exact fields.

@@ -79,6 +79,9 @@ class SlotState:
     failover: bool = False
     active_pid: int | None = None
     owner_pid: int | None = None  # the session that created a temporary slot
+    persisted_flush: int | None = None
+    """Set while the on-disk confirmed_flush lags the one in memory (the ``redeliver``
+    fault); None: they are the same, as after every checkpoint."""
 
     @property
     def logical(self) -> bool:
@@ -116,6 +119,8 @@ class ServerState:
     snapshots: int = 0
     sessions: dict[int, Cancellable] = field(default_factory=dict, repr=False)
     """Live sessions by PID (for CancelRequest); never saved."""
+    fired: set[tuple[str, str, int]] = field(default_factory=set, repr=False)
+    """Script faults that happened: (slot, fault, LSN); never saved."""
 
     # --- sessions --------------------------------------------------------------------
 
@@ -125,6 +130,14 @@ class ServerState:
 
     def advance_wal(self, lsn: int) -> None:
         self.wal_lsn = max(self.wal_lsn, lsn)
+
+    def fire_once(self, slot: str, fault: str, lsn: int) -> bool:
+        """True the first time a script fault at ``lsn`` is reached on ``slot``."""
+        key = (slot, fault, lsn)
+        if key in self.fired:
+            return False
+        self.fired.add(key)
+        return True
 
     def next_snapshot_name(self, xid: int) -> str:
         """An exported snapshot's name, ``%08X-%08X-%d`` (vxid backend, local xid, count)."""
@@ -194,6 +207,22 @@ class ServerState:
             slot.restart_lsn = max(slot.restart_lsn, lsn)
             self.save()
 
+    def hold_persisted(self, name: str, lsn: int | None = None) -> None:
+        """From now on confirmations move confirmed_flush in memory only; the persisted
+        position stays at ``lsn`` (default: the current confirmed_flush), as when the
+        server crashes before the next checkpoint writes ``pg_replslot/<slot>/state``."""
+        slot = self.slots.get(name)
+        if slot is not None and slot.persisted_flush is None:
+            slot.persisted_flush = slot.confirmed_flush if lsn is None else lsn
+
+    def crash_slot(self, name: str) -> None:
+        """The crash happened: the slot restarts from its persisted position."""
+        slot = self.slots.get(name)
+        if slot is not None and slot.persisted_flush is not None:
+            slot.confirmed_flush = slot.persisted_flush
+            slot.persisted_flush = None
+            self.save()
+
     def drop_temporary(self, pid: int) -> list[str]:
         """Drop the temporary slots a session made (at its end, or on an ERROR)."""
         names = [s.name for s in self.slots.values() if s.temporary and s.owner_pid == pid]
@@ -230,7 +259,17 @@ class ServerState:
             "database": self.database,
             "wal_lsn": self.wal_lsn,
             "slots": [
-                {k: v for k, v in asdict(s).items() if k not in ("active_pid", "owner_pid")}
+                {
+                    **{
+                        k: v
+                        for k, v in asdict(s).items()
+                        if k not in ("active_pid", "owner_pid", "persisted_flush")
+                    },
+                    # What is on disk: the lagging position while a crash is pending.
+                    "confirmed_flush": (
+                        s.confirmed_flush if s.persisted_flush is None else s.persisted_flush
+                    ),
+                }
                 for s in self.slots.values()
                 if not s.temporary
             ],

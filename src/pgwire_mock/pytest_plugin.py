@@ -1,0 +1,326 @@
+"""pytest fixtures that run the fake walsender in-process.
+
+Enable with ``-p pgwire_mock.pytest_plugin`` (or the ``pytest11`` entry point)::
+
+    def test_consumer_survives_a_crash(make_walsender):
+        server = make_walsender(script="examples/demo.yaml", pg_version=16)
+        run_my_consumer(server.dsn)               # replication=database is in the DSN
+        server.inject("redeliver")                # or Fault("redeliver", wait=False)
+        ...
+        assert server.slots["demo_slot"].confirmed_flush == ...
+
+    @pytest.mark.walsender(script="examples/demo.yaml", pg_version=15)
+    def test_with_the_default_server(walsender):
+        ...
+
+Each server gets its own Twisted reactor instance (not the global one), run in a thread
+of its own on a free loopback port. ``stop()`` (called at teardown) drops the
+connections, closes the listening port, stops the reactor, joins the thread and closes
+the reactor's file descriptors, so nothing is left behind and servers in one test
+session never share state. Everything the handle reads is taken on the reactor thread.
+
+In-process servers do not offer TLS: Twisted's ``startTLS`` schedules its writes on the
+global reactor, which this plugin deliberately leaves alone; run ``pgwire-mock serve
+--tls-cert ... --tls-key ...`` as a subprocess for TLS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from codec.replication import StandbyStatusUpdate
+from pgwire_mock.server.auth import AuthMethod, User
+from pgwire_mock.server.faults import Fault
+from pgwire_mock.server.protocol import WalSenderFactory, listen
+from pgwire_mock.server.session import SessionConfig
+from pgwire_mock.server.source import ScriptSource, StreamSource, load_source
+from pgwire_mock.server.sql import CannedAnswer
+from pgwire_mock.server.state import PublicationState, ServerState, SlotState
+
+__all__ = ["SlotInfo", "WalSender", "make_walsender", "start_walsender", "walsender"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SlotInfo:
+    """A slot as ``pg_replication_slots`` would show it, at the time it was read."""
+
+    name: str
+    plugin: str | None
+    confirmed_flush: int
+    restart_lsn: int
+    active: bool
+    active_pid: int | None
+    temporary: bool
+    two_phase: bool
+    persisted_flush: int
+    """The position on disk: what a crash (the ``redeliver`` fault) falls back to."""
+
+
+def _new_reactor() -> Any:
+    try:
+        from twisted.internet.epollreactor import EPollReactor  # noqa: PLC0415 - Linux only
+
+        return EPollReactor()  # type: ignore[no-untyped-call]
+    except ImportError:  # pragma: no cover - not Linux
+        from twisted.internet.selectreactor import SelectReactor  # noqa: PLC0415
+
+        return SelectReactor()
+
+
+class WalSender:
+    """A running in-process fake walsender (see :func:`start_walsender`)."""
+
+    def __init__(self, config: SessionConfig, state: ServerState, *, host: str) -> None:
+        self.config = config
+        self._state = state
+        self.host = host
+        self.pg_version = config.major
+        self.log: list[str] = []
+        self._acknowledged: list[StandbyStatusUpdate] = []
+        config.on_status_update = lambda _pid, update: self._acknowledged.append(update)
+        self._reactor = _new_reactor()
+        self._factory = WalSenderFactory(config, state, self._reactor, log=self.log.append)
+        self._port: Any = None
+        self._thread = threading.Thread(
+            target=self._reactor.run,
+            kwargs={"installSignalHandlers": False},
+            name=f"pgwire-mock walsender {host}",
+            daemon=True,
+        )
+        self._thread.start()
+        self.port = 0
+        try:
+            self._port = self._call(
+                lambda: listen(self._reactor, f"tcp:0:interface={host}", self._factory)
+            )
+            self.port = int(self._port.getHost().port)
+        except BaseException:
+            self.stop()
+            raise
+        self.stopped = False
+
+    # --- what a test reads ------------------------------------------------------------------
+
+    def dsn(self, **params: str) -> str:
+        """A libpq DSN for a logical replication connection (``replication=database``)."""
+        base = {
+            "host": self.host,
+            "port": str(self.port),
+            "user": "postgres",
+            "dbname": "postgres",
+            "replication": "database",
+            **params,
+        }
+        return " ".join(f"{k}={v}" for k, v in base.items() if v != "")
+
+    @property
+    def slots(self) -> dict[str, SlotInfo]:
+        def read() -> dict[str, SlotInfo]:
+            return {
+                s.name: SlotInfo(
+                    s.name,
+                    s.plugin,
+                    s.confirmed_flush,
+                    s.restart_lsn,
+                    s.active_pid is not None,
+                    s.active_pid,
+                    s.temporary,
+                    s.two_phase,
+                    s.confirmed_flush if s.persisted_flush is None else s.persisted_flush,
+                )
+                for s in self._state.slots.values()
+            }
+
+        return self._call(read)
+
+    @property
+    def acknowledged(self) -> list[StandbyStatusUpdate]:
+        """Every standby status update the server read, in order."""
+        return self._call(lambda: list(self._acknowledged))
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far."""
+        return self._call(lambda: self._factory.connections)
+
+    @property
+    def open_connections(self) -> int:
+        return self._call(lambda: len(self._factory.protocols))
+
+    def inject(self, fault: Fault | str) -> bool:
+        """Apply a fault (a :class:`Fault` or the command line's ``NAME[:ARGS]``) to the
+        streaming connection now (True), or else to the next one that starts (False)."""
+        value = Fault.parse(fault) if isinstance(fault, str) else fault
+        return self._call(lambda: self._factory.inject(value))
+
+    def with_state(self, function: Callable[[ServerState], T]) -> T:
+        """Run ``function`` on the server state, on the reactor thread."""
+        return self._call(lambda: function(self._state))
+
+    def wait_until(
+        self, predicate: Callable[[WalSender], bool], timeout: float = 10.0, interval: float = 0.02
+    ) -> None:
+        """Poll ``predicate(self)`` until true; AssertionError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"condition not met within {timeout}s; server log:\n" + "\n".join(self.log)
+                )
+            time.sleep(interval)
+
+    # --- lifetime -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Drop connections, close the port, stop the reactor and join its thread."""
+        if getattr(self, "stopped", False):
+            return
+        self.stopped = True
+        reactor = self._reactor
+        if self._thread.is_alive():
+
+            def shutdown() -> Any:
+                self._factory.disconnect_all()
+                if self._port is not None:
+                    return self._port.stopListening()
+                return None
+
+            try:
+                self._call(shutdown)
+            finally:
+                reactor.callFromThread(reactor.stop)
+                self._thread.join(timeout=10)
+        if self._thread.is_alive():  # pragma: no cover - a wedged reactor
+            raise RuntimeError("the walsender's reactor thread did not stop")
+        # A reactor instance keeps its waker pipe and poller open after it stops.
+        waker = getattr(reactor, "waker", None)
+        if waker is not None:
+            reactor.removeReader(waker)
+            waker.connectionLost(None)
+        poller = getattr(reactor, "_poller", None)
+        if poller is not None and hasattr(poller, "close"):
+            poller.close()
+
+    def __enter__(self) -> WalSender:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def _call(self, function: Callable[[], T]) -> T:
+        from twisted.internet.threads import blockingCallFromThread  # noqa: PLC0415
+
+        if not self._thread.is_alive():
+            # Stopped: nothing else touches the state any more.
+            result = function()
+            if hasattr(result, "addCallback"):
+                raise RuntimeError("the walsender is stopped")
+            return result
+        return blockingCallFromThread(self._reactor, function)
+
+
+def _source(script: str | Path | StreamSource | Any) -> StreamSource:
+    if isinstance(script, str | Path):
+        return load_source(Path(script))
+    if hasattr(script, "events"):
+        return script
+    return ScriptSource(script)  # a pgwire_mock.script.Script
+
+
+def start_walsender(
+    script: str | Path | StreamSource | Any = None,
+    pg_version: int | None = None,
+    users: Mapping[str, str | None] | Iterable[User] | None = None,
+    *,
+    auth: AuthMethod = "trust",
+    slots: Iterable[str | tuple[str, int]] = (),
+    publications: Iterable[str] = (),
+    faults: Iterable[Fault | str] = (),
+    wal_sender_timeout: float = 60.0,
+    idle_keepalive_interval: float = 10.0,
+    sql_answers: Mapping[str, CannedAnswer] | None = None,
+    host: str = "127.0.0.1",
+) -> WalSender:
+    """Start a fake walsender on a free loopback port; ``stop()`` it when done.
+
+    ``script``: a script or recording path, a ``Script``, or any ``StreamSource``.
+    ``users``: name → password (or ``User`` objects); none: anyone may connect.
+    ``slots``: names (confirmed at the stream's start) or (name, LSN) pairs.
+    ``faults``: applied to every streaming connection, like ``serve --fault``.
+    """
+    source = _source(script) if script is not None else None
+    state = ServerState()
+    if source is not None:
+        state.wal_lsn = source.start_lsn
+        if isinstance(source, ScriptSource):
+            state.system_identifier = source.system_identifier
+            state.timeline = source.timeline
+        state.declare(
+            (dataclasses.replace(s) for s in source.slots),
+            source.publications,
+        )
+    for slot in slots:
+        name, lsn = (slot, state.wal_lsn) if isinstance(slot, str) else slot
+        state.declare([SlotState(name, "pgoutput", state.database, lsn, lsn)], [])
+    state.declare([], [PublicationState(p, all_tables=True) for p in publications])
+    if users is None:
+        user_map: dict[str, User] = {}
+    elif isinstance(users, Mapping):
+        user_map = {name: User(name, password) for name, password in users.items()}
+    else:
+        user_map = {u.name: u for u in users}
+    major = pg_version or (source.major if source is not None and source.major else 16)
+    config = SessionConfig(
+        major=major,
+        auth=auth,
+        users=user_map,
+        wal_sender_timeout=wal_sender_timeout,
+        idle_keepalive_interval=idle_keepalive_interval,
+        sql_answers=dict(sql_answers or {}),
+        source=source,
+        faults=tuple(Fault.parse(f) if isinstance(f, str) else f for f in faults),
+    )
+    return WalSender(config, state, host=host)
+
+
+@pytest.fixture
+def make_walsender() -> Iterator[Callable[..., WalSender]]:
+    """A factory: ``make_walsender(script=..., pg_version=16, users=..., **options)``
+    (the arguments of :func:`start_walsender`); every server stops at teardown."""
+    started: list[WalSender] = []
+
+    def make(*args: Any, **kwargs: Any) -> WalSender:
+        server = start_walsender(*args, **kwargs)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def walsender(
+    request: pytest.FixtureRequest, make_walsender: Callable[..., WalSender]
+) -> WalSender:
+    """One fake walsender; ``@pytest.mark.walsender(**options)`` configures it."""
+    marker = request.node.get_closest_marker("walsender")
+    kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    return make_walsender(*(marker.args if marker is not None else ()), **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "walsender(script=None, pg_version=None, **options): options of the walsender fixture",
+    )
