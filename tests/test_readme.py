@@ -24,3 +24,33 @@ def test_readme_example_runs(index: int, capsys: pytest.CaptureFixture[str]) -> 
         exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {})
     finally:
         os.chdir(cwd)
+
+
+def test_readme_pytest_plugin_example_passes(tmp_path: Path) -> None:
+    """The plugin example is a real test: run it with pytest from the repository root."""
+    import subprocess
+    import sys
+
+    (block,) = [b for b in BLOCKS if "@pytest.mark.walsender" in b]
+    test_file = tmp_path / "test_readme_plugin_example.py"
+    test_file.write_text(block)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(test_file),
+            "--rootdir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
