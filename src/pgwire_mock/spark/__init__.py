@@ -4,6 +4,7 @@ changes to Parquet and Delta Lake tables. Needs the ``spark`` extra.
 >>> import pgwire_mock.spark
 >>> pgwire_mock.spark.register(spark)                                   # doctest: +SKIP
 >>> spark.read.format("pgoutput").option("path", "t.jsonl").option("table", "public.t").load()
+>>> spark.readStream.format("pgoutput").option("dsn", dsn).option("slot", "s")  # doctest: +SKIP
 """
 
 from pgwire_mock.spark.apply import (
@@ -28,6 +29,7 @@ from pgwire_mock.spark.decode import (
     table_schema,
 )
 from pgwire_mock.spark.source import PgOutputDataSource, register, spark_schema
+from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
 from pgwire_mock.spark.types import ColumnType, column_type, to_spark_type
 
 __all__ = [
@@ -41,13 +43,16 @@ __all__ = [
     "DeltaTarget",
     "ParquetTarget",
     "PgOutputDataSource",
+    "PgOutputStreamReader",
     "SchemaChangeError",
     "SparkSideError",
+    "StreamSettings",
     "StreamStateError",
     "apply_changes",
     "column_type",
     "decode_stream",
     "foreach_batch",
+    "peek_schema",
     "read_parquet_target",
     "register",
     "spark_schema",

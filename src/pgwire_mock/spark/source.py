@@ -22,6 +22,9 @@ Options:
 ``batch_rows``
     Rows per Arrow record batch (default 4096).
 
+With ``dsn`` (or ``host``, ``port``, ...) instead of ``path`` the source reads a live
+walsender, with ``spark.readStream`` only: see :mod:`pgwire_mock.spark.stream`.
+
 Each partition is decoded on an executor from its first byte, with the Relation and
 Type messages sent before it (found by the driver's scan) preloaded, and yields Arrow
 record batches. The driver's scan decodes only the messages that move transaction
@@ -38,7 +41,12 @@ from typing import IO, Final
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructField, StructType
 
 from codec.pgoutput import (
@@ -66,6 +74,7 @@ from pgwire_mock.spark.decode import (
     qualified_name,
     table_schema,
 )
+from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
 from pgwire_mock.spark.types import to_spark_type
 from pgwire_mock.streamfile import read_stream
 
@@ -259,6 +268,10 @@ def _options(options: Mapping[str, str]) -> tuple[str, DecodeOptions]:
     return table, decode_options
 
 
+def _from_walsender(options: Mapping[str, str]) -> bool:
+    return "path" not in options and bool(options.get("dsn") or options.get("host"))
+
+
 class PgOutputDataSource(DataSource):
     """The ``pgoutput`` data source; see the module docstring for its options."""
 
@@ -268,6 +281,9 @@ class PgOutputDataSource(DataSource):
 
     def schema(self) -> StructType:
         table, options = _options(self.options)
+        if _from_walsender(self.options):  # readStream: see pgwire_mock.spark.stream
+            self._arrow = peek_schema(StreamSettings.from_options(self.options), table, options)
+            return spark_schema(self._arrow)
         files = _files(self.options.get("path", ""))
         self._plans: list[StreamPartition] = []
         relation: Relation | None = None
@@ -290,9 +306,22 @@ class PgOutputDataSource(DataSource):
         return spark_schema(self._arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if _from_walsender(self.options):
+            raise SparkSideError(
+                'pgoutput: a walsender ("dsn"/"host") is read with spark.readStream; '
+                'spark.read takes recordings ("path")'
+            )
         if not hasattr(self, "_plans"):
             self.schema()
         return _Reader(self._plans, dict(self.options), self._arrow)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - PySpark's name
+        """``spark.readStream.format("pgoutput")`` from a walsender; see
+        :mod:`pgwire_mock.spark.stream`."""
+        table, options = _options(self.options)
+        # None with a user-given schema: the batches are then handed over uncast.
+        arrow: pa.Schema | None = getattr(self, "_arrow", None)
+        return PgOutputStreamReader(self.options, table, options, arrow)
 
 
 class _Reader(DataSourceReader):

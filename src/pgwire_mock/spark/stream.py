@@ -1,0 +1,530 @@
+"""``spark.readStream.format("pgoutput")``: a walsender's pgoutput stream as a Spark stream.
+
+>>> import pgwire_mock.spark
+>>> pgwire_mock.spark.register(spark)                          # doctest: +SKIP
+>>> df = (spark.readStream.format("pgoutput")                  # doctest: +SKIP
+...       .option("dsn", "host=127.0.0.1 port=5432 user=postgres dbname=app")
+...       .option("slot", "spark").option("publication", "pub")
+...       .option("table", "public.orders").load())
+
+Where things live:
+
+* Spark runs one Python process per streaming source on the driver for the query's whole
+  life (``python_streaming_source_runner``); the :class:`PgOutputStreamReader` lives there
+  and owns the only replication connection. A background thread (:class:`_Pump`) reads
+  the stream, decodes it with :class:`~pgwire_mock.spark.decode.ChangeDecoder` and keeps
+  the rows of each *unit* in memory: everything committed up to a commit after which no
+  transaction is open (no streamed transaction in progress, no prepared transaction
+  waiting for COMMIT / ROLLBACK PREPARED).
+* Offsets are ``{"lsn": "X/Y"}``, the end LSN of a unit's last commit (what a
+  subscriber confirms, ``end_lsn`` in worker.c). ``0/0`` means "where the slot is": the
+  initial offset unless the ``start_lsn`` option says otherwise.
+* :meth:`~PgOutputStreamReader.partitions` puts the Arrow IPC bytes of the units in
+  ``(start, end]`` into the partitions themselves, so executors only deserialize (they
+  never connect). This is for moderate volumes: a batch passes through the driver.
+* :meth:`~PgOutputStreamReader.commit` is called by Spark after the batch is in its commit
+  log; only then does the pump send a standby status update with ``flush`` = that offset,
+  so the slot's ``confirmed_flush_lsn`` never passes what Spark has committed. Keepalives
+  asking for a reply, and a status update every ``status_interval`` seconds, repeat it.
+* On restart, Spark hands the checkpoint's offsets back; the stream restarts from the
+  slot (whose position is at most the last committed offset) and units at or below the
+  requested start are never served, so no transaction is applied twice.
+
+``Trigger.AvailableNow`` is supported through PySpark's ``SupportsTriggerAvailableNow``
+(PySpark 4.2+): the target is the last unit received once the stream has caught up with
+the server's WAL position as IDENTIFY_SYSTEM reports it at the start and then stayed
+quiet for ``caught_up_quiet`` seconds (or ``caught_up_timeout`` passed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from codec.pgoutput import Commit as CommitMessage
+from codec.pgoutput import (
+    CommitPrepared,
+    Relation,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    Type,
+)
+from codec.values import LSN
+from pgwire_mock.client import (
+    Keepalive,
+    ReplicationConnection,
+    ServerError,
+    StreamEnded,
+    WalData,
+    pgoutput_options,
+)
+from pgwire_mock.client.commands import OptionValue
+from pgwire_mock.spark.decode import (
+    ChangeDecoder,
+    DecodeOptions,
+    SparkSideError,
+    qualified_name,
+    table_schema,
+)
+
+__all__ = [
+    "PgOutputStreamReader",
+    "StreamSettings",
+    "UnitPartition",
+    "format_offset",
+    "parse_offset",
+    "peek_schema",
+]
+
+_SLOT_IN_USE: Final = "55006"  # object_in_use: the slot is active for another PID
+_POLL: Final = 0.1
+
+
+def format_offset(lsn: int) -> dict[str, str]:
+    return {"lsn": str(LSN(lsn))}
+
+
+def parse_offset(offset: Mapping[str, object] | None) -> int:
+    if not offset:
+        return 0
+    return int(LSN(str(offset["lsn"])))
+
+
+def _flag(options: Mapping[str, str], name: str) -> bool | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    return value.strip().lower() in ("1", "true", "on", "yes")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """The streaming options, parsed once (see docs/spark.md for the table)."""
+
+    dsn: str | None
+    host: str | None
+    port: int | None
+    user: str | None
+    dbname: str | None
+    password: str | None
+    slot: str
+    publication: str
+    proto_version: int
+    binary: bool | None
+    streaming: bool | None
+    start_lsn: int
+    max_rows_per_batch: int | None
+    partitions: int
+    timeout: float
+    status_interval: float
+    caught_up_quiet: float
+    caught_up_timeout: float
+    max_buffered_rows: int
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> StreamSettings:
+        for required in ("slot", "publication"):
+            if not options.get(required):
+                raise SparkSideError(f'pgoutput stream: option "{required}" is required')
+        if not options.get("dsn") and not options.get("host"):
+            raise SparkSideError('pgoutput stream: give "dsn" or "host" (with port, user, ...)')
+        max_rows = options.get("max_rows_per_batch")
+        return cls(
+            dsn=options.get("dsn"),
+            host=options.get("host"),
+            port=int(options["port"]) if options.get("port") else None,
+            user=options.get("user"),
+            dbname=options.get("dbname"),
+            password=options.get("password"),
+            slot=options["slot"],
+            publication=options["publication"],
+            proto_version=int(options.get("proto_version", "1")),
+            binary=_flag(options, "binary"),
+            streaming=_flag(options, "streaming"),
+            start_lsn=int(LSN(options.get("start_lsn", "0/0"))),
+            max_rows_per_batch=int(max_rows) if max_rows else None,
+            partitions=max(1, int(options.get("partitions", "2"))),
+            timeout=float(options.get("timeout", "30")),
+            status_interval=float(options.get("status_interval", "10")),
+            caught_up_quiet=float(options.get("caught_up_quiet", "0.5")),
+            caught_up_timeout=float(options.get("caught_up_timeout", "30")),
+            max_buffered_rows=int(options.get("max_buffered_rows", "1000000")),
+        )
+
+    def connect(self) -> ReplicationConnection:
+        return ReplicationConnection.connect(
+            self.dsn,
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            dbname=self.dbname,
+            password=self.password,
+            application_name="pgwire-mock-spark",
+            timeout=self.timeout,
+            decode_pgoutput=True,
+        )
+
+    def start_options(self) -> dict[str, OptionValue]:
+        # two_phase is left out: a prepared transaction pending at a restart would come
+        # back as a bare COMMIT PREPARED (its changes were sent before the restart point).
+        return pgoutput_options(
+            self.publication,
+            proto_version=self.proto_version,
+            binary=self.binary,
+            streaming=self.streaming,
+        )
+
+    def start(self, conn: ReplicationConnection, lsn: int) -> None:
+        """START_REPLICATION, retrying while the slot is still held by a connection that
+        is going away (the walsender releases it when its process ends)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                conn.start_replication(self.slot, lsn, self.start_options())
+                return
+            except ServerError as err:
+                if err.sqlstate != _SLOT_IN_USE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def peek_schema(
+    settings: StreamSettings, table: str, options: DecodeOptions, timeout: float | None = None
+) -> pa.Schema:
+    """The Arrow schema of ``table``'s change rows, from the first Relation message the
+    slot streams for it. Nothing is confirmed, so the slot does not move."""
+    wait = settings.timeout if timeout is None else timeout
+    types: dict[int, tuple[str, str]] = {}
+    with settings.connect() as conn:
+        settings.start(conn, settings.start_lsn)
+        deadline = time.monotonic() + wait
+        try:
+            while time.monotonic() < deadline:
+                for event in conn.read_stream(_POLL):
+                    if isinstance(event, StreamEnded):
+                        deadline = 0.0
+                    if not isinstance(event, WalData):
+                        continue
+                    message = event.message
+                    if isinstance(message, Type):
+                        types[message.oid] = (message.namespace, message.name)
+                    elif isinstance(message, Relation):
+                        name = f"{message.namespace or 'pg_catalog'}.{message.relation_name}"
+                        if name == table:
+                            return table_schema(message, types, options)
+        finally:
+            with contextlib.suppress(Exception):  # leaving anyway; the slot is released
+                conn.stop()
+    raise SparkSideError(
+        f"pgoutput stream: slot {settings.slot} sent no Relation message for {table} "
+        f"within {wait}s; the schema is taken from the first change to the table, so "
+        "make one (or give the schema with .schema(...))"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """Rows committed up to ``end_lsn``, a point where no transaction is open."""
+
+    end_lsn: int
+    batches: tuple[pa.RecordBatch, ...]
+    rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnitPartition(InputPartition):
+    """Some units' rows as one Arrow IPC stream (empty bytes: no rows)."""
+
+    start: int
+    end: int
+    ipc: bytes
+
+
+def _to_ipc(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue()
+
+
+class _Pump(threading.Thread):
+    """Owns the replication connection: reads, decodes, buffers units, sends status.
+
+    Every socket operation happens on this thread; the reader's methods only touch the
+    shared fields below under ``cond``.
+    """
+
+    def __init__(
+        self, settings: StreamSettings, options: DecodeOptions, arrow: pa.Schema | None
+    ) -> None:
+        super().__init__(name=f"pgoutput stream {settings.slot}", daemon=True)
+        self.settings = settings
+        self.arrow = arrow
+        self.decoder = ChangeDecoder(options)
+        self.cond = threading.Condition()
+        self.units: list[_Unit] = []
+        self.error: BaseException | None = None
+        self.ended = False
+        self.received = 0  # highest wal_end seen in XLogData or keepalives
+        self.last_data = time.monotonic()
+        self.committed = 0  # what Spark committed: the flush position to report
+        self.sent: tuple[int, float] = (-1, 0.0)  # (flush, monotonic time) last sent
+        self.ping = False
+        self.stopping = False
+
+    # --- called by the reader (any thread) --------------------------------------------
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise SparkSideError(f"pgoutput stream: {self.error}") from self.error
+
+    def buffered_rows(self) -> int:
+        return sum(u.rows for u in self.units)
+
+    # --- the thread ------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            with self.settings.connect() as conn:
+                self.settings.start(conn, self.settings.start_lsn)
+                try:
+                    self._loop(conn)
+                finally:
+                    with contextlib.suppress(Exception):  # closing anyway
+                        self._send_status(conn, force=True)
+                        if not self.ended:
+                            conn.stop()
+        except BaseException as err:  # handed to the reader, which raises it in Spark
+            with self.cond:
+                self.error = err
+                self.cond.notify_all()
+
+    def _loop(self, conn: ReplicationConnection) -> None:
+        while not self.stopping and not self.ended:
+            self._send_status(conn)
+            with self.cond:
+                full = self.buffered_rows() >= self.settings.max_buffered_rows
+            if full:  # back-pressure: stop reading, keep the server's timeout at bay
+                time.sleep(_POLL)
+                continue
+            for event in conn.read_stream(_POLL):
+                self._on_event(event)
+
+    def _on_event(self, event: object) -> None:
+        if isinstance(event, WalData):
+            message = event.message
+            if message is not None:
+                self.decoder.apply(message)
+            end: int | None = None
+            if isinstance(message, CommitMessage | StreamCommit | CommitPrepared):
+                end = message.end_lsn
+            elif isinstance(message, RollbackPrepared):
+                end = message.rollback_end_lsn
+            elif isinstance(message, StreamAbort) and message.xid == message.subxid:
+                end = message.abort_lsn
+            with self.cond:
+                self.received = max(self.received, int(event.wal_end))
+                self.last_data = time.monotonic()
+                if end and self.decoder.open_transactions == 0:
+                    self._close_unit(end)
+                self.cond.notify_all()
+        elif isinstance(event, Keepalive):
+            with self.cond:
+                self.received = max(self.received, int(event.wal_end))
+                self.cond.notify_all()
+        elif isinstance(event, StreamEnded):
+            with self.cond:
+                self.ended = True
+                self.cond.notify_all()
+
+    def _close_unit(self, end: int) -> None:
+        batches = self.decoder.flush()
+        if self.arrow is not None:
+            batches = [b.cast(self.arrow) for b in batches]
+        last = self.units[-1].end_lsn if self.units else 0
+        if end > last:
+            self.units.append(_Unit(end, tuple(batches), sum(b.num_rows for b in batches)))
+
+    def _send_status(self, conn: ReplicationConnection, *, force: bool = False) -> None:
+        with self.cond:
+            flush, ping = self.committed, self.ping
+            self.ping = False
+        last, when = self.sent
+        now = time.monotonic()
+        if force or ping or flush != last or now - when >= self.settings.status_interval:
+            conn.send_status(flush=flush, reply_requested=ping)
+            with self.cond:
+                self.sent = (flush, now)
+                self.cond.notify_all()
+
+
+class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of ``format("pgoutput")``; see the module docstring."""
+
+    def __init__(
+        self,
+        options: Mapping[str, str],
+        table: str,
+        decode_options: DecodeOptions,
+        arrow: pa.Schema | None,
+    ) -> None:
+        self.settings = StreamSettings.from_options(options)
+        self.table = qualified_name(table)
+        self.decode_options = replace(decode_options, tables=frozenset({self.table}))
+        self.arrow = arrow
+        self._pump: _Pump | None = None
+        self._target: int | None = None  # Trigger.AvailableNow: never go past this
+
+    # --- the pump ----------------------------------------------------------------------
+
+    def _started(self) -> _Pump:
+        if self._pump is None:
+            self._pump = _Pump(self.settings, self.decode_options, self.arrow)
+            self._pump.start()
+        self._pump.check()
+        return self._pump
+
+    # --- DataSourceStreamReader ----------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, str]:  # noqa: N802 - PySpark's name
+        return format_offset(self.settings.start_lsn)
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - PySpark's name
+        if self.settings.max_rows_per_batch:
+            return ReadMaxRows(self.settings.max_rows_per_batch)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:  # noqa: N802 - PySpark's name
+        pump = self._started()
+        begin = parse_offset(start)
+        ceiling = self._target
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        with pump.cond:
+            end, rows = begin, 0
+            for unit in pump.units:
+                if unit.end_lsn <= begin:
+                    continue
+                if ceiling is not None and unit.end_lsn > ceiling:
+                    break
+                # Whole units only; one at least, however big.
+                if cap is not None and rows and rows + unit.rows > cap:
+                    break
+                end, rows = unit.end_lsn, rows + unit.rows
+        return start if end == begin else format_offset(end)
+
+    def reportLatestOffset(self) -> dict[str, str] | None:  # noqa: N802 - PySpark's name
+        if self._pump is None:
+            return None
+        with self._pump.cond:
+            units = self._pump.units
+            return format_offset(units[-1].end_lsn) if units else None
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        begin, stop = parse_offset(start), parse_offset(end)
+        if stop <= begin:
+            return []
+        pump = self._started()
+        deadline = time.monotonic() + self.settings.timeout
+        with pump.cond:
+            # After a restart Spark replans the batch it had not committed: wait for the
+            # stream to deliver it again.
+            while not (pump.units and pump.units[-1].end_lsn >= stop):
+                pump.check()
+                if pump.ended or time.monotonic() > deadline:
+                    raise SparkSideError(
+                        f"pgoutput stream: the batch ({format_offset(begin)['lsn']}, "
+                        f"{format_offset(stop)['lsn']}] is not in the stream (slot "
+                        f"{self.settings.slot} received up to {LSN(pump.received)})"
+                    )
+                pump.cond.wait(_POLL)
+            units = [u for u in pump.units if begin < u.end_lsn <= stop]
+        groups = self._group(units)
+        return [
+            UnitPartition(group[0].end_lsn, group[-1].end_lsn, self._ipc(group)) for group in groups
+        ]
+
+    def _group(self, units: list[_Unit]) -> list[list[_Unit]]:
+        """At most ``partitions`` runs of consecutive units."""
+        count = min(self.settings.partitions, len(units))
+        size, extra = divmod(len(units), count)
+        groups, at = [], 0
+        for index in range(count):
+            step = size + (index < extra)
+            groups.append(units[at : at + step])
+            at += step
+        return groups
+
+    def _ipc(self, units: list[_Unit]) -> bytes:
+        batches = [b for u in units for b in u.batches]
+        if not batches:
+            return b""
+        return _to_ipc(batches, self.arrow or batches[0].schema)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, UnitPartition)
+        if not partition.ipc:
+            return
+        with pa.ipc.open_stream(partition.ipc) as reader:
+            yield from reader
+
+    def commit(self, end: dict[str, str]) -> None:
+        """Spark committed everything up to ``end``: tell the walsender, and return once
+        the status update is on the wire (Spark may kill this process at any time after;
+        it never calls :meth:`stop` on a query that ends normally)."""
+        lsn = parse_offset(end)
+        pump = self._started()
+        deadline = time.monotonic() + self.settings.timeout
+        with pump.cond:
+            pump.committed = max(pump.committed, lsn)
+            pump.units = [u for u in pump.units if u.end_lsn > lsn]
+            while pump.sent[0] < pump.committed and pump.is_alive():
+                if time.monotonic() > deadline:
+                    raise SparkSideError(f"pgoutput stream: could not confirm {LSN(lsn)} in time")
+                pump.cond.wait(_POLL)
+        pump.check()
+
+    def stop(self) -> None:
+        pump = self._pump
+        if pump is None:
+            return
+        with pump.cond:
+            pump.stopping = True
+        pump.join(self.settings.timeout)
+
+    # --- SupportsTriggerAvailableNow ----------------------------------------------------
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - PySpark's name
+        """Fix the target: the last unit once the stream caught up with the server's WAL
+        position at this moment (IDENTIFY_SYSTEM's xlogpos) and went quiet."""
+        pump = self._started()
+        with self.settings.connect() as conn:
+            xlogpos = int(conn.identify_system().xlogpos)
+        deadline = time.monotonic() + self.settings.caught_up_timeout
+        quiet = self.settings.caught_up_quiet
+        with pump.cond:
+            while time.monotonic() < deadline and not pump.ended:
+                pump.check()
+                idle = time.monotonic() - pump.last_data
+                if pump.received >= xlogpos and idle >= quiet:
+                    break
+                # A status update with reply_requested makes the walsender answer with
+                # a keepalive carrying its sent position.
+                pump.ping = True
+                pump.cond.wait(min(quiet, _POLL * 2))
+            self._target = pump.units[-1].end_lsn if pump.units else 0
