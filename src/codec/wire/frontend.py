@@ -391,24 +391,38 @@ class Bind:
         return cls(portal, statement, param_formats, params, result_formats)
 
 
+class _TargetAndName:
+    """Describe and Close share one layout: 'S' (statement) or 'P' (portal), then a name."""
+
+    __slots__ = ()
+    TAG: ClassVar[bytes]
+    target: Target
+    name: str
+
+    # Declared so decode_body may call cls(target, name); each subclass is a dataclass
+    # whose generated __init__ replaces this one.
+    def __init__(self, target: Target, name: str) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def encode(self) -> bytes:
+        return frame(self.TAG, _pack_target(self.target, "target") + cstring(self.name, "name"))
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> Self:
+        mt = f"{cls.__name__} ({cls.TAG.decode()!r})"
+        target = _read_target(body, mt)
+        name, pos = read_cstring(body, 1, mt, "statement or portal name")
+        trailing(body, pos, mt)
+        return cls(target, name)
+
+
 @dataclass(frozen=True, slots=True)
-class Describe:
+class Describe(_TargetAndName):
     """'D': describe a prepared statement ('S') or a portal ('P')."""
 
     TAG: ClassVar[bytes] = b"D"
     target: Target
     name: str
-
-    def encode(self) -> bytes:
-        return frame(b"D", _pack_target(self.target, "target") + cstring(self.name, "name"))
-
-    @classmethod
-    def decode_body(cls, body: bytes) -> Self:
-        mt = "Describe ('D')"
-        target = _read_target(body, mt)
-        name, pos = read_cstring(body, 1, mt, "statement or portal name")
-        trailing(body, pos, mt)
-        return cls(target, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,23 +448,12 @@ class Execute:
 
 
 @dataclass(frozen=True, slots=True)
-class Close:
+class Close(_TargetAndName):
     """'C': close a prepared statement ('S') or a portal ('P')."""
 
     TAG: ClassVar[bytes] = b"C"
     target: Target
     name: str
-
-    def encode(self) -> bytes:
-        return frame(b"C", _pack_target(self.target, "target") + cstring(self.name, "name"))
-
-    @classmethod
-    def decode_body(cls, body: bytes) -> Self:
-        mt = "Close ('C')"
-        target = _read_target(body, mt)
-        name, pos = read_cstring(body, 1, mt, "statement or portal name")
-        trailing(body, pos, mt)
-        return cls(target, name)
 
 
 @dataclass(frozen=True, slots=True)
