@@ -149,6 +149,10 @@ async function main() {
     await service.acknowledge(lastLsn);
     acked = formatLsn(parseLsn(lastLsn) + 1n);
   }
+  // node-postgres ends a replication stream by destroying the socket (the START_REPLICATION
+  // query never completes), and a reset can discard a status update the server has not
+  // read yet: give it a moment to read the last one first.
+  await new Promise((resolve) => setTimeout(resolve, 300));
   await service.stop();
   process.stderr.write(`acknowledged ${acked}\n`);
 }

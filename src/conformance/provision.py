@@ -110,8 +110,11 @@ PINNED: Final[Mapping[int, Pin]] = {
 }
 
 # Settings every provisioned server starts with. A small logical_decoding_work_mem makes
-# big transactions stream (Stream Start/Stop/Commit/Abort) without much data.
+# big transactions stream (Stream Start/Stop/Commit/Abort) without much data. Autovacuum
+# is off because PostgreSQL 14 decodes every transaction in the database, an autovacuum
+# or analyze one included, as an empty Begin/Commit pair that tests would then see.
 _SETTINGS: Final[Mapping[str, str]] = {
+    "autovacuum": "off",
     "wal_level": "logical",
     "max_prepared_transactions": "10",
     "logical_decoding_work_mem": "64kB",

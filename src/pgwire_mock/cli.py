@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_command(commands)
 
+    from pgwire_mock.record import add_record_command  # noqa: PLC0415 - as above
+
+    add_record_command(commands)
+
     # Commands from packages that build on this one (conformance: capture, conformance)
     # register themselves, so pgwire_mock never imports them.
     for entry_point in sorted(entry_points(group="pgwire_mock.commands"), key=lambda e: e.name):

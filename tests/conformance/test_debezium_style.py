@@ -154,14 +154,6 @@ def test_commit_without_a_transaction_warns_like_postgresql(pair: Pair) -> None:
     _same_shape(real, fake_answer)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: the fake's SQL layer (sql.SqlLayer._select_catalog) treats every "
-    "select-list item as a catalog column name, so Debezium's "
-    "SELECT COUNT(1) FROM pg_publication WHERE pubname = 'dbz_publication' gets "
-    'ERROR 42703 column "COUNT(1)" does not exist; PostgreSQL answers one int8 column '
-    "named count (type OID 20) with the value 0, tag SELECT 1",
-)
 def test_publication_count_before_creating_it(pair: Pair) -> None:
     """``SELECT COUNT(1) FROM pg_publication WHERE pubname = '...'``, Debezium's check
     before creating its publication: one int8 column ``count``, value 0."""

@@ -244,15 +244,6 @@ def test_real_walsender_keepalive_reaches_the_wal_end_once_caught_up(pg_server: 
 
 
 @pytest.mark.parametrize("major", [14, 15, 16, 17])
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: once a recording is exhausted the fake's keepalive carries the last "
-    "sent record's LSN (session._Stream.sent_ptr), not the server's WAL position "
-    "(ServerState.wal_lsn, what IDENTIFY_SYSTEM reports as xlogpos); PostgreSQL sends sentPtr "
-    "= the end of the WAL it has read, so a client stopping at xlogpos (pg_recvlogical "
-    "--endpos) waits for the next idle keepalive (10 s by default) on the fake, not at all "
-    "on PostgreSQL",
-)
 def test_fake_keepalive_reaches_the_wal_end_once_caught_up(major: int) -> None:
     """The same client, the same stop rule, against the fake replaying a golden capture
     whose server wrote WAL after the last published change (as every real one does)."""

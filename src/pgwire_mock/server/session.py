@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import secrets
+import struct
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -40,7 +41,6 @@ from codec.replication import (
     HotStandbyFeedback,
     PrimaryKeepalive,
     StandbyStatusUpdate,
-    XLogData,
     decode_client_copy_data,
 )
 from codec.replication import encode as encode_replication
@@ -139,6 +139,13 @@ __all__ = [
 
 POSTGRES_EPOCH: Final = 946_684_800  # 2000-01-01 00:00:00 UTC in Unix seconds
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+# CopyData ('d', int32 length) around XLogData ('w', wal_start, wal_end, send_time): one
+# pack call makes the whole 30-byte header of a streamed message; the payload follows.
+_XLOG_FRAME: Final = struct.Struct("!cIcQQq")
+_XLOG_LENGTH: Final = _XLOG_FRAME.size - 1  # the length word counts itself, not the 'd'
+_XLOG_OVERHEAD: Final = _XLOG_FRAME.size
 
 
 def pg_time(now: float) -> int:
@@ -375,16 +382,44 @@ class WalSenderSession:
         s = self._stream
         if not self.can_produce or s is None or s.events is None:
             return 0
-        max_bytes = s.faults.budget_for(max_bytes, now)
+        faults = s.faults
+        max_bytes = faults.budget_for(max_bytes, now)
+        events = s.events
+        # One clock reading per call: ``now`` does not change during it, so every XLogData
+        # of the batch carries the same send_time.
+        send_time = pg_time(now)
+        append = self._out.append
+        pack = _XLOG_FRAME.pack
         produced = 0
-        while produced < max_bytes and self.phase is Phase.STREAMING and self.can_produce:
-            event = next(s.events, None)
+        while produced < max_bytes:
+            event = next(events, None)
+            if faults.messages_left is None and faults.bytes_left is None:
+                # The replay hot path: a run of Emits, with no close_after fault to count
+                # them against. Nothing in a run can change the phase, the faults or a
+                # pause, so can_produce is checked once per run, not per message, and
+                # sentPtr and the server's WAL position are published when the run ends.
+                top = 0
+                while type(event) is Emit:
+                    payload = event.payload
+                    size = len(payload)
+                    append(pack(b"d", size + _XLOG_LENGTH, b"w", event.wal, event.wal, send_time))
+                    append(payload)
+                    produced += size + _XLOG_OVERHEAD
+                    if event.lsn > top:  # noqa: PLR1730 - per message, cheaper than max()
+                        top = event.lsn
+                    if produced >= max_bytes:
+                        break
+                    event = next(events, None)
+                s.sent_ptr = max(s.sent_ptr, top)
+                self.state.advance_wal(top)
+                if produced >= max_bytes:
+                    break  # the run used up the budget; its last event was sent
             if event is None:
                 s.exhausted = True
                 self._caught_up(now)
                 break
             if isinstance(event, Emit):
-                produced += self._send_xlog(s, event, now)
+                produced += self._send_xlog(s, event, send_time)
             elif isinstance(event, Pause):
                 s.paused_until = now + event.seconds
                 break
@@ -411,7 +446,9 @@ class WalSenderSession:
                 break
             elif isinstance(event, FaultEvent):
                 self._fault(s, event, now)
-        s.faults.spent(produced, now)
+            if not (self.phase is Phase.STREAMING and self.can_produce):
+                break
+        faults.spent(produced, now)
         return produced
 
     def next_deadline(self) -> float | None:
@@ -1078,9 +1115,12 @@ class WalSenderSession:
 
     # --- streaming --------------------------------------------------------------------------
 
-    def _send_xlog(self, s: _Stream, event: Emit, now: float) -> int:
-        payload = encode_replication(XLogData(event.wal, event.wal, pg_time(now), event.payload))
-        data, close = s.faults.cut(CopyData(payload).encode())
+    def _send_xlog(self, s: _Stream, event: Emit, send_time: int) -> int:
+        """One XLogData under a close_after fault (:meth:`produce` sends the others)."""
+        header = _XLOG_FRAME.pack(
+            b"d", len(event.payload) + _XLOG_LENGTH, b"w", event.wal, event.wal, send_time
+        )
+        data, close = s.faults.cut(header + event.payload)
         self._out.append(data)
         s.sent_ptr = max(s.sent_ptr, event.lsn)
         self.state.advance_wal(event.lsn)
@@ -1109,6 +1149,12 @@ class WalSenderSession:
         s = self._stream
         if s is None:
             return
+        # XLogSendLogical sets sentPtr to the reader's EndRecPtr after every record, whether
+        # it decoded to a change or not (a checkpoint, another database's transaction), so
+        # once caught up sentPtr is the flush position: what IDENTIFY_SYSTEM reported as
+        # xlogpos. WalSndWaitForWal's keepalive carries it, and a client stopping there
+        # (pg_recvlogical --endpos) stops at once.
+        s.sent_ptr = max(s.sent_ptr, self.state.wal_lsn)
         if self.config.idle_keepalive_interval > 0 and not s.faults.shutdown:
             s.next_idle = now + self.config.idle_keepalive_interval
         self._maybe_idle_keepalive(s, now)

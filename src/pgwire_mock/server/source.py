@@ -25,7 +25,7 @@ from typing import Any, Final, Protocol, TypeAlias
 
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.state import PublicationState, SlotState
-from pgwire_mock.server.versions import PgOutputOptions
+from pgwire_mock.server.versions import PgOutputOptions, split_identifier_string
 from pgwire_mock.streamfile import StreamEntry, read_meta, read_stream
 
 __all__ = [
@@ -111,10 +111,21 @@ _CLOSERS: Final = {ord("B"): ord("C"), ord("b"): ord("P"), ord("S"): ord("E")}
 class _Unit:
     entries: list[StreamEntry]
     decision_lsn: int
+    emits: tuple[Emit, ...] = ()
+    """One :class:`Emit` per entry, built once: replaying a unit only hands them out."""
+    has_change: bool = False
 
-    @property
-    def has_change(self) -> bool:
-        return any(e.payload[:1] and e.payload[0] in _CHANGES for e in self.entries)
+    def __post_init__(self) -> None:
+        entries = self.entries
+        tags = [e.payload[0] for e in entries]
+        self.has_change = any(tag in _CHANGES for tag in tags)
+        # wal_start is 0/0 for a schema message and for a message followed by Origin
+        # (WalSndPrepareWrite with last_write false; see the module docstring).
+        follows_origin = [*(tag == ord("O") for tag in tags[1:]), False]
+        self.emits = tuple(
+            Emit(0 if tag in _SCHEMA or before_origin else e.lsn, e.lsn, e.payload)
+            for e, tag, before_origin in zip(entries, tags, follows_origin, strict=True)
+        )
 
 
 def _decision_lsn(entry: StreamEntry) -> int:
@@ -199,8 +210,13 @@ class RecordingSource:
         publications: list[str] = []
         if meta is not None:
             major = int(meta["major"]) if "major" in meta else None
-            names = (meta.get("options") or {}).get("publication_names", "")
-            publications = [n.strip() for n in str(names).split(",") if n.strip()]
+            names = str((meta.get("options") or {}).get("publication_names", ""))
+            # The option's value as sent: pgoutput reads it with SplitIdentifierString, so
+            # '"Pub",other' names Pub and other (pgwire-mock record quotes every name).
+            split = split_identifier_string(names)
+            if split is None:  # not valid syntax: keep the old, literal reading
+                split = [n.strip() for n in names.split(",")]
+            publications = [n for n in split if n]
         return cls(entries, major=major, publications=publications, name=str(path))
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
@@ -212,12 +228,17 @@ class RecordingSource:
                     if entry.payload[0] in _SCHEMA:
                         carried[entry.payload[:5]] = entry
                 continue
+            if checked and not carried:
+                # The usual case, once streaming runs: nothing to look up or to send
+                # again, so the unit's messages go out as they are (the replay hot path).
+                yield from unit.emits
+                continue
             entries = unit.entries
             if not checked and unit.has_change and major >= 15:
                 # 15+ sends BEGIN lazily, with the first change: the lookup comes first.
                 checked = True
                 yield CheckPublications(entries[0].lsn)
-            for index, entry in enumerate(entries):
+            for entry, emit in zip(entries, unit.emits, strict=True):
                 tag = entry.payload[0]
                 if tag in _SCHEMA:
                     carried.pop(entry.payload[:5], None)
@@ -228,11 +249,7 @@ class RecordingSource:
                     for old in carried.values():
                         yield Emit(0, 0, old.payload)
                     carried.clear()
-                follows_origin = index + 1 < len(entries) and entries[index + 1].payload[0] == ord(
-                    "O"
-                )
-                wal = 0 if tag in _SCHEMA or follows_origin else entry.lsn
-                yield Emit(wal, entry.lsn, entry.payload)
+                yield emit
 
 
 # --- scripts -------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
 * ``BEGIN`` / ``START TRANSACTION`` / ``COMMIT`` / ``END`` / ``ROLLBACK`` / ``ABORT``
   with PostgreSQL's warnings when there is (no) transaction in progress;
 * ``SELECT version()``, ``SELECT pg_current_wal_lsn()``, ``SELECT <integer>``;
-* ``SELECT cols|* FROM pg_replication_slots | pg_publication | pg_publication_tables
-  [WHERE col = 'v' [AND ...]]`` from the shared state;
+* ``SELECT cols|*|count(*|1|col) FROM pg_replication_slots | pg_publication |
+  pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared state;
 * ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``.
 """
 
@@ -244,6 +244,8 @@ _SQL_STARTS: Final = frozenset(
 )
 _LITERAL: Final = r"'((?:[^']|'')*)'"
 _IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
+# count(*), count(<integer>) or count(col) in a select list (any case, pg_catalog. optional).
+_COUNT: Final = re.compile(r"(?:pg_catalog\.)?count ?\( ?(\*|[0-9]+|[^()\s]+) ?\)", re.I)
 
 
 def _ident(quoted: str | None, bare: str | None) -> str:
@@ -508,20 +510,54 @@ class SqlLayer:
             all_columns, all_rows = self._publication_table_rows()
         names = [c.name for c in all_columns]
         wanted = [w.strip() for w in match.group(1).split(",")]
+        rows = [r for r in all_rows if self._where(match.group(3), names, r)]
+        counts = [_COUNT.fullmatch(w) for w in wanted]
+        if any(counts):
+            return self._count(view, names, wanted, counts, rows)
         if wanted == ["*"]:
             indexes = list(range(len(names)))
         else:
             indexes = [self._column_index(names, w) for w in wanted]
-        rows = [r for r in all_rows if self._where(match.group(3), names, r)]
         columns = tuple(all_columns[i] for i in indexes)
         out = tuple(tuple(r[i] for i in indexes) for r in rows)
         return Result(f"SELECT {len(out)}", columns, out)
 
+    def _count(
+        self,
+        view: str,
+        names: Sequence[str],
+        wanted: Sequence[str],
+        counts: Sequence[re.Match[str] | None],
+        rows: Sequence[Sequence[str | None]],
+    ) -> Result:
+        """An aggregate-only select list (Debezium's ``SELECT COUNT(1) FROM pg_publication
+        WHERE ...``): one row whatever matched, each column named ``count``, int8 (the
+        output name of a bare function call is the function's name: FigureColname)."""
+        values: list[str | None] = []
+        for item, count in zip(wanted, counts, strict=True):
+            if count is None:
+                # Without GROUP BY a plain column next to an aggregate is an error.
+                column = names[0] if item == "*" else names[self._column_index(names, item)]
+                raise ServerError(
+                    "ERROR",
+                    "42803",
+                    f'column "{view}.{column}" must appear in the GROUP BY clause or be used '
+                    "in an aggregate function",
+                )
+            argument = count.group(1)
+            if argument == "*" or argument.isdigit():
+                values.append(str(len(rows)))  # count(*), count(<constant>): every row
+            else:  # count(col): the rows where col is not NULL
+                index = self._column_index(names, argument)
+                values.append(str(sum(1 for r in rows if r[index] is not None)))
+        return Result("SELECT 1", tuple(Column("count", "int8") for _ in values), (tuple(values),))
+
     @staticmethod
     def _column_index(names: Sequence[str], wanted: str) -> int:
-        name = wanted.strip('"')
+        # Unquoted identifiers fold to lower case; quoted ones are kept as written.
+        name = wanted.strip('"') if wanted.startswith('"') else wanted.lower()
         if "." in name:
-            name = name.rsplit(".", 1)[1]
+            name = name.rsplit(".", 1)[1].strip('"')
         if name in names:
             return names.index(name)
         raise ServerError("ERROR", "42703", f'column "{name}" does not exist')
