@@ -19,6 +19,11 @@ in :data:`CHECKS` order:
 ``declared-types``
     every message type the scenario declares (``Scenario.emits``) appears, so a
     scenario that silently produced nothing fails.
+``replies``
+    the fake walsender answers the probe commands as real PostgreSQL does.
+``spark-values``
+    the reference stream decoded and applied by the Spark side (no JVM) gives the
+    server's tables, compared as ``values`` compares them (:class:`SparkTables`).
 
 New checks plug in by implementing :class:`Check` and being added to :data:`CHECKS`
 (or passed to :func:`conformance.matrix.run_matrix`).
@@ -52,6 +57,7 @@ __all__ = [
     "RoundTrip",
     "SameMessages",
     "SameReplies",
+    "SparkTables",
     "Values",
     "accepted_forms",
     "same_value",
@@ -446,6 +452,95 @@ class SameReplies:
         return CheckResult(False, failures[0] + more)
 
 
+# --------------------------------------------------------------------------------------
+# The Spark side
+
+
+class SparkTables:
+    """The reference stream, materialised by the Spark side, equals the server's tables.
+
+    The reference subject's capture goes through :func:`pgwire_mock.spark.decode_stream`
+    and :func:`pgwire_mock.spark.apply_changes` into a Parquet target, in this process and
+    without a JVM (:mod:`conformance.spark_check`); each Spark value is turned back into
+    PostgreSQL's form by docs/spark.md's type mapping (NULL plus ``_special`` text for the
+    values Spark cannot hold) and compared with :meth:`Values.compare`'s comparison, value
+    by value, rows matched on the first column.
+
+    Covered: every scenario but ``ddl``, under every option set -- built-in types with
+    their special values (NaN numerics, infinite and BC dates, 2-D arrays and arrays
+    holding infinity go through ``_special``), replica identity default / full / index /
+    nothing (the ``nothing`` table only gets inserts: PostgreSQL refuses updates and
+    deletes on it when they are published), unchanged TOAST, truncate, streamed,
+    two-phase, origin, partitioned, filtered and generated-column tables. User types are
+    covered too: enums, composites and arrays of them as their text (text format) or as
+    ``_special`` = ``\\x<hex>`` equal to the server's send function output (binary format),
+    a domain as its base type.
+
+    Excluded, explicitly: ``ddl`` (every option set). Its stream changes the table's
+    columns and name mid-stream, which the Spark side refuses by design (docs/spark.md:
+    one schema per read, ``SchemaChangeError``). The cell passes only if the Spark side
+    does raise ``SchemaChangeError``; its detail says it was excluded. Any other scenario
+    the Spark side refuses fails its cell.
+    """
+
+    name: ClassVar[str] = "spark-values"
+
+    #: Scenario -> why it is excluded; the Spark side must refuse it with SchemaChangeError.
+    EXCLUDED: ClassVar[Mapping[str, str]] = {
+        "ddl": "ALTER TABLE changes the Relation mid-stream (SchemaChangeError by design)",
+    }
+
+    def run(self, ctx: CheckContext) -> CheckResult:
+        stream = ctx.streams.get(ctx.reference)
+        if stream is None:
+            return CheckResult(False, f"{ctx.reference}: not captured")
+        excluded = self.EXCLUDED.get(ctx.scenario.name)
+        problem = self.compare(stream, ctx.tables, expect_refusal=excluded is not None)
+        if problem is not None:
+            return CheckResult(False, f"{ctx.reference}: {problem}")
+        return CheckResult(True, f"excluded: {excluded}" if excluded else "")
+
+    @staticmethod
+    def compare(
+        stream: Stream, tables: Mapping[int, ServerTable], *, expect_refusal: bool = False
+    ) -> str | None:
+        """Why the Spark side's tables differ from ``tables`` (None when they do not).
+
+        With ``expect_refusal`` the Spark side must refuse the stream with a
+        ``SchemaChangeError``, and anything else is the problem.
+        """
+        # Imported here: the Spark side needs the ``spark`` extra, the rest of the
+        # matrix does not, and a missing extra must fail this column, not the import.
+        try:
+            from conformance import spark_check  # noqa: PLC0415 - the spark extra is optional
+            from pgwire_mock.spark import (  # noqa: PLC0415 - as above
+                SchemaChangeError,
+                SparkSideError,
+            )
+        except ImportError as err:
+            return f"the Spark side cannot be imported (pip install 'pgwire-mock[spark]'): {err}"
+        try:
+            got = spark_check.materialise(stream)
+        except SchemaChangeError as err:
+            return None if expect_refusal else f"spark: {err}"
+        except (SparkSideError, CodecError) as err:
+            return f"spark: {type(err).__name__}: {err}"
+        if expect_refusal:
+            return "spark: expected SchemaChangeError, the stream was applied"
+        stray = spark_check.unknown_tables(got, tables)
+        if stray:
+            return f"spark: changes for {stray[0]}, which is not published"
+        for oid, table in tables.items():
+            try:
+                rows = spark_check.spark_rows(table, got.tables[oid]) if oid in got.tables else []
+                problem = Values._table(table, rows)
+            except (CodecError, SparkSideError) as err:
+                problem = f"{table.name}: {err}"
+            if problem:
+                return f"spark: {problem}"
+        return None
+
+
 #: The checks of the matrix, in column order.
 CHECKS: Final[tuple[Check, ...]] = (
     Captured(),
@@ -454,4 +549,5 @@ CHECKS: Final[tuple[Check, ...]] = (
     Values(),
     DeclaredTypes(),
     SameReplies(),
+    SparkTables(),
 )

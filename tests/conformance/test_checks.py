@@ -321,3 +321,44 @@ def test_a_walsender_stream_cut_inside_a_transaction_loses_that_transaction() ->
     assert whole_transactions(GOOD) == GOOD
     segment = stream(po.StreamStart(800, True), po.Insert(OID, ("1", "x"), xid=800))
     assert whole_transactions((*GOOD, *segment)) == GOOD
+
+
+# --- the Spark side -------------------------------------------------------------------
+
+
+def test_a_reference_stream_that_lost_an_update_fails_spark_values() -> None:
+    """The Spark side materialises the reference's stream: if it lost the Update, the
+    Parquet table holds the stale value and spark-values names the row and column."""
+    from conformance.checks import SparkTables
+
+    assert SparkTables().run(context()).ok
+    dropped = GOOD[:4] + GOOD[5:]
+    result = SparkTables().run(context(sql=dropped))
+    assert not result.ok
+    assert result.detail == "sql: spark: public.t id=2 v: stream 'two' != server 'deux'"
+
+
+def test_spark_values_reports_missing_rows_and_unpublished_tables() -> None:
+    from conformance.checks import SparkTables
+
+    without_second = GOOD[:3] + GOOD[5:]
+    assert SparkTables.compare(without_second, TABLES) == (
+        "spark: public.t: server rows id=2 not streamed"
+    )
+    assert SparkTables.compare(GOOD, {}) == "spark: changes for public.t, which is not published"
+
+
+def test_spark_values_requires_the_documented_refusal_for_excluded_scenarios() -> None:
+    """An excluded scenario (ddl) passes only because the Spark side refuses it with
+    SchemaChangeError; a stream it applies fine fails the cell."""
+    from conformance.checks import SparkTables
+
+    ddl = dataclasses.replace(SCENARIO, name="ddl")
+    applied = SparkTables().run(context(scenario=ddl))
+    assert not applied.ok
+    assert applied.detail == "sql: spark: expected SchemaChangeError, the stream was applied"
+    wider = dataclasses.replace(REL, columns=(*REL.columns, po.RelationColumn(0, "w", INT4, -1)))
+    changed = (*GOOD[:-1], *stream(wider, po.Insert(OID, ("3", "x", "1")), start=0x1100), GOOD[-1])
+    refused = SparkTables().run(context(sql=changed, scenario=ddl))
+    assert refused.ok and refused.detail.startswith("excluded: ")
+    assert not SparkTables().run(context(sql=changed)).ok
