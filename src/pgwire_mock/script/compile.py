@@ -662,29 +662,7 @@ class _Compiler:
             require_all_keys=False,
             unchanged=change.unchanged,
         )
-        old: Row | None = None
-        old_kind: str | None = None
-        if table.identity == "f":
-            if change.key is not None:
-                raise ScriptError("REPLICA IDENTITY FULL takes old:, not key:", f"{where}.key")
-            if change.old is None:
-                raise ScriptError("REPLICA IDENTITY FULL needs the old row (old:)", where)
-            old = self.row(table, change.old, f"{where}.old", require_all_keys=False)
-            old_kind = "O"
-        else:
-            if change.old is not None:
-                raise ScriptError(
-                    "old: is only for REPLICA IDENTITY FULL; use key:", f"{where}.old"
-                )
-            if change.key is not None:
-                if not table.has_key:
-                    raise ScriptError(
-                        f"{table.name} has no replica identity columns", f"{where}.key"
-                    )
-                old = self.row(
-                    table, change.key, f"{where}.key", require_all_keys=True, only_keys=True
-                )
-                old_kind = "K"
+        old, old_kind = self.old_tuple(table, change, where, key_required=False)
         self.assign(sub)
         size = _tuple_size(table, new) + (_tuple_size(table, old) if old else 0)
         lsn, _ = self.record(_HEAP_RECORD + size)
@@ -695,33 +673,34 @@ class _Compiler:
             WChange("update", lsn, sub, memory, table, new=new, old=old, old_kind=old_kind)
         )
 
-    def delete(
-        self, change: Delete, sub: SubTxn, items: list[WChange | WSubAbort], where: str
-    ) -> None:
-        table = self.table(change.table, f"{where}.delete")
-        old: Row | None = None
-        old_kind: str | None = None
+    def old_tuple(
+        self, table: TableVersion, change: Update | Delete, where: str, *, key_required: bool
+    ) -> tuple[Row | None, str | None]:
+        """The old row a change carries and its kind: the whole row ('O') under REPLICA
+        IDENTITY FULL, else the replica identity key ('K'), which a DELETE always carries
+        and an UPDATE only when it changed the key (the script then gives key:)."""
         if table.identity == "f":
             if change.key is not None:
                 raise ScriptError("REPLICA IDENTITY FULL takes old:, not key:", f"{where}.key")
             if change.old is None:
                 raise ScriptError("REPLICA IDENTITY FULL needs the old row (old:)", where)
-            old = self.row(table, change.old, f"{where}.old", require_all_keys=False)
-            old_kind = "O"
-        else:
-            if change.old is not None:
-                raise ScriptError(
-                    "old: is only for REPLICA IDENTITY FULL; use key:", f"{where}.old"
-                )
-            if table.has_key:
-                if change.key is None:
-                    raise ScriptError("a DELETE needs the old key (key:)", where)
-                old = self.row(
-                    table, change.key, f"{where}.key", require_all_keys=True, only_keys=True
-                )
-                old_kind = "K"
-            elif change.key is not None:
-                raise ScriptError(f"{table.name} has no replica identity columns", f"{where}.key")
+            return self.row(table, change.old, f"{where}.old", require_all_keys=False), "O"
+        if change.old is not None:
+            raise ScriptError("old: is only for REPLICA IDENTITY FULL; use key:", f"{where}.old")
+        if change.key is None:
+            if key_required and table.has_key:
+                raise ScriptError("a DELETE needs the old key (key:)", where)
+            return None, None
+        if not table.has_key:
+            raise ScriptError(f"{table.name} has no replica identity columns", f"{where}.key")
+        key = self.row(table, change.key, f"{where}.key", require_all_keys=True, only_keys=True)
+        return key, "K"
+
+    def delete(
+        self, change: Delete, sub: SubTxn, items: list[WChange | WSubAbort], where: str
+    ) -> None:
+        table = self.table(change.table, f"{where}.delete")
+        old, old_kind = self.old_tuple(table, change, where, key_required=True)
         self.assign(sub)
         size = _tuple_size(table, old) if old else 0
         lsn, _ = self.record(_DELETE_RECORD + size)
