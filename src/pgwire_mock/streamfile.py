@@ -90,6 +90,23 @@ def _read_json_lines(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry
             ) from None
 
 
+_DATA_KEY = b'"data": "'
+
+
+def json_line_hex(line: bytes) -> bytes | None:
+    """The hex payload of a JSON Lines entry in the layout this project writes
+    (``"data"`` the last key, as ``json.dumps`` spaces it), found without parsing the
+    JSON; None for a line in any other layout, which must then be parsed."""
+    start = line.rfind(_DATA_KEY)
+    if start < 0:
+        return None
+    start += len(_DATA_KEY)
+    end = line.find(b'"', start)
+    if end < 0 or line[end + 1 :].strip() != b"}":
+        return None
+    return line[start:end]
+
+
 def _read_wire(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry]:
     reader = BackendReader()
     offset = 0

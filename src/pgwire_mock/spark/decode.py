@@ -16,14 +16,14 @@ under REPLICA IDENTITY FULL), else NULL. A delete's row is its old key or old ro
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NoReturn
 
 import pyarrow as pa
 
 from codec.pgoutput import (
-    UNCHANGED_TOAST,
     Begin,
     BeginPrepare,
     Commit,
@@ -41,10 +41,11 @@ from codec.pgoutput import (
     StreamStart,
     StreamStop,
     Truncate,
-    TupleData,
     Type,
     Update,
 )
+from pgwire_mock.spark.errors import SchemaChangeError, SparkSideError, StreamStateError
+from pgwire_mock.spark.rows import AFTER_OLD, Change, TableRows
 from pgwire_mock.spark.types import ColumnType, column_type
 
 __all__ = [
@@ -61,6 +62,16 @@ __all__ = [
 ]
 
 _PG_EPOCH_US: Final = 946_684_800_000_000  # 2000-01-01 00:00:00 UTC in Unix microseconds
+_UINT32: Final = struct.Struct(">I")
+_BEGIN: Final = struct.Struct(">QqI")  # final LSN, commit time, xid
+_COMMIT: Final = struct.Struct(">BQQq")  # flags, commit LSN, end LSN, commit time
+_INSERT, _UPDATE, _DELETE = b"IUD"
+_CHANGE_TAGS: Final = frozenset((b"I", b"U", b"D"))
+_CHANGE_NAMES: Final = {_INSERT: "Insert", _UPDATE: "Update", _DELETE: "Delete"}
+_NEW: Final = ord("N")
+_OLD: Final = frozenset(b"KO")
+_NO_ROW: Final = Change(None, None, "truncate")  # a Truncate's row: every column NULL
+_SKIP: Final = Change(None, None, "skip")  # a change outside a stream to a table not read
 
 METADATA_FIELDS: Final[tuple[pa.Field[pa.DataType], ...]] = (
     pa.field("_op", pa.string(), nullable=False),
@@ -79,18 +90,6 @@ maps a column to the PostgreSQL text of a value its Spark type cannot hold."""
 
 KEY_METADATA: Final = b"pgoutput.key"
 """Arrow field metadata: b"true" on the columns of the table's replica identity."""
-
-
-class SparkSideError(Exception):
-    """Root of the errors the Spark side raises."""
-
-
-class SchemaChangeError(SparkSideError):
-    """A table's Relation message changed mid-stream (DDL): one schema per read."""
-
-
-class StreamStateError(SparkSideError):
-    """Messages in an order no walsender sends (a change outside a transaction, ...)."""
 
 
 def qualified_name(name: str) -> str:
@@ -177,75 +176,10 @@ def _schema(relation: Relation, types: Sequence[ColumnType]) -> pa.Schema:
     )
 
 
-class _Table:
-    """One table's schema and the rows built so far, column by column."""
-
-    def __init__(self, relation: Relation, types: tuple[ColumnType, ...]) -> None:
-        self.relation = relation
-        self.types = types
-        self.schema = _schema(relation, types)
-        self.columns: list[list[object]] = [[] for _ in self.schema]
-
-    @property
-    def rows(self) -> int:
-        return len(self.columns[0])
-
-    def row(
-        self, values: TupleData | None, kind: str
-    ) -> tuple[list[object], list[str], list[tuple[str, str]]]:
-        """Converted values, unchanged-TOAST column names, special texts."""
-        names = [c.name for c in self.relation.columns]
-        if values is None:
-            return [None] * len(names), [], []
-        if len(values) != len(names):
-            raise StreamStateError(
-                f"{_table_of(self.relation)}: {kind} has {len(values)} columns, "
-                f"the Relation message {len(names)}"
-            )
-        out: list[object] = []
-        toast: list[str] = []
-        special: list[tuple[str, str]] = []
-        for name, column, raw in zip(names, self.types, values, strict=True):
-            if raw is None:
-                out.append(None)
-            elif raw is UNCHANGED_TOAST:
-                out.append(None)
-                toast.append(name)
-            else:
-                assert isinstance(raw, str | bytes)
-                value, text = column.convert(raw)
-                out.append(value)
-                if text is not None:
-                    special.append((name, text))
-        return out, toast, special
-
-    def flush(self) -> pa.RecordBatch:
-        arrays = [
-            pa.array(values, type=f.type)
-            for values, f in zip(self.columns, self.schema, strict=True)
-        ]
-        self.columns = [[] for _ in self.schema]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-
-
-@dataclass(slots=True)
-class _Change:
-    """One decoded change of an open transaction, waiting for its commit."""
-
-    subxid: int | None
-    table: str | None  # None: a change to a table nobody asked for (still counted)
-    op: str
-    values: list[object] = field(default_factory=list)
-    toast: list[str] = field(default_factory=list)
-    special: list[tuple[str, str]] = field(default_factory=list)
-    before: dict[str, object] | None = None
-    truncated: tuple[str, ...] = ()
-
-
 @dataclass(slots=True)
 class _Txn:
     xid: int
-    changes: list[_Change] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
 
 class ChangeDecoder:
@@ -267,7 +201,8 @@ class ChangeDecoder:
         self._decoder = Decoder()
         self._user_types: dict[int, tuple[str, str]] = {}
         self._relations: dict[int, Relation] = {}
-        self._tables: dict[str, _Table] = {}
+        self._names: dict[int, str] = {}  # relation OID -> schema.table
+        self._tables: dict[str, TableRows] = {}
         self._done: list[pa.RecordBatch] = []
         self._txn: _Txn | None = None
         self._stream_xid: int | None = None
@@ -284,8 +219,21 @@ class ChangeDecoder:
         return (self._txn is not None) + len(self._streamed) + len(self._prepared)
 
     def feed(self, lsn: int, payload: bytes) -> None:
-        """Decode and apply one pgoutput message."""
-        self.apply(self._decoder.decode(payload))
+        """Decode and apply one pgoutput message.
+
+        Insert, Update and Delete are kept as bytes and decoded a batch at a time when
+        their rows are flushed (:mod:`pgwire_mock.spark.rows`): a malformed tuple
+        raises its DecodeError then, and never if its transaction does not commit."""
+        tag = payload[:1]
+        if tag in _CHANGE_TAGS:
+            self._on_change_bytes(payload, self._decoder.in_stream)
+        elif tag == b"B" and len(payload) == _BEGIN.size + 1:  # the most common messages,
+            self._txn = _Txn(_BEGIN.unpack_from(payload, 1)[2])  # read without objects
+        elif tag == b"C" and len(payload) == _COMMIT.size + 1:
+            _, commit_lsn, _, commit_timestamp = _COMMIT.unpack_from(payload, 1)
+            self._commit(self._end_txn("Commit"), commit_lsn, commit_timestamp)
+        else:
+            self.apply(self._decoder.decode(payload))
 
     def apply(self, message: PgOutputMessage) -> None:
         """Apply one already-decoded message (the decoder must have seen it in order)."""
@@ -319,10 +267,34 @@ class ChangeDecoder:
                 self._on_relation(message)
             case Type():
                 self._on_type(message)
-            case Insert() | Update() | Delete() | Truncate():
-                self._on_change(message)
+            case Insert() | Update() | Delete():
+                self._on_change_bytes(message.encode(), message.xid is not None)
+            case Truncate():
+                self._on_truncate(message)
             case _:
                 pass  # Origin, Message: no rows
+
+    @property
+    def in_stream(self) -> bool:
+        """Between Stream Start and Stream Stop: changes carry their (sub)xid."""
+        return self._decoder.in_stream
+
+    def skips(self, relation_oid: int) -> bool:
+        """True when changes to ``relation_oid`` make no rows (a table not asked for),
+        so a reader may pass them to :meth:`skip_change` undecoded."""
+        name = self._names.get(relation_oid)
+        return name is not None and name not in self._tables
+
+    def skip_change(self, subxid: int | None) -> None:
+        """Count an Insert/Update/Delete to a table :meth:`skips` (it still takes a
+        position in its transaction, and a Stream Abort may drop it)."""
+        change = _SKIP if subxid is None else Change(subxid, None, "skip")
+        self._open_txn("change").changes.append(change)
+
+    @property
+    def has_batches(self) -> bool:
+        """Whether :meth:`take` has full record batches to hand over."""
+        return bool(self._done)
 
     def take(self) -> list[pa.RecordBatch]:
         """The record batches completed so far (full ones only, unless :meth:`flush`)."""
@@ -376,27 +348,19 @@ class ChangeDecoder:
 
     def _commit(self, txn: _Txn, commit_lsn: int, commit_timestamp: int) -> None:
         commit_time = commit_timestamp + _PG_EPOCH_US
+        xid = txn.xid
+        batch_rows = self.options.batch_rows
         for position, change in enumerate(txn.changes):
             targets = change.truncated if change.op == "truncate" else (change.table,)
             for name in targets:
                 if name is None:
                     continue
                 table = self._tables[name]
-                before = change.before
-                n = len(table.relation.columns)
-                values = change.values or [None] * n
-                meta = (
-                    change.op,
-                    commit_lsn,
-                    position,
-                    txn.xid,
-                    commit_time,
-                    change.toast,
-                    change.special,
-                )
-                for column, value in zip(table.columns, (*meta, *values, before), strict=True):
-                    column.append(value)
-                if table.rows >= self.options.batch_rows:
+                if change.op == "truncate":
+                    table.add("truncate", commit_lsn, position, xid, commit_time, _NO_ROW)
+                else:
+                    table.add(change.op, commit_lsn, position, xid, commit_time, change)
+                if table.rows >= batch_rows:
                     self._done.append(table.flush())
 
     # ---------------------------------------------------------------------- caches
@@ -407,7 +371,7 @@ class ChangeDecoder:
     def _on_relation(self, relation: Relation) -> None:
         previous = self._relations.get(relation.oid)
         self._relations[relation.oid] = relation
-        name = _table_of(relation)
+        name = self._names[relation.oid] = _table_of(relation)
         if previous is not None and _table_of(previous) != name:
             old = _table_of(previous)
             if old in self._tables:
@@ -417,7 +381,7 @@ class ChangeDecoder:
         state = self._tables.get(name)
         if state is None:
             types = _column_types(relation, self._user_types, self.options)
-            self._tables[name] = _Table(relation, types)
+            self._tables[name] = TableRows(name, relation, types, _schema(relation, types))
         elif _signature(state.relation) != _signature(relation):
             raise SchemaChangeError(
                 f"table {name} changed schema mid-stream: columns "
@@ -425,49 +389,59 @@ class ChangeDecoder:
                 "read the parts of the stream before and after the change separately"
             )
 
-    def _on_change(self, message: Insert | Update | Delete | Truncate) -> None:
+    def _open_txn(self, what: str) -> _Txn:
         if self._stream_xid is not None:
-            txn = self._streamed[self._stream_xid]
-        elif self._txn is not None:
-            txn = self._txn
-        else:
-            raise StreamStateError(f"{type(message).__name__} outside a transaction")
-        subxid = message.xid
-        if isinstance(message, Truncate):
-            names = tuple(
-                n
-                for n in (self._name_of(oid) for oid in message.relation_oids)
-                if n in self._tables
-            )
-            txn.changes.append(_Change(subxid, None, "truncate", truncated=names))
+            return self._streamed[self._stream_xid]
+        if self._txn is not None:
+            return self._txn
+        raise StreamStateError(f"{what} outside a transaction")
+
+    def _on_truncate(self, message: Truncate) -> None:
+        txn = self._open_txn("Truncate")
+        names = tuple(
+            n for n in (self._name_of(oid) for oid in message.relation_oids) if n in self._tables
+        )
+        txn.changes.append(Change(message.xid, None, "truncate", truncated=names))
+
+    def _on_change_bytes(self, payload: bytes, in_stream: bool) -> None:
+        """An Insert, Update or Delete, from its header only (pgoutput's layout: tag,
+        the xid inside a stream, relation OID, then 'N', 'K' or 'O' and a tuple)."""
+        pos = 5 if in_stream else 1
+        if len(payload) < pos + 5:
+            self._raise_decode_error(payload, in_stream)
+        subxid = _UINT32.unpack_from(payload, 1)[0] if in_stream else None
+        oid = _UINT32.unpack_from(payload, pos)[0]
+        kind = payload[pos + 4]
+        tag = payload[0]
+        txn = self._open_txn(_CHANGE_NAMES[tag])
+        name = self._name_of(oid)
+        if name not in self._tables:
+            txn.changes.append(Change(subxid, None, "skip"))
             return
-        name = self._name_of(message.relation_oid)
-        table = self._tables.get(name)
-        if table is None:
-            txn.changes.append(_Change(subxid, None, "skip"))
-            return
-        if isinstance(message, Insert):
-            values, toast, special = table.row(message.new_tuple, "Insert")
-            txn.changes.append(_Change(subxid, name, "insert", values, toast, special))
-        elif isinstance(message, Update):
-            values, toast, special = table.row(message.new_tuple, "Update")
-            old = message.old_tuple if message.old_tuple is not None else message.key_tuple
-            before = None
-            if old is not None:
-                old_values, _, _ = table.row(old, "Update old tuple")
-                columns = [c.name for c in table.relation.columns]
-                before = dict(zip(columns, old_values, strict=True))
-            txn.changes.append(_Change(subxid, name, "update", values, toast, special, before))
+        if tag == _INSERT and kind == _NEW:
+            change = Change(subxid, name, "insert", payload, pos + 5)
+        elif tag == _UPDATE and kind == _NEW:
+            change = Change(subxid, name, "update", payload, pos + 5)
+        elif tag == _UPDATE and kind in _OLD:
+            change = Change(subxid, name, "update", payload, AFTER_OLD, pos + 5)
+        elif tag == _DELETE and kind in _OLD:
+            change = Change(subxid, name, "delete", payload, pos + 5)
         else:
-            old = message.old_tuple if message.old_tuple is not None else message.key_tuple
-            values, toast, special = table.row(old, "Delete")
-            txn.changes.append(_Change(subxid, name, "delete", values, toast, special))
+            self._raise_decode_error(payload, in_stream)
+        txn.changes.append(change)
+
+    @staticmethod
+    def _raise_decode_error(payload: bytes, in_stream: bool) -> NoReturn:
+        decoder = Decoder()
+        decoder.in_stream = in_stream
+        decoder.decode(payload)  # raises the DecodeError that names the fault
+        raise StreamStateError(f"malformed change message {payload[:16].hex()}")  # not reached
 
     def _name_of(self, oid: int) -> str:
-        relation = self._relations.get(oid)
-        if relation is None:
+        name = self._names.get(oid)
+        if name is None:
             raise StreamStateError(f"change to relation OID {oid} before its Relation message")
-        return _table_of(relation)
+        return name
 
 
 def _describe(relation: Relation) -> str:

@@ -33,7 +33,10 @@ state, Relation and Type; changes are decoded once, on the executors.
 
 from __future__ import annotations
 
+import binascii
+import bisect
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +58,7 @@ from codec.pgoutput import (
     Commit,
     CommitPrepared,
     Decoder,
+    PgOutputMessage,
     Prepare,
     Relation,
     RollbackPrepared,
@@ -64,7 +68,6 @@ from codec.pgoutput import (
     StreamStart,
     Type,
 )
-from codec.values import LSN
 from pgwire_mock.spark.decode import (
     KEY_METADATA,
     ChangeDecoder,
@@ -76,23 +79,21 @@ from pgwire_mock.spark.decode import (
 )
 from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
 from pgwire_mock.spark.types import to_spark_type
-from pgwire_mock.streamfile import read_stream
+from pgwire_mock.streamfile import StreamFileError, json_line_hex, read_stream
 
 __all__ = ["PgOutputDataSource", "StreamPartition", "plan_partitions", "register", "spark_schema"]
-
-# Tags of the messages a driver scan can skip: changes and logical messages.
-_SKIPPED: Final = frozenset(b"IUDTMO")
 
 
 @dataclass(frozen=True, slots=True)
 class StreamPartition(InputPartition):
-    """Entries ``[start, stop)`` of one file; for JSON Lines, ``offset`` is the byte
-    where entry ``start`` begins (wire files are re-read from the start)."""
+    """One piece of one file: for JSON Lines the lines that begin in bytes
+    ``[start, stop)``, for wire files the entries ``[start, stop)`` (re-read from the
+    file's start); with the Relation and Type messages sent before it."""
 
     path: str
     start: int
     stop: int
-    offset: int | None
+    json_lines: bool
     relations: tuple[Relation, ...]
     types: tuple[Type, ...]
 
@@ -124,119 +125,252 @@ def _is_json_lines(path: str) -> bool:
         return f.read(1) in (b"{", b" ", b"\t", b"\r", b"\n")
 
 
-def _json_entries(source: IO[bytes]) -> Iterator[tuple[int, int, bytes]]:
-    """(byte offset of the line, lsn, payload) for each entry of a JSON Lines file."""
+def _json_hex(line: bytes, path: str) -> bytes | None:
+    """The hex payload of one JSON Lines entry; None for the meta line."""
+    found = json_line_hex(line)
+    if found is not None:
+        return found
+    try:
+        record = json.loads(line)
+        if "meta" in record:
+            return None
+        return str(record["data"]).encode()
+    except (ValueError, KeyError, TypeError) as err:
+        raise StreamFileError(
+            f"{path}: expected {{'lsn': 'X/Y', 'data': '<hex>'}}: {err}"
+        ) from None
+
+
+def _json_lines(source: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
+    """(byte offset of the line, hex payload) for each entry of a JSON Lines file.
+
+    The LSN is not read: rows take their positions from Commit messages."""
     offset = source.tell()
     for line in source:
         start, offset = offset, offset + len(line)
+        # json_line_hex, inlined: this loop runs once per message of the file.
+        at = line.rfind(b'"data": "')
+        if at >= 0:
+            end = line.find(b'"', at + 9)
+            if end >= 0 and line[end + 1 :].strip() == b"}":
+                yield start, line[at + 9 : end]
+                continue
         if not line.strip():
             continue
-        record = json.loads(line)
-        if "meta" in record:
-            continue
-        lsn = record["lsn"]
-        yield (
-            start,
-            int(LSN.parse(lsn)) if isinstance(lsn, str) else int(lsn),
-            bytes.fromhex(record["data"]),
-        )
+        found = _json_hex(line, path)
+        if found is not None:
+            yield start, found
 
 
-def _entries(path: str) -> Iterator[tuple[int | None, int, bytes]]:
-    if _is_json_lines(path):
-        with open(path, "rb") as f:
-            yield from _json_entries(f)
-    else:
-        with open(path, "rb") as f:
-            for entry in read_stream(f, path):
-                yield None, entry.lsn, entry.payload
+def _unhex(data: bytes, path: str) -> bytes:
+    try:
+        return binascii.unhexlify(data)
+    except (binascii.Error, ValueError) as err:
+        raise StreamFileError(f"{path}: a payload is not hex: {err}") from None
+
+
+def _wire_entries(path: str) -> Iterator[bytes]:
+    """The hex payload of each entry of a wire-format file."""
+    with open(path, "rb") as f:
+        for entry in read_stream(f, path):
+            yield entry.payload.hex().encode()
+
+
+# Hex of the tags a scan need not decode: changes and logical messages.
+_SKIPPED_HEX: Final = frozenset(f"{tag:02x}".encode() for tag in b"IUDTMO")
+_CHANGE_HEX: Final = frozenset(f"{tag:02x}".encode() for tag in b"IUD")
+_BEGIN_HEX: Final = b"42"
+_COMMIT_HEX: Final = b"43"
+# A JSON Lines entry whose message a scan must look at (not a change or logical message).
+_NOTABLE_LINE: Final = re.compile(rb'"data": "(?!49|55|44|54|4d|4f)([0-9a-fA-F]{2})')
+_SCAN_CHUNK: Final = 1 << 24
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A place where no transaction is open: a byte offset (JSON Lines) or an entry
+    index (wire), and which snapshot of the Relation / Type caches holds there."""
+
+    at: int
+    caches: int
 
 
 @dataclass(slots=True)
 class _Scan:
-    """What the driver learns from one file."""
+    """What the driver learns from one file, for every table at once."""
 
-    count: int
-    cuts: list[tuple[int, int | None, tuple[Relation, ...], tuple[Type, ...]]]
-    relation: Relation | None
-    types_at_relation: dict[int, tuple[str, str]]
+    json_lines: bool
+    end: int  # bytes (JSON Lines) or entries (wire)
+    cuts: list[_Cut]
+    caches: list[tuple[tuple[Relation, ...], tuple[Type, ...]]]
+    first: dict[str, tuple[Relation, dict[int, tuple[str, str]]]]
+    changed: dict[str, str]  # table -> why its schema changed mid-stream
 
 
-def _scan(path: str, table: str) -> _Scan:
-    decoder = Decoder()
-    relations: dict[int, Relation] = {}
-    types: dict[int, Type] = {}
-    first: Relation | None = None
-    types_at_first: dict[int, tuple[str, str]] = {}
-    in_txn = False
-    streamed: set[int] = set()
-    prepared: set[str] = set()
-    cuts: list[tuple[int, int | None, tuple[Relation, ...], tuple[Type, ...]]] = [(0, None, (), ())]
-    count = 0
-    for offset, _lsn, payload in _entries(path):
-        if count == 0:
-            cuts[0] = (0, offset, (), ())
-        if count and not in_txn and not streamed and not prepared and not decoder.in_stream:
-            cuts.append((count, offset, tuple(relations.values()), tuple(types.values())))
-        count += 1
-        if not payload or payload[0] in _SKIPPED:
-            continue
-        message = decoder.decode(payload)
+class _Scanner:
+    """Follows which transactions are open and the Relation / Type caches, from the
+    messages that move them (Begin and Commit by tag alone)."""
+
+    def __init__(self, path: str, json_lines: bool) -> None:
+        self.path = path
+        self.decoder = Decoder()
+        self.relations: dict[int, Relation] = {}
+        self.types: dict[int, Type] = {}
+        self.in_txn = False
+        self.streamed: set[int] = set()
+        self.prepared: set[str] = set()
+        self.scan = _Scan(json_lines, 0, [_Cut(0, 0)], [((), ())], {}, {})
+        self.seen = 0
+
+    def entry(self, at: int, data: bytes) -> None:
+        """The entry at ``at`` (byte offset or index) with hex payload ``data``."""
+        self.seen += 1
+        if at and not (self.in_txn or self.streamed or self.prepared or self.decoder.in_stream):
+            self.scan.cuts.append(_Cut(at, len(self.scan.caches) - 1))
+        tag = data[:2]
+        if tag == _BEGIN_HEX:
+            self.in_txn = True
+        elif tag == _COMMIT_HEX:
+            self.in_txn = False
+        elif tag not in _SKIPPED_HEX:
+            self._message(self.decoder.decode(_unhex(data, self.path)))
+
+    def _message(self, message: PgOutputMessage) -> None:
         match message:
             case Begin() | BeginPrepare():
-                in_txn = True
+                self.in_txn = True
             case Commit():
-                in_txn = False
+                self.in_txn = False
             case Prepare():
-                in_txn = False
-                prepared.add(message.gid)
+                self.in_txn = False
+                self.prepared.add(message.gid)
             case CommitPrepared() | RollbackPrepared():
-                prepared.discard(message.gid)
+                self.prepared.discard(message.gid)
             case StreamStart():
-                streamed.add(message.xid)
+                self.streamed.add(message.xid)
             case StreamCommit():
-                streamed.discard(message.xid)
+                self.streamed.discard(message.xid)
             case StreamAbort() if message.xid == message.subxid:
-                streamed.discard(message.xid)
+                self.streamed.discard(message.xid)
             case StreamPrepare():
-                streamed.discard(message.xid)
-                prepared.add(message.gid)
+                self.streamed.discard(message.xid)
+                self.prepared.add(message.gid)
             case Relation():
-                relations[message.oid] = message
-                name = f"{message.namespace or 'pg_catalog'}.{message.relation_name}"
-                if name == table:
-                    if first is None:
-                        first = message
-                        types_at_first = {t.oid: (t.namespace, t.name) for t in types.values()}
-                    elif (first.replica_identity, first.columns) != (
-                        message.replica_identity,
-                        message.columns,
-                    ):
-                        raise SchemaChangeError(
-                            f"{path}: table {table} changed schema mid-stream "
-                            f"(Relation message #{count}); read the parts before and after "
-                            "the change separately"
-                        )
+                self.relations[message.oid] = message
+                self._snapshot()
+                self._first(message)
             case Type():
-                types[message.oid] = message
+                self.types[message.oid] = message
+                self._snapshot()
             case _:
                 pass  # Stream Stop, Stream Abort of a subtransaction
-    return _Scan(count, cuts, first, types_at_first)
+
+    def _snapshot(self) -> None:
+        self.scan.caches.append((tuple(self.relations.values()), tuple(self.types.values())))
+
+    def _first(self, relation: Relation) -> None:
+        name = f"{relation.namespace or 'pg_catalog'}.{relation.relation_name}"
+        first = self.scan.first.get(name)
+        if first is None:
+            user_types = {t.oid: (t.namespace, t.name) for t in self.types.values()}
+            self.scan.first[name] = (relation, user_types)
+        elif name not in self.scan.changed and (
+            first[0].replica_identity,
+            first[0].columns,
+        ) != (relation.replica_identity, relation.columns):
+            self.scan.changed[name] = (
+                f"{self.path}: table {name} changed schema mid-stream (Relation message "
+                f"#{self.seen}); read the parts before and after the change separately"
+            )
+
+
+def _scan(path: str) -> _Scan:
+    if not _is_json_lines(path):
+        scanner = _Scanner(path, json_lines=False)
+        count = 0
+        for count, data in enumerate(_wire_entries(path)):
+            scanner.entry(count, data)
+        scanner.scan.end = count + 1 if scanner.seen else 0
+        return scanner.scan
+    return _scan_json_fast(path) or _scan_json_lines(path)
+
+
+def _scan_json_lines(path: str) -> _Scan:
+    scanner = _Scanner(path, json_lines=True)
+    with open(path, "rb") as f:
+        for offset, data in _json_lines(f, path):
+            scanner.entry(offset, data)
+        scanner.scan.end = f.tell()
+    return scanner.scan
+
+
+def _scan_json_fast(path: str) -> _Scan | None:
+    """The scan of a JSON Lines file in this project's layout, by regular expression
+    over large chunks: only the lines of messages other than changes and logical
+    messages are looked at. None if any line is in another layout."""
+    scanner = _Scanner(path, json_lines=True)
+    base = 0
+    tail = b""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(_SCAN_CHUNK)
+            data = tail + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            block, tail = data[:cut], data[cut:]
+            lines = block.count(b"\n") + (0 if block.endswith(b"\n") or not block else 1)
+            keys = block.count(b'"data": "')
+            if base == 0 and block.startswith(b'{"meta"'):
+                lines -= 1
+            if keys != lines:  # a blank line, or a line in another layout
+                return None
+            for match in _NOTABLE_LINE.finditer(block):
+                start = block.rfind(b"\n", 0, match.start()) + 1
+                end = block.find(b'"', match.end())
+                if end < 0:
+                    return None
+                scanner.entry(base + start, block[match.start(1) : end])
+            base += len(block)
+            if not chunk:
+                break
+    scanner.scan.end = base
+    return scanner.scan
+
+
+_SCANS: dict[tuple[str, int, int], _Scan] = {}
+
+
+def _scan_cached(path: str) -> _Scan:
+    """One scan per file version per driver: reading several tables of one recording
+    (one query each) scans it once."""
+    stat = Path(path).stat()
+    key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    scan = _SCANS.get(key)
+    if scan is None:
+        scan = _SCANS[key] = _scan(path)
+        while len(_SCANS) > 64:
+            del _SCANS[next(iter(_SCANS))]
+    return scan
 
 
 def plan_partitions(path: str, table: str, partitions: int) -> tuple[list[StreamPartition], _Scan]:
-    """Cut one file into at most ``partitions`` pieces at transaction boundaries."""
-    scan = _scan(path, table)
-    chosen: list[tuple[int, int | None, tuple[Relation, ...], tuple[Type, ...]]] = [scan.cuts[0]]
+    """Cut one file into at most ``partitions`` pieces at transaction boundaries, as
+    even in size (bytes of JSON Lines, entries of wire files) as the cuts allow."""
+    scan = _scan_cached(path)
+    if table in scan.changed:
+        raise SchemaChangeError(scan.changed[table])
+    chosen = [scan.cuts[0]]
     for j in range(1, max(partitions, 1)):
-        target = scan.count * j // partitions
-        cut = next((c for c in scan.cuts if c[0] >= target and c[0] > chosen[-1][0]), None)
-        if cut is not None and cut[0] < scan.count:
-            chosen.append(cut)
+        target = scan.end * j // partitions
+        at = bisect.bisect_left(scan.cuts, target, key=lambda c: c.at)
+        if at < len(scan.cuts):
+            cut = scan.cuts[at]
+            if chosen[-1].at < cut.at < scan.end:
+                chosen.append(cut)
     out = []
-    for i, (start, offset, relations, types) in enumerate(chosen):
-        stop = chosen[i + 1][0] if i + 1 < len(chosen) else scan.count
-        out.append(StreamPartition(path, start, stop, offset, relations, types))
+    for i, cut in enumerate(chosen):
+        stop = chosen[i + 1].at if i + 1 < len(chosen) else scan.end
+        relations, types = scan.caches[cut.caches]
+        out.append(StreamPartition(path, cut.at, stop, scan.json_lines, relations, types))
     return out, scan
 
 
@@ -291,13 +425,13 @@ class PgOutputDataSource(DataSource):
         for path in files:
             parts, scan = plan_partitions(path, table, int(self.options.get("partitions", "2")))
             self._plans.extend(parts)
-            if scan.relation is None:
+            if table not in scan.first:
                 continue
             if relation is None:
-                relation, user_types = scan.relation, scan.types_at_relation
+                relation, user_types = scan.first[table]
             elif (relation.replica_identity, relation.columns) != (
-                scan.relation.replica_identity,
-                scan.relation.columns,
+                scan.first[table][0].replica_identity,
+                scan.first[table][0].columns,
             ):
                 raise SchemaChangeError(f"table {table} has another schema in {path}")
         if relation is None:
@@ -344,28 +478,41 @@ class _Reader(DataSourceReader):
 def read_partition(
     partition: StreamPartition, options: DecodeOptions, arrow: pa.Schema | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """The record batches of one partition (what an executor runs; no Spark needed)."""
+    """The record batches of one partition (what an executor runs; no Spark needed).
+
+    Changes to tables not asked for are counted but not decoded: their relation OID is
+    read from the hex payload."""
     decoder = ChangeDecoder(options, relations=partition.relations, types=partition.types)
-    remaining = partition.stop - partition.start
-    if partition.offset is not None:
-        with open(partition.path, "rb") as f:
-            f.seek(partition.offset)
-            for _offset, lsn, payload in _json_entries(f):
-                if remaining <= 0:
-                    break
-                remaining -= 1
-                decoder.feed(lsn, payload)
-                yield from _cast(decoder.take(), arrow)
-    else:
-        with open(partition.path, "rb") as f:
-            for index, entry in enumerate(read_stream(f, partition.path)):
-                if index < partition.start:
-                    continue
-                if index >= partition.stop:
-                    break
-                decoder.feed(entry.lsn, entry.payload)
-                yield from _cast(decoder.take(), arrow)
+    path = partition.path
+    feed, skips, skip_change = decoder.feed, decoder.skips, decoder.skip_change
+    for data in _partition_entries(partition):
+        if data[:2] in _CHANGE_HEX:
+            at = 10 if decoder.in_stream else 2
+            oid = data[at : at + 8]
+            if len(oid) == 8 and skips(int(oid, 16)):
+                skip_change(int(data[2:10], 16) if at == 10 else None)
+                continue
+        feed(0, _unhex(data, path))
+        if decoder.has_batches:
+            yield from _cast(decoder.take(), arrow)
     yield from _cast(decoder.flush(), arrow)
+
+
+def _partition_entries(partition: StreamPartition) -> Iterator[bytes]:
+    """The hex payloads of one partition's entries."""
+    if not partition.json_lines:
+        for index, data in enumerate(_wire_entries(partition.path)):
+            if index >= partition.stop:
+                return
+            if index >= partition.start:
+                yield data
+        return
+    with open(partition.path, "rb") as f:
+        f.seek(partition.start)
+        for offset, data in _json_lines(f, partition.path):
+            if offset >= partition.stop:
+                return
+            yield data
 
 
 def _cast(batches: list[pa.RecordBatch], arrow: pa.Schema | None) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,276 @@
+"""One table's committed changes, kept as raw pgoutput payloads until they are turned
+into an Arrow record batch a whole batch at a time.
+
+A change is kept as its message bytes and where its tuples start. :meth:`TableRows.flush`
+parses every row's TupleData at once (:mod:`pgwire_mock.spark.columnar`) and converts
+each column at once (:mod:`pgwire_mock.spark.convert`); if the batch holds a malformed
+tuple, it decodes the rows one by one with the codec instead, which raises the
+:class:`~codec.errors.DecodeError` naming the message and offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+
+from codec.errors import DecodeError
+from codec.pgoutput import UNCHANGED_TOAST, Relation, TupleData
+from codec.pgoutput.tuples import read_tuple
+from pgwire_mock.spark.columnar import KIND_TOAST, ParsedTuples, concat, parse_tuples
+from pgwire_mock.spark.convert import RawValue, Specials, convert_column
+from pgwire_mock.spark.errors import StreamStateError
+from pgwire_mock.spark.types import ColumnType
+
+__all__ = ["AFTER_OLD", "NO_TUPLE", "Change", "TableRows"]
+
+AFTER_OLD: Final = -1
+"""``Change.values_at`` of an Update with an old tuple: the new tuple follows it."""
+NO_TUPLE: Final = -2
+"""``Change.values_at`` of a Truncate's rows, and ``old_at`` of changes without one."""
+
+_NEW: Final = ord("N")
+_MESSAGE_NAMES: Final = {"insert": "Insert", "update": "Update", "delete": "Delete"}
+
+
+@dataclass(slots=True)
+class Change:
+    """One change: its message, where the tuple shown in the table's columns starts
+    (the new row; a Delete's old key or row), and where the old tuple an Update
+    carries starts; offsets are into ``payload``. A change to a table nobody asked for
+    has ``table`` None (it still takes its place in the transaction)."""
+
+    subxid: int | None
+    table: str | None
+    op: str
+    payload: bytes = b""
+    values_at: int = NO_TUPLE
+    old_at: int = NO_TUPLE
+    truncated: tuple[str, ...] = ()
+
+
+class TableRows:
+    """The committed rows of one table not yet flushed."""
+
+    def __init__(
+        self, name: str, relation: Relation, types: Sequence[ColumnType], schema: pa.Schema
+    ):
+        self.name = name
+        self.relation = relation
+        self.types = tuple(types)
+        self.schema = schema
+        self.names = tuple(c.name for c in relation.columns)
+        self._before_type = schema.field("_before").type
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ops: list[str] = []
+        self.lsns: list[int] = []
+        self.positions: list[int] = []
+        self.xids: list[int] = []
+        self.times: list[int] = []
+        self.changes: list[Change] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self.ops)
+
+    def add(self, op: str, lsn: int, position: int, xid: int, time: int, change: Change) -> None:
+        self.ops.append(op)
+        self.lsns.append(lsn)
+        self.positions.append(position)
+        self.xids.append(xid)
+        self.times.append(time)
+        self.changes.append(change)
+
+    def flush(self) -> pa.RecordBatch:
+        """The rows so far as one record batch; the buffer is emptied."""
+        n = self.rows
+        if n:
+            parsed = self._parse()
+            if parsed is not None:
+                values, before, toast = parsed
+            else:
+                values, before, toast = self._decode_each()
+        else:
+            values = before = [[] for _ in self.names]
+            toast = []
+        new_arrays, specials = self._convert(values)
+        has_before = [c.old_at >= 0 and c.op == "update" for c in self.changes]
+        if any(has_before):
+            old_arrays, _ = self._convert(before)
+            before_array = pa.StructArray.from_arrays(
+                old_arrays,
+                fields=list(self._before_type),
+                mask=pa.array([not b for b in has_before], pa.bool_()),
+            )
+        else:
+            before_array = pa.nulls(n, self._before_type)
+        arrays = [
+            pa.array(self.ops, pa.string()),
+            pa.array(self.lsns, pa.int64()),
+            pa.array(self.positions, pa.int64()),
+            pa.array(self.xids, pa.int64()),
+            pa.array(self.times, pa.timestamp("us", tz="UTC")),
+            _list_column(n, toast),
+            self._special_column(n, specials),
+            *new_arrays,
+            before_array,
+        ]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    # ------------------------------------------------------------------- parsing
+
+    def _parse(
+        self,
+    ) -> (
+        tuple[
+            list[pa.Array | list[RawValue]],
+            list[pa.Array | list[RawValue]],
+            list[tuple[int, list[str]]],
+        ]
+        | None
+    ):
+        """Every tuple of the batch at once; None if any is malformed."""
+        buffer, starts, ends = concat([c.payload for c in self.changes])
+        columns = len(self.names)
+        values_at = np.fromiter((c.values_at for c in self.changes), np.int64, self.rows)
+        old_at = np.fromiter(
+            (c.old_at if c.op == "update" else NO_TUPLE for c in self.changes), np.int64, self.rows
+        )
+        old = parse_tuples(buffer, np.where(old_at >= 0, starts + old_at, -1), ends, columns)
+        if old is None:
+            return None
+        after_old = values_at == AFTER_OLD
+        if np.any(after_old):
+            at = np.where(after_old, old.ends, 0)
+            if np.any(after_old & (at >= ends)) or np.any(buffer[at[after_old]] != _NEW):
+                return None
+        new_starts = np.where(
+            after_old, old.ends + 1, np.where(values_at >= 0, starts + values_at, -1)
+        )
+        new = parse_tuples(buffer, new_starts, ends, columns)
+        if new is None:
+            return None
+        if np.any((new_starts >= 0) & (new.ends != ends)):
+            return None  # bytes after the tuple
+        wanted = bool(np.any(old_at >= 0))  # an Update with its old key or row
+        return (
+            [new.column(j) for j in range(columns)],
+            [old.column(j) if wanted else [] for j in range(columns)],
+            self._toast(new),
+        )
+
+    def _toast(self, new: ParsedTuples) -> list[tuple[int, list[str]]]:
+        if not new.kinds:
+            return []
+        unchanged = np.stack(new.kinds, axis=1) == KIND_TOAST  # rows x columns
+        rows, cols = np.nonzero(unchanged)
+        out: dict[int, list[str]] = {}
+        for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
+            out.setdefault(row, []).append(self.names[col])
+        return list(out.items())
+
+    def _decode_each(
+        self,
+    ) -> tuple[list[list[RawValue]], list[list[RawValue]], list[tuple[int, list[str]]]]:
+        """The codec's path, one message at a time: raises the DecodeError."""
+        columns = len(self.names)
+        nulls: TupleData = (None,) * columns
+        new_rows: list[TupleData] = []
+        old_rows: list[TupleData] = []
+        toast: list[tuple[int, list[str]]] = []
+        for index, change in enumerate(self.changes):
+            name = _MESSAGE_NAMES.get(change.op, change.op)
+            old: TupleData = nulls
+            values: TupleData = nulls
+            at = change.values_at
+            if change.op == "update" and change.old_at >= 0:
+                old, end = read_tuple(change.payload, change.old_at, name)
+                self._check(old, f"{name} old tuple")
+                if end >= len(change.payload) or change.payload[end] != _NEW:
+                    raise DecodeError(name, end, "expected 'N' and the new tuple")
+                at = end + 1
+            if at >= 0:
+                values, end = read_tuple(change.payload, at, name)
+                self._check(values, name)
+                if end != len(change.payload):
+                    raise DecodeError(
+                        name, end, f"{len(change.payload) - end} bytes after the tuple"
+                    )
+            unchanged = [n for n, v in zip(self.names, values, strict=True) if v is UNCHANGED_TOAST]
+            if unchanged:
+                toast.append((index, unchanged))
+            new_rows.append(values)
+            old_rows.append(old)
+
+        def transpose(rows: list[TupleData]) -> list[list[RawValue]]:
+            return (
+                [
+                    [None if v is UNCHANGED_TOAST else v for v in column]  # type: ignore[misc]
+                    for column in zip(*rows, strict=True)
+                ]
+                if rows
+                else [[] for _ in self.names]
+            )
+
+        return transpose(new_rows), transpose(old_rows), toast
+
+    def _check(self, values: TupleData, kind: str) -> None:
+        if len(values) != len(self.names):
+            raise StreamStateError(
+                f"{self.name}: {kind} has {len(values)} columns, "
+                f"the Relation message {len(self.names)}"
+            )
+
+    # ---------------------------------------------------------------- converting
+
+    def _convert(
+        self, columns: Sequence[pa.Array | list[RawValue]]
+    ) -> tuple[list[pa.Array], list[Specials]]:
+        arrays: list[pa.Array] = []
+        specials: list[Specials] = []
+        for column, raws in zip(self.types, columns, strict=True):
+            array, special = convert_column(column, raws)
+            arrays.append(array)
+            specials.append(special)
+        return arrays, specials
+
+    def _special_column(self, n: int, specials: list[Specials]) -> pa.Array:
+        by_row: dict[int, list[tuple[str, str]]] = {}
+        for name, column in zip(self.names, specials, strict=False):
+            for row, text in column:
+                by_row.setdefault(row, []).append((name, text))
+        lengths = [0] * n
+        keys: list[str] = []
+        items: list[str] = []
+        for row in sorted(by_row):
+            lengths[row] = len(by_row[row])
+            for key, text in by_row[row]:
+                keys.append(key)
+                items.append(text)
+        return pa.MapArray.from_arrays(
+            _offsets(lengths), pa.array(keys, pa.string()), pa.array(items, pa.string())
+        )
+
+
+def _list_column(n: int, rows: list[tuple[int, list[str]]]) -> pa.Array:
+    lengths = [0] * n
+    names: list[str] = []
+    for row, values in sorted(rows):
+        lengths[row] = len(values)
+        names.extend(values)
+    return pa.ListArray.from_arrays(_offsets(lengths), pa.array(names, pa.string()))
+
+
+def _offsets(lengths: list[int]) -> pa.Array:
+    offsets = [0]
+    total = 0
+    for length in lengths:
+        total += length
+        offsets.append(total)
+    return pa.array(offsets, pa.int32())
