@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
@@ -123,60 +125,151 @@ def _hashable(value: object) -> object:
 Row = dict[str, Any]
 
 
+@dataclass(slots=True)
+class _Outcome:
+    """The table after a batch, and what a MERGE needs: which of its rows the batch
+    touched, and the keys it deleted."""
+
+    table: pa.Table
+    truncated: bool
+    touched_rows: list[int]
+    deleted_keys: list[tuple[object, ...]]
+
+
+def _key_values(table: pa.Table, keys: list[str]) -> list[tuple[object, ...]]:
+    columns = []
+    for k in keys:
+        values = table.column(k).to_pylist()
+        if pa.types.is_nested(table.schema.field(k).type):
+            values = [_hashable(v) for v in values]
+        columns.append(values)
+    return list(zip(*columns, strict=True))
+
+
 def _materialize(
-    current: list[Row], changes: list[Row], columns: list[str], keys: list[str]
-) -> tuple[dict[object, Row], bool, set[object]]:
-    """Apply ``changes`` (sorted) to ``current``: (new state, truncated?, touched keys)."""
+    current: pa.Table, changes: pa.Table, schema: pa.Schema, keys: list[str]
+) -> _Outcome:
+    """Apply ``changes`` (sorted) to ``current``.
+
+    The state maps each key to a row *reference* (into ``current`` followed by
+    ``changes``); only keys, operations and unchanged-TOAST columns are read in Python,
+    and the result is gathered with one ``take`` per column."""
+    ops = changes.column("_op").to_pylist()
+    start = 0
+    truncated = "truncate" in ops
+    if truncated:  # a barrier: nothing before the last truncate survives it
+        start = len(ops) - ops[::-1].index("truncate")
+        current = current.slice(0, 0)
+    names = schema.names
+    projected = pa.Table.from_arrays([changes.column(n) for n in names], schema=schema)
+    base = pa.concat_tables([current.select(names).cast(schema), projected])
+    offset = current.num_rows
     counter = iter(range(1 << 62))
 
-    def key_of(row: Row) -> object:
-        if not keys:
-            return ("row", next(counter))
-        return tuple(_hashable(row[k]) for k in keys)
+    def unique() -> tuple[object, ...]:
+        return ("row", next(counter))
 
-    state: dict[object, Row] = {key_of(r): r for r in current}
+    if keys:
+        new_keys = _key_values(changes, keys)
+        current_keys = _key_values(current, keys)
+        before = changes.column("_before")
+        has_before = before.is_valid().to_pylist()
+        before_keys = _key_values(
+            pa.Table.from_arrays([pc.struct_field(before, k) for k in keys], names=keys),
+            keys,
+        )
+    else:
+        current_keys = [unique() for _ in range(offset)]
+    toast = changes.column("_toast_unchanged")
+    lengths = pc.list_value_length(toast)
+    toasted = pc.fill_null(pc.greater(lengths, 0), False).to_pylist()  # type: ignore[call-overload]
+    state: dict[object, int] = dict(zip(current_keys, range(offset), strict=True))
+    inherited: dict[int, dict[str, int]] = {}  # row ref -> column -> row ref it comes from
     touched: set[object] = set()
-    truncated = False
-    for change in changes:
-        op = change["_op"]
-        if op == "truncate":
-            state.clear()
-            touched.clear()
-            truncated = True
-            continue
-        row: Row = {c: change[c] for c in columns}
-        special = dict(change["_special"] or [])
+    for i in range(start, len(ops)):
+        op = ops[i]
+        ref = offset + i
         if op == "insert":
-            k = key_of(row)
-        else:
-            if not keys:
-                raise ApplyError(f"{op} on a table without replica identity key columns")
-            before = change.get("_before")
-            old = key_of(before if op == "update" and before is not None else row)
-            if op == "delete":
-                state.pop(old, None)
-                touched.add(old)
-                continue
+            k = new_keys[i] if keys else unique()
+            state[k] = ref
+            touched.add(k)
+            continue
+        if not keys:
+            raise ApplyError(f"{op} on a table without replica identity key columns")
+        old = before_keys[i] if op == "update" and has_before[i] else new_keys[i]
+        if op == "delete":
+            state.pop(old, None)
+            touched.add(old)
+            continue
+        if toasted[i]:
             existing = state.get(old)
-            for column in change["_toast_unchanged"] or []:
+            lsn = changes.column("_commit_lsn")[i].as_py()
+            for column in toast[i].as_py():
                 if existing is None:
                     raise ApplyError(
-                        f"update at LSN {change['_commit_lsn']:X} leaves column {column} "
-                        f"unchanged (TOAST) but the target has no row with key {old}"
+                        f"update at LSN {lsn:X} leaves column {column} unchanged (TOAST) "
+                        f"but the target has no row with key {old}"
                     )
-                row[column] = existing[column]
-                old_special = dict(existing["_special"] or [])
-                if column in old_special:
-                    special[column] = old_special[column]
-            k = key_of(row)
-            if old != k:
-                state.pop(old, None)
-                touched.add(old)
-        row["_special"] = sorted(special.items())
-        row["_commit_lsn"] = change["_commit_lsn"]
-        state[k] = row
+                source = inherited.get(existing, {}).get(column, existing)
+                inherited.setdefault(ref, {})[column] = source
+        k = new_keys[i]
+        over = inherited.get(ref)
+        if over and not over.keys().isdisjoint(keys):  # REPLICA IDENTITY FULL and TOAST
+            k = tuple(
+                _hashable(base.column(c)[over[c]].as_py()) if c in over else v
+                for c, v in zip(keys, k, strict=True)
+            )
+        if old != k:
+            state.pop(old, None)
+            touched.add(old)
+        state[k] = ref
         touched.add(k)
-    return state, truncated, touched
+    refs = list(state.values())
+    table = base.take(pa.array(refs, pa.int64()))
+    if inherited:
+        table = _inherit(table, base, refs, inherited)
+    table = _sort_specials(table)
+    touched_rows = [i for i, k in enumerate(state) if k in touched]
+    deleted = [k for k in touched if k not in state]
+    return _Outcome(table, truncated, touched_rows, deleted)  # type: ignore[arg-type]
+
+
+def _inherit(
+    table: pa.Table, base: pa.Table, refs: list[int], inherited: dict[int, dict[str, int]]
+) -> pa.Table:
+    """Unchanged-TOAST columns take the value, and the ``_special`` entry, of the row
+    they were inherited from."""
+    columns = {c for over in inherited.values() for c in over}
+    for column in sorted(columns):
+        index = [inherited.get(r, {}).get(column, r) for r in refs]
+        at = table.schema.get_field_index(column)
+        table = table.set_column(at, column, base.column(column).take(pa.array(index, pa.int64())))
+    specials = table.column("_special").to_pylist()
+    base_specials = base.column("_special")
+    for row, ref in enumerate(refs):
+        over = inherited.get(ref)
+        if not over:
+            continue
+        merged = dict(specials[row] or [])
+        for column, source in over.items():
+            merged.pop(column, None)
+            inherited_special = dict(base_specials[source].as_py() or [])
+            if column in inherited_special:
+                merged[column] = inherited_special[column]
+        specials[row] = list(merged.items())
+    at = table.schema.get_field_index("_special")
+    return table.set_column(at, _SPECIAL, pa.array(specials, _SPECIAL.type))
+
+
+def _sort_specials(table: pa.Table) -> pa.Table:
+    """``_special`` entries in column-name order (rows with several of them are rare)."""
+    special = table.column("_special")
+    if all(max(np.diff(c.offsets), default=0) <= 1 for c in special.chunks):  # type: ignore[attr-defined]
+        return table
+    values = special.to_pylist()
+    values = [sorted(v) if v and len(v) > 1 else v for v in values]
+    at = table.schema.get_field_index("_special")
+    return table.set_column(at, _SPECIAL, pa.array(values, _SPECIAL.type))
 
 
 def _to_arrow(changes: DataFrame | pa.Table) -> tuple[pa.Table, list[str] | None]:
@@ -199,12 +292,13 @@ def apply_changes(
     table, spark_keys = _to_arrow(changes)
     keys = list(key) if key is not None else (spark_keys or _key_columns(table.schema, None))
     schema = state_schema(table.schema)
-    columns = [f.name for f in schema if f.name not in ("_special", "_commit_lsn")]
-    rows = table.to_pylist()
-    rows.sort(key=lambda r: (r["_commit_lsn"], r["_position"]))
+    order = pc.sort_indices(
+        table, sort_keys=[("_commit_lsn", "ascending"), ("_position", "ascending")]
+    )
+    table = table.take(order)
     if isinstance(target, ParquetTarget):
-        return _apply_parquet(target, batch_id, rows, schema, columns, keys)
-    return _apply_delta(target, batch_id, rows, schema, columns, keys)
+        return _apply_parquet(target, batch_id, table, schema, keys)
+    return _apply_delta(target, batch_id, table, schema, keys)
 
 
 def foreach_batch(
@@ -232,29 +326,28 @@ def _read_state(path: Path) -> dict[str, Any]:
 def _apply_parquet(
     target: ParquetTarget,
     batch_id: int,
-    changes: list[Row],
+    changes: pa.Table,
     schema: pa.Schema,
-    columns: list[str],
     keys: list[str],
 ) -> ApplyResult:
     root = Path(target.path)
     root.mkdir(parents=True, exist_ok=True)
     state = _read_state(root)
-    current: list[Row] = []
+    current = schema.empty_table()
     if state["file"]:
-        current = pq.read_table(root / state["file"]).to_pylist()
+        current = pq.read_table(root / state["file"])
     if batch_id <= state["batch_id"]:
-        return ApplyResult(False, len(current), 0)
-    new, _, _ = _materialize(current, changes, columns, keys)
+        return ApplyResult(False, current.num_rows, 0)
+    new = _materialize(current, changes, schema, keys).table
     name = f"part-{batch_id:010d}-{uuid.uuid4().hex[:8]}.parquet"
-    pq.write_table(pa.Table.from_pylist(list(new.values()), schema=schema), root / name)
+    pq.write_table(new, root / name)
     # The state file names the current version: replacing it is the commit.
     tmp = root / f".{_STATE_FILE}.{uuid.uuid4().hex}"
     tmp.write_text(json.dumps({"batch_id": batch_id, "file": name}))
     os.replace(tmp, root / _STATE_FILE)
     if state["file"]:
         (root / state["file"]).unlink(missing_ok=True)
-    return ApplyResult(True, len(new), len(changes))
+    return ApplyResult(True, new.num_rows, changes.num_rows)
 
 
 def read_parquet_target(target: ParquetTarget) -> pa.Table:
@@ -276,9 +369,8 @@ def _quote(name: str) -> str:
 def _apply_delta(
     target: DeltaTarget,
     batch_id: int,
-    changes: list[Row],
+    changes: pa.Table,
     schema: pa.Schema,
-    columns: list[str],
     keys: list[str],
 ) -> ApplyResult:
     app_id = target.app_id or f"pgwire_mock:{target.path}"
@@ -286,45 +378,42 @@ def _apply_delta(
         dt: DeltaTable | None = DeltaTable(target.path)
     except TableNotFoundError:
         dt = None
+    current = schema.empty_table()
     if dt is not None:
         done = dt.transaction_version(app_id)
         if done is not None and batch_id <= done:
             return ApplyResult(False, dt.to_pyarrow_table().num_rows, 0)
-    current = dt.to_pyarrow_table().to_pylist() if dt is not None else []
-    new, truncated, touched = _materialize(current, changes, columns, keys)
+        current = dt.to_pyarrow_table()
+    outcome = _materialize(current, changes, schema, keys)
+    new = outcome.table
     commit = CommitProperties(
         app_transactions=[Transaction(app_id, batch_id)],
         custom_metadata={"pgwire_mock.batch_id": str(batch_id)},
     )
-    if dt is None or truncated or not keys:
-        write_deltalake(
-            target.path,
-            pa.Table.from_pylist(list(new.values()), schema=schema),
-            mode="overwrite",
-            commit_properties=commit,
-        )
-        return ApplyResult(True, len(new), len(changes))
+    if dt is None or outcome.truncated or not keys:
+        write_deltalake(target.path, new, mode="overwrite", commit_properties=commit)
+        return ApplyResult(True, new.num_rows, changes.num_rows)
+    if not outcome.touched_rows and not outcome.deleted_keys:
+        write_deltalake(target.path, schema.empty_table(), mode="append", commit_properties=commit)
+        return ApplyResult(True, new.num_rows, changes.num_rows)
     # One MERGE: touched keys still present are upserted, the others deleted.
-    source_rows = []
-    for k in touched:
-        row = new.get(k)
-        if row is None:
-            assert isinstance(k, tuple)
-            key_values = dict(zip(keys, (_unhash(v) for v in k), strict=True))
-            row = {c: None for c in columns} | key_values | {"_special": [], "_commit_lsn": 0}
-            source_rows.append(row | {"_delete": True})
-        else:
-            source_rows.append(row | {"_delete": False})
-    if not source_rows:
-        write_deltalake(
-            target.path,
-            pa.Table.from_pylist([], schema=schema),
-            mode="append",
-            commit_properties=commit,
-        )
-        return ApplyResult(True, len(new), len(changes))
-    source = pa.Table.from_pylist(
-        source_rows, schema=schema.append(pa.field("_delete", pa.bool_()))
+    columns = [c for c in schema.names if c not in ("_special", "_commit_lsn")]
+    upserts = new.take(pa.array(outcome.touched_rows, pa.int64()))
+    deletes = pa.Table.from_pylist(
+        [
+            {c: None for c in columns}
+            | dict(zip(keys, (_unhash(v) for v in k), strict=True))
+            | {"_special": [], "_commit_lsn": 0}
+            for k in outcome.deleted_keys
+        ],
+        schema=schema,
+    )
+    with_flag = schema.append(pa.field("_delete", pa.bool_()))
+    source = pa.concat_tables(
+        [
+            upserts.append_column("_delete", pa.array([False] * upserts.num_rows)).cast(with_flag),
+            deletes.append_column("_delete", pa.array([True] * deletes.num_rows)).cast(with_flag),
+        ]
     )
     predicate = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in keys)
     every = {c: f"s.{_quote(c)}" for c in schema.names}
@@ -335,7 +424,7 @@ def _apply_delta(
         .when_not_matched_insert(updates=every, predicate="s._delete = false")
         .execute()
     )
-    return ApplyResult(True, len(new), len(changes))
+    return ApplyResult(True, new.num_rows, changes.num_rows)
 
 
 def _unhash(value: object) -> object:

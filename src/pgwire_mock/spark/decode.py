@@ -356,11 +356,9 @@ class ChangeDecoder:
                 if name is None:
                     continue
                 table = self._tables[name]
-                if change.op == "truncate":
-                    table.add("truncate", commit_lsn, position, xid, commit_time, _NO_ROW)
-                else:
-                    table.add(change.op, commit_lsn, position, xid, commit_time, change)
-                if table.rows >= batch_rows:
+                row = _NO_ROW if change.op == "truncate" else change
+                table.entries.append((change.op, commit_lsn, position, xid, commit_time, row))
+                if len(table.entries) >= batch_rows:
                     self._done.append(table.flush())
 
     # ---------------------------------------------------------------------- caches

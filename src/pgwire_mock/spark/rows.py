@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, cast
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,9 @@ NO_TUPLE: Final = -2
 """``Change.values_at`` of a Truncate's rows, and ``old_at`` of changes without one."""
 
 _NEW: Final = ord("N")
+
+RawColumn = pa.StringArray | list[RawValue]
+"""One column's raw values: text values as an Arrow string array, or a list."""
 _MESSAGE_NAMES: Final = {"insert": "Insert", "update": "Update", "delete": "Delete"}
 
 
@@ -67,39 +70,30 @@ class TableRows:
         self._reset()
 
     def _reset(self) -> None:
-        self.ops: list[str] = []
-        self.lsns: list[int] = []
-        self.positions: list[int] = []
-        self.xids: list[int] = []
-        self.times: list[int] = []
-        self.changes: list[Change] = []
+        # (op, commit LSN, position, xid, commit time in Unix µs, change) per row.
+        self.entries: list[tuple[str, int, int, int, int, Change]] = []
 
     @property
     def rows(self) -> int:
-        return len(self.ops)
-
-    def add(self, op: str, lsn: int, position: int, xid: int, time: int, change: Change) -> None:
-        self.ops.append(op)
-        self.lsns.append(lsn)
-        self.positions.append(position)
-        self.xids.append(xid)
-        self.times.append(time)
-        self.changes.append(change)
+        return len(self.entries)
 
     def flush(self) -> pa.RecordBatch:
         """The rows so far as one record batch; the buffer is emptied."""
         n = self.rows
+        ops, lsns, positions, xids, times, changes = (
+            zip(*self.entries, strict=True) if n else ((), (), (), (), (), ())
+        )
         if n:
-            parsed = self._parse()
+            parsed = self._parse(changes)
             if parsed is not None:
                 values, before, toast = parsed
             else:
-                values, before, toast = self._decode_each()
+                values, before, toast = self._decode_each(changes)
         else:
             values = before = [[] for _ in self.names]
             toast = []
         new_arrays, specials = self._convert(values)
-        has_before = [c.old_at >= 0 and c.op == "update" for c in self.changes]
+        has_before = [c.old_at >= 0 and c.op == "update" for c in changes]
         if any(has_before):
             old_arrays, _ = self._convert(before)
             before_array = pa.StructArray.from_arrays(
@@ -110,37 +104,38 @@ class TableRows:
         else:
             before_array = pa.nulls(n, self._before_type)
         arrays = [
-            pa.array(self.ops, pa.string()),
-            pa.array(self.lsns, pa.int64()),
-            pa.array(self.positions, pa.int64()),
-            pa.array(self.xids, pa.int64()),
-            pa.array(self.times, pa.timestamp("us", tz="UTC")),
+            pa.array(ops, pa.string()),
+            pa.array(lsns, pa.int64()),
+            pa.array(positions, pa.int64()),
+            pa.array(xids, pa.int64()),
+            pa.array(times, pa.timestamp("us", tz="UTC")),
             _list_column(n, toast),
             self._special_column(n, specials),
             *new_arrays,
             before_array,
         ]
         self._reset()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------- parsing
 
     def _parse(
-        self,
+        self, changes: Sequence[Change]
     ) -> (
         tuple[
-            list[pa.Array | list[RawValue]],
-            list[pa.Array | list[RawValue]],
+            list[RawColumn],
+            list[RawColumn],
             list[tuple[int, list[str]]],
         ]
         | None
     ):
         """Every tuple of the batch at once; None if any is malformed."""
-        buffer, starts, ends = concat([c.payload for c in self.changes])
+        buffer, starts, ends = concat([c.payload for c in changes])
         columns = len(self.names)
-        values_at = np.fromiter((c.values_at for c in self.changes), np.int64, self.rows)
+        rows = len(changes)
+        values_at = np.fromiter((c.values_at for c in changes), np.int64, rows)
         old_at = np.fromiter(
-            (c.old_at if c.op == "update" else NO_TUPLE for c in self.changes), np.int64, self.rows
+            (c.old_at if c.op == "update" else NO_TUPLE for c in changes), np.int64, rows
         )
         old = parse_tuples(buffer, np.where(old_at >= 0, starts + old_at, -1), ends, columns)
         if old is None:
@@ -160,8 +155,8 @@ class TableRows:
             return None  # bytes after the tuple
         wanted = bool(np.any(old_at >= 0))  # an Update with its old key or row
         return (
-            [new.column(j) for j in range(columns)],
-            [old.column(j) if wanted else [] for j in range(columns)],
+            [cast(RawColumn, new.column(j)) for j in range(columns)],
+            [cast(RawColumn, old.column(j)) if wanted else [] for j in range(columns)],
             self._toast(new),
         )
 
@@ -176,15 +171,15 @@ class TableRows:
         return list(out.items())
 
     def _decode_each(
-        self,
-    ) -> tuple[list[list[RawValue]], list[list[RawValue]], list[tuple[int, list[str]]]]:
+        self, changes: Sequence[Change]
+    ) -> tuple[list[RawColumn], list[RawColumn], list[tuple[int, list[str]]]]:
         """The codec's path, one message at a time: raises the DecodeError."""
         columns = len(self.names)
         nulls: TupleData = (None,) * columns
         new_rows: list[TupleData] = []
         old_rows: list[TupleData] = []
         toast: list[tuple[int, list[str]]] = []
-        for index, change in enumerate(self.changes):
+        for index, change in enumerate(changes):
             name = _MESSAGE_NAMES.get(change.op, change.op)
             old: TupleData = nulls
             values: TupleData = nulls
@@ -208,10 +203,10 @@ class TableRows:
             new_rows.append(values)
             old_rows.append(old)
 
-        def transpose(rows: list[TupleData]) -> list[list[RawValue]]:
+        def transpose(rows: list[TupleData]) -> list[RawColumn]:
             return (
                 [
-                    [None if v is UNCHANGED_TOAST else v for v in column]  # type: ignore[misc]
+                    [None if v is UNCHANGED_TOAST else v for v in column]
                     for column in zip(*rows, strict=True)
                 ]
                 if rows
@@ -229,10 +224,8 @@ class TableRows:
 
     # ---------------------------------------------------------------- converting
 
-    def _convert(
-        self, columns: Sequence[pa.Array | list[RawValue]]
-    ) -> tuple[list[pa.Array], list[Specials]]:
-        arrays: list[pa.Array] = []
+    def _convert(self, columns: Sequence[RawColumn]) -> tuple[list[pa.Array[Any]], list[Specials]]:
+        arrays: list[pa.Array[Any]] = []
         specials: list[Specials] = []
         for column, raws in zip(self.types, columns, strict=True):
             array, special = convert_column(column, raws)
@@ -240,7 +233,7 @@ class TableRows:
             specials.append(special)
         return arrays, specials
 
-    def _special_column(self, n: int, specials: list[Specials]) -> pa.Array:
+    def _special_column(self, n: int, specials: list[Specials]) -> pa.Array[Any]:
         by_row: dict[int, list[tuple[str, str]]] = {}
         for name, column in zip(self.names, specials, strict=False):
             for row, text in column:
@@ -253,21 +246,23 @@ class TableRows:
             for key, text in by_row[row]:
                 keys.append(key)
                 items.append(text)
-        return pa.MapArray.from_arrays(
+        return pa.MapArray.from_arrays(  # type: ignore[call-overload,no-any-return]
             _offsets(lengths), pa.array(keys, pa.string()), pa.array(items, pa.string())
         )
 
 
-def _list_column(n: int, rows: list[tuple[int, list[str]]]) -> pa.Array:
+def _list_column(n: int, rows: list[tuple[int, list[str]]]) -> pa.Array[Any]:
     lengths = [0] * n
     names: list[str] = []
     for row, values in sorted(rows):
         lengths[row] = len(values)
         names.extend(values)
-    return pa.ListArray.from_arrays(_offsets(lengths), pa.array(names, pa.string()))
+    return pa.ListArray.from_arrays(  # type: ignore[call-overload,no-any-return]
+        _offsets(lengths), pa.array(names, pa.string())
+    )
 
 
-def _offsets(lengths: list[int]) -> pa.Array:
+def _offsets(lengths: list[int]) -> pa.Array[Any]:
     offsets = [0]
     total = 0
     for length in lengths:
