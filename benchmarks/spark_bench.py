@@ -14,7 +14,9 @@ as a JSON Lines recording, then measures:
 (b) apply: the same reads followed by ``apply_changes`` to a Parquet target, one batch
     per table (collect, materialise, write), against (a)'s read time: the ratio
     materialise / read (target <= 2x).
-(c) memory: the peak RSS of this process (``getrusage``), the JVM's peak (``VmHWM`` of
+(c) proof: each materialised Parquet table is compared, key by key and value by value,
+    with the generator's expected final state (``--no-verify`` skips it; not timed).
+(d) memory: the peak RSS of this process (``getrusage``), the JVM's peak (``VmHWM`` of
     the pid py4j reports) and the peak of the JVM plus its Python workers, sampled every
     0.2 s.
 """
@@ -85,13 +87,19 @@ class TreeSampler(threading.Thread):
 
 
 def generate(path: Path, changes: int, seed: int) -> tuple[list[str], float]:
-    from pgwire_mock.synth import Synth, load_spec, write_recording
+    from pgwire_mock.synth import write_recording
 
     start = time.perf_counter()
-    synth = Synth(load_spec(SPEC), seed=seed, changes=changes)
+    synth = synthesizer(changes, seed)
     with path.open("w") as out:
         write_recording(out, synth.meta(), synth.stream())
     return [t.name for t in synth.tables], time.perf_counter() - start
+
+
+def synthesizer(changes: int, seed: int):  # type: ignore[no-untyped-def]
+    from pgwire_mock.synth import Synth, load_spec
+
+    return Synth(load_spec(SPEC), seed=seed, changes=changes)
 
 
 def codec_decode(path: Path) -> tuple[int, float]:
@@ -109,6 +117,25 @@ def codec_decode(path: Path) -> tuple[int, float]:
     return count, time.perf_counter() - start
 
 
+def verify(tmp: Path, tables: list[str], changes: int, seed: int) -> dict[str, str]:
+    """Each materialised table against the generator's expected state."""
+    from conformance.spark_check import synthetic_mismatch
+    from pgwire_mock.spark import ParquetTarget, read_parquet_target
+
+    state = synthesizer(changes, seed).expected_state()
+    out = {}
+    for table in tables:
+        materialised = read_parquet_target(ParquetTarget(str(tmp / "out" / table)))
+        mismatch = synthetic_mismatch(materialised, state, table)
+        rows = f"{materialised.num_rows:,} rows"
+        out[table] = (
+            f"{rows} equal the generator's expected state"
+            if mismatch is None
+            else (f"MISMATCH: {mismatch}")
+        )
+    return out
+
+
 def timed(action: Callable[[], object]) -> float:
     start = time.perf_counter()
     action()
@@ -120,6 +147,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=2, help="per table read")
+    parser.add_argument("--no-verify", action="store_true", help="skip the exactness check")
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -190,6 +218,7 @@ def main() -> None:
         }
         spark_apply = sum(apply_s.values())
         sampler.stop()
+        verdicts = {} if args.no_verify else verify(tmp, tables, args.changes, args.seed)
         jvm_peak = _proc_kib(jvm_pid, "VmHWM")
         spark.stop()
         driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
@@ -210,6 +239,8 @@ def main() -> None:
         print(f"{'ratio':<44}{'value':>8}{'target':>10}")
         print(f"{'(a) spark read / codec decode (changes/s)':<44}{read_ratio:>7.2f}x{'>= 1x':>10}")
         print(f"{'(b) materialise / read only (time)':<44}{apply_ratio:>7.2f}x{'<= 2x':>10}")
+        for table, verdict in verdicts.items():
+            print(f"(c) {table}: {verdict}")
         print()
         print("peak memory:")
         print(f"  driver (this process, getrusage)   {driver_peak / 1024:8,.0f} MiB")

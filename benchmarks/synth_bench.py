@@ -10,6 +10,10 @@ timestamptz, text):
 * synth, two processes (shards 0/2 and 1/2, as ``--shard`` runs them): total rate;
 * dbldatagen on Spark local[2]: rows/s generating the same number of rows into the
   ``noop`` sink (session start-up excluded, planning and generation included);
+* synth through Spark, in the same local[2] session: ``spark.read.format("pgoutput")``
+  with the ``synth_*`` options, every table of the spec (each read generates the whole
+  stream), 2 partitions, into the ``noop`` sink, timed the same way: events/s and
+  changes/s of the stream;
 * the ratios synth changes/s ÷ dbldatagen rows/s.
 """
 
@@ -17,7 +21,13 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import tempfile
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SPEC_TEXT = """
 tables:
@@ -46,7 +56,8 @@ def _run_shard(args: tuple[int, int, int]) -> int:
     return sum(1 for _ in _synth(changes).stream(Shard(k, n)))
 
 
-def bench_synth(changes: int) -> tuple[float, float, float]:
+def bench_synth(changes: int) -> tuple[int, float, float, float]:
+    """(events in the stream, events/s and changes/s in one process, changes/s in two)."""
     start = time.perf_counter()
     events = _run_shard((changes, 0, 1))
     single = time.perf_counter() - start
@@ -56,17 +67,19 @@ def bench_synth(changes: int) -> tuple[float, float, float]:
         total = sum(pool.map(_run_shard, [(changes, 0, 2), (changes, 1, 2)]))
         double = time.perf_counter() - start
     assert total == events
-    return events / single, changes / single, changes / double
+    return events, events / single, changes / single, changes / double
 
 
-def bench_dbldatagen(rows: int) -> float:
+def start_spark() -> SparkSession:
     import os
     import sys
 
-    import dbldatagen as dg
     from pyspark.sql import SparkSession
 
-    # Spark's Python workers must run this interpreter (the one with dbldatagen).
+    import pgwire_mock.spark
+
+    # Spark's Python workers must run this interpreter (the one with dbldatagen and
+    # pgwire_mock).
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
     spark = (
@@ -77,31 +90,67 @@ def bench_dbldatagen(rows: int) -> float:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    try:
-        spec = (
-            dg.DataGenerator(spark, rows=rows, partitions=2, randomSeed=42)
-            .withIdOutput()
-            .withColumn("customer", "int", minValue=1, maxValue=1 << 20, random=True)
-            .withColumn("amount", "decimal(12,2)", minValue=-1e6, maxValue=1e6, random=True)
-            .withColumn(
-                "status", "string", values=["new", "paid", "sent"], percentNulls=0.1, random=True
-            )
-            .withColumn(
-                "created",
-                "timestamp",
-                begin="2020-01-01 00:00:00",
-                end="2024-12-31 23:59:59",
-                interval="1 second",
-                random=True,
-            )
-            .withColumn("note", "string", template=r"\\w \\w \\w", random=True)
+    pgwire_mock.spark.register(spark)
+    return spark
+
+
+def bench_dbldatagen(spark: SparkSession, rows: int) -> float:
+    import dbldatagen as dg
+
+    spec = (
+        dg.DataGenerator(spark, rows=rows, partitions=2, randomSeed=42)
+        .withIdOutput()
+        .withColumn("customer", "int", minValue=1, maxValue=1 << 20, random=True)
+        .withColumn("amount", "decimal(12,2)", minValue=-1e6, maxValue=1e6, random=True)
+        .withColumn(
+            "status", "string", values=["new", "paid", "sent"], percentNulls=0.1, random=True
         )
-        spec.build().write.format("noop").mode("overwrite").save()  # warm-up
+        .withColumn(
+            "created",
+            "timestamp",
+            begin="2020-01-01 00:00:00",
+            end="2024-12-31 23:59:59",
+            interval="1 second",
+            random=True,
+        )
+        .withColumn("note", "string", template=r"\\w \\w \\w", random=True)
+    )
+    spec.build().write.format("noop").mode("overwrite").save()  # warm-up
+    start = time.perf_counter()
+    spec.build().write.format("noop").mode("overwrite").save()
+    return rows / (time.perf_counter() - start)
+
+
+def bench_synth_spark(spark: SparkSession, changes: int, events: int) -> tuple[float, float]:
+    """(events/s, changes/s) of the stream read through ``format("pgoutput")`` straight
+    from the spec: every table (each read generates the whole stream), into ``noop``."""
+    from pgwire_mock.synth import parse_spec
+
+    tables = [t.qualified_name for t in parse_spec(SPEC_TEXT).tables]
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "spec.yaml"
+        spec.write_text(SPEC_TEXT)
+
+        def read_all(count: int) -> None:
+            for table in tables:
+                (
+                    spark.read.format("pgoutput")
+                    .option("synth_spec", str(spec))
+                    .option("synth_seed", "42")
+                    .option("synth_changes", str(count))
+                    .option("table", table)
+                    .option("partitions", "2")
+                    .load()
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                )
+
+        read_all(2000)  # warm-up: the Python workers start
         start = time.perf_counter()
-        spec.build().write.format("noop").mode("overwrite").save()
-        return rows / (time.perf_counter() - start)
-    finally:
-        spark.stop()
+        read_all(changes)
+        elapsed = time.perf_counter() - start
+    return events / elapsed, changes / elapsed
 
 
 def main() -> None:
@@ -109,7 +158,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=300_000)
     parser.add_argument("--skip-spark", action="store_true")
     args = parser.parse_args()
-    events_s, changes_s, changes_2p = bench_synth(args.changes)
+    events, events_s, changes_s, changes_2p = bench_synth(args.changes)
     print(f"synth, 1 process : {events_s:12,.0f} events/s  {changes_s:12,.0f} changes/s")
     print(
         f"synth, 2 shards  : {changes_2p:12,.0f} changes/s total "
@@ -117,10 +166,20 @@ def main() -> None:
     )
     if args.skip_spark:
         return
-    rows_s = bench_dbldatagen(args.changes)
+    spark = start_spark()
+    try:
+        rows_s = bench_dbldatagen(spark, args.changes)
+        spark_events_s, spark_changes_s = bench_synth_spark(spark, args.changes, events)
+    finally:
+        spark.stop()
     print(f"dbldatagen local[2]: {rows_s:10,.0f} rows/s")
+    print(
+        f"synth via Spark local[2]: {spark_events_s:12,.0f} events/s  "
+        f"{spark_changes_s:12,.0f} changes/s"
+    )
     print(f"ratio synth 1 process / dbldatagen : {changes_s / rows_s:.2f}x")
     print(f"ratio synth 2 shards  / dbldatagen : {changes_2p / rows_s:.2f}x")
+    print(f"ratio synth via Spark / dbldatagen : {spark_changes_s / rows_s:.2f}x")
 
 
 if __name__ == "__main__":

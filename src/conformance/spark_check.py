@@ -42,8 +42,19 @@ from pgwire_mock.spark import (
     decode_stream,
     read_parquet_target,
 )
+from pgwire_mock.synth import ExpectedState
 
-__all__ = ["Materialised", "materialise", "spark_rows", "tuple_value", "unknown_tables"]
+__all__ = [
+    "Materialised",
+    "SynthRows",
+    "expected_synthetic_rows",
+    "materialise",
+    "materialised_synthetic_rows",
+    "spark_rows",
+    "synthetic_mismatch",
+    "tuple_value",
+    "unknown_tables",
+]
 
 _FLOAT4: Final = 700
 _UUID: Final = 2950
@@ -163,3 +174,51 @@ def unknown_tables(materialised: Materialised, tables: Iterable[int]) -> list[st
         for oid, count in materialised.changes.items()
         if count and oid not in known
     ]
+
+
+SynthRows = dict[str, dict[str, str | bytes | None]]
+"""Key text -> {column: PostgreSQL text}."""
+
+
+def expected_synthetic_rows(state: ExpectedState, table: str) -> SynthRows:
+    """A synthetic stream's final ``table``, from the generator."""
+    rows: SynthRows = {}
+    key = state.columns[table][0]
+    for record in state.records():
+        if record["table"] == table:
+            row = record["row"]
+            rows[str(row[key])] = row
+    return rows
+
+
+def materialised_synthetic_rows(state: pa.Table, expected: ExpectedState, table: str) -> SynthRows:
+    """A materialised table (``apply_changes``'s result) in the generator's form, through
+    docs/spark.md's mapping in reverse (NULL + ``_special`` included)."""
+    names = expected.columns[table]
+    oids = expected.type_oids[table]
+    rows: SynthRows = {}
+    for record in state.to_pylist():
+        special = dict(record["_special"] or [])
+        row = {
+            n: tuple_value(o, record[n], special.get(n)) for n, o in zip(names, oids, strict=True)
+        }
+        rows[str(row[names[0]])] = row
+    return rows
+
+
+def synthetic_mismatch(state: pa.Table, expected: ExpectedState, table: str) -> str | None:
+    """None when the materialised ``table`` holds exactly the generator's rows, keys and
+    every value; else what differs first."""
+    want = expected_synthetic_rows(expected, table)
+    got = materialised_synthetic_rows(state, expected, table)
+    missing = sorted(want.keys() - got.keys())[:5]
+    extra = sorted(got.keys() - want.keys())[:5]
+    if missing or extra:
+        return (
+            f"{table}: {len(want)} rows expected, {len(got)} materialised; "
+            f"missing {missing}, extra {extra}"
+        )
+    for key, row in want.items():
+        if got[key] != row:
+            return f"{table} key {key}: {got[key]} != {row}"
+    return None

@@ -13,15 +13,18 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from conformance.spark_check import tuple_value
+from conformance.spark_check import (
+    SynthRows,
+    expected_synthetic_rows,
+    materialised_synthetic_rows,
+    synthetic_mismatch,
+)
 from pgwire_mock.spark import ParquetTarget, apply_changes, read_parquet_target
 from pgwire_mock.synth import ExpectedState, Synth, load_spec, write_recording
 
 SPEC = Path(__file__).resolve().parents[2] / "examples" / "synth-spec.yaml"
 SEED = 7
 CHANGES = 20_000
-
-Table = dict[str, dict[str, str | bytes | None]]
 
 
 @pytest.fixture(scope="module")
@@ -34,30 +37,14 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, 
     yield path, synth.expected_state()
 
 
-def expected_rows(state: ExpectedState, table: str) -> Table:
+def expected_rows(state: ExpectedState, table: str) -> SynthRows:
     """Key text -> {column: PostgreSQL text}, from the generator."""
-    rows: Table = {}
-    key = state.columns[table][0]
-    for record in state.records():
-        if record["table"] == table:
-            row = record["row"]
-            rows[str(row[key])] = row
-    return rows
+    return expected_synthetic_rows(state, table)
 
 
-def materialised_rows(target: ParquetTarget, state: ExpectedState, table: str) -> Table:
-    """Key text -> {column: PostgreSQL text}, from the Parquet target (docs/spark.md's
-    mapping in reverse, NULL + ``_special`` included)."""
-    names = state.columns[table]
-    oids = state.type_oids[table]
-    rows: Table = {}
-    for record in read_parquet_target(target).to_pylist():
-        special = dict(record["_special"] or [])
-        row = {
-            n: tuple_value(o, record[n], special.get(n)) for n, o in zip(names, oids, strict=True)
-        }
-        rows[str(row[names[0]])] = row
-    return rows
+def materialised_rows(target: ParquetTarget, state: ExpectedState, table: str) -> SynthRows:
+    """Key text -> {column: PostgreSQL text}, from the Parquet target."""
+    return materialised_synthetic_rows(read_parquet_target(target), state, table)
 
 
 @pytest.mark.parametrize("partitions", [1, 2, 4])
@@ -81,11 +68,25 @@ def test_spark_read_and_apply_give_the_generators_expected_state(
         assert df.rdd.getNumPartitions() == partitions
         target = ParquetTarget(str(tmp_path / table))
         result = apply_changes(df, target, batch_id=0)
-        want = expected_rows(state, table)
-        got = materialised_rows(target, state, table)
-        assert result.applied and result.rows == len(want) > 100
-        missing = sorted(want.keys() - got.keys())[:5]
-        extra = sorted(got.keys() - want.keys())[:5]
-        assert not missing and not extra, f"{table}: missing {missing}, extra {extra}"
-        differing = [k for k in want if want[k] != got[k]]
-        assert not differing, f"{table} {differing[0]}: {got[differing[0]]} != {want[differing[0]]}"
+        assert result.applied and result.rows == len(expected_rows(state, table)) > 100
+        assert synthetic_mismatch(read_parquet_target(target), state, table) is None
+
+
+LOAD_CHANGES = 200_000
+
+
+def test_a_load_test_sized_stream_gives_the_expected_state(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Ten times the size above (200,000 changes, ~100 MB, dozens of streamed, aborted
+    and two-phase transactions and a truncate), read in 2 partitions: still exact."""
+    synth = Synth(load_spec(SPEC), seed=SEED + 1, changes=LOAD_CHANGES)
+    path = tmp_path / "load.jsonl"
+    with path.open("w") as out:
+        write_recording(out, synth.meta(), synth.stream())
+    state = synth.expected_state()
+    for table in state.columns:
+        df = spark.read.format("pgoutput").option("path", str(path)).option("table", table).load()
+        target = ParquetTarget(str(tmp_path / table))
+        apply_changes(df, target, batch_id=0)
+        assert synthetic_mismatch(read_parquet_target(target), state, table) is None

@@ -17,7 +17,7 @@ under REPLICA IDENTITY FULL), else NULL. A delete's row is its old key or old ro
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NoReturn
 
@@ -56,6 +56,7 @@ __all__ = [
     "SchemaChangeError",
     "SparkSideError",
     "StreamStateError",
+    "cast_batches",
     "decode_stream",
     "qualified_name",
     "table_schema",
@@ -350,14 +351,18 @@ class ChangeDecoder:
         commit_time = commit_timestamp + _PG_EPOCH_US
         xid = txn.xid
         batch_rows = self.options.batch_rows
+        tables = self._tables
         for position, change in enumerate(txn.changes):
-            targets = change.truncated if change.op == "truncate" else (change.table,)
-            for name in targets:
-                if name is None:
-                    continue
-                table = self._tables[name]
-                row = _NO_ROW if change.op == "truncate" else change
-                table.entries.append((change.op, commit_lsn, position, xid, commit_time, row))
+            name = change.table
+            if name is not None:  # the common case: one row of one table read
+                table = tables[name]
+                table.entries.append((change.op, commit_lsn, position, xid, commit_time, change))
+                if len(table.entries) >= batch_rows:
+                    self._done.append(table.flush())
+                continue
+            for truncated in change.truncated:  # a Truncate: one row per table read
+                table = tables[truncated]
+                table.entries.append(("truncate", commit_lsn, position, xid, commit_time, _NO_ROW))
                 if len(table.entries) >= batch_rows:
                     self._done.append(table.flush())
 
@@ -411,10 +416,14 @@ class ChangeDecoder:
         oid = _UINT32.unpack_from(payload, pos)[0]
         kind = payload[pos + 4]
         tag = payload[0]
-        txn = self._open_txn(_CHANGE_NAMES[tag])
-        name = self._name_of(oid)
+        txn = self._streamed[self._stream_xid] if self._stream_xid is not None else self._txn
+        if txn is None:
+            raise StreamStateError(f"{_CHANGE_NAMES[tag]} outside a transaction")
+        name = self._names.get(oid)
+        if name is None:
+            name = self._name_of(oid)  # raises
         if name not in self._tables:
-            txn.changes.append(Change(subxid, None, "skip"))
+            txn.changes.append(_SKIP if subxid is None else Change(subxid, None, "skip"))
             return
         if tag == _INSERT and kind == _NEW:
             change = Change(subxid, name, "insert", payload, pos + 5)
@@ -444,6 +453,14 @@ class ChangeDecoder:
 
 def _describe(relation: Relation) -> str:
     return "(" + ", ".join(f"{c.name} oid {c.type_oid}" for c in relation.columns) + ")"
+
+
+def cast_batches(
+    batches: Iterable[pa.RecordBatch], arrow: pa.Schema | None
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` cast to ``arrow`` (the schema Spark was promised), or as they are."""
+    for batch in batches:
+        yield batch if arrow is None else batch.cast(arrow)
 
 
 def decode_stream(

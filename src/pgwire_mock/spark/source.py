@@ -22,6 +22,10 @@ Options:
 ``batch_rows``
     Rows per Arrow record batch (default 4096).
 
+With ``synth_spec`` (and ``synth_seed``, ``synth_changes``) instead of ``path`` the
+executors generate a synthetic stream themselves, one generator shard per partition
+(:mod:`pgwire_mock.spark.synthetic`, docs/synth.md).
+
 With ``dsn`` (or ``host``, ``port``, ...) instead of ``path`` the source reads a live
 walsender, with ``spark.readStream`` only: see :mod:`pgwire_mock.spark.stream`.
 
@@ -74,10 +78,17 @@ from pgwire_mock.spark.decode import (
     DecodeOptions,
     SchemaChangeError,
     SparkSideError,
+    cast_batches,
     qualified_name,
     table_schema,
 )
 from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
+from pgwire_mock.spark.synthetic import (
+    SynthPartition,
+    is_synthetic,
+    plan_synthetic,
+    read_synthetic,
+)
 from pgwire_mock.spark.types import to_spark_type
 from pgwire_mock.streamfile import StreamFileError, json_line_hex, read_stream
 
@@ -418,12 +429,18 @@ class PgOutputDataSource(DataSource):
         if _from_walsender(self.options):  # readStream: see pgwire_mock.spark.stream
             self._arrow = peek_schema(StreamSettings.from_options(self.options), table, options)
             return spark_schema(self._arrow)
+        partitions = int(self.options.get("partitions", "2"))
+        self._plans: list[InputPartition] = []
+        if is_synthetic(self.options):  # a generator spec: no file at all
+            synth_plans, first, first_types = plan_synthetic(self.options, table, partitions)
+            self._plans.extend(synth_plans)
+            self._arrow = table_schema(first, first_types, options)
+            return spark_schema(self._arrow)
         files = _files(self.options.get("path", ""))
-        self._plans: list[StreamPartition] = []
         relation: Relation | None = None
         user_types: dict[int, tuple[str, str]] = {}
         for path in files:
-            parts, scan = plan_partitions(path, table, int(self.options.get("partitions", "2")))
+            parts, scan = plan_partitions(path, table, partitions)
             self._plans.extend(parts)
             if table not in scan.first:
                 continue
@@ -460,7 +477,7 @@ class PgOutputDataSource(DataSource):
 
 class _Reader(DataSourceReader):
     def __init__(
-        self, plans: Sequence[StreamPartition], options: dict[str, str], arrow: pa.Schema
+        self, plans: Sequence[InputPartition], options: dict[str, str], arrow: pa.Schema
     ) -> None:
         self.plans = list(plans)
         self.options = options
@@ -470,9 +487,12 @@ class _Reader(DataSourceReader):
         return self.plans
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, StreamPartition)
         _, options = _options(self.options)
-        yield from read_partition(partition, options, self.arrow)
+        if isinstance(partition, StreamPartition):
+            yield from read_partition(partition, options, self.arrow)
+        else:
+            assert isinstance(partition, SynthPartition)
+            yield from read_synthetic(partition, options, self.arrow)
 
 
 def read_partition(
@@ -486,6 +506,8 @@ def read_partition(
     path = partition.path
     feed, skips, skip_change = decoder.feed, decoder.skips, decoder.skip_change
     for data in _partition_entries(partition):
+        # A change to a table not read: counted from its header (tag, xid inside a
+        # stream, relation OID), never unhexed or decoded.
         if data[:2] in _CHANGE_HEX:
             at = 10 if decoder.in_stream else 2
             oid = data[at : at + 8]
@@ -494,8 +516,8 @@ def read_partition(
                 continue
         feed(0, _unhex(data, path))
         if decoder.has_batches:
-            yield from _cast(decoder.take(), arrow)
-    yield from _cast(decoder.flush(), arrow)
+            yield from cast_batches(decoder.take(), arrow)
+    yield from cast_batches(decoder.flush(), arrow)
 
 
 def _partition_entries(partition: StreamPartition) -> Iterator[bytes]:
@@ -509,12 +531,18 @@ def _partition_entries(partition: StreamPartition) -> Iterator[bytes]:
         return
     with open(partition.path, "rb") as f:
         f.seek(partition.start)
-        for offset, data in _json_lines(f, partition.path):
-            if offset >= partition.stop:
+        offset, stop = partition.start, partition.stop
+        for line in f:  # _json_lines, inlined with the stop test: once per message
+            if offset >= stop:
                 return
-            yield data
-
-
-def _cast(batches: list[pa.RecordBatch], arrow: pa.Schema | None) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        yield batch if arrow is None else batch.cast(arrow)
+            offset += len(line)
+            at = line.rfind(b'"data": "')
+            if at >= 0:
+                end = line.find(b'"', at + 9)
+                if end >= 0 and line[end + 1 :].strip() == b"}":
+                    yield line[at + 9 : end]
+                    continue
+            if line.strip():
+                found = _json_hex(line, partition.path)
+                if found is not None:
+                    yield found
