@@ -143,7 +143,7 @@ class _Table:
         self.oid_bytes = oid
         ncols = len(spec.columns)
         self.count_bytes = _COUNT.pack(ncols)
-        k = spec.key_index
+        self.key_index = k = spec.key_index  # a search over the columns: once, not per row
         self.key_before = self.count_bytes + b"n" * k
         self.key_after = b"n" * (ncols - k - 1)
         #: Per column: (kind, a, b, c): 0 = key; 1 = pool (entries, size);
@@ -477,7 +477,7 @@ class _Block:
                 pool[int(random_() * n)]  # type: ignore[index,operator]
                 for pool, n in t.pools
             ]
-            k = t.spec.key_index
+            k = t.key_index
             key = t.key.column_bytes(kid)
             data = b"".join(
                 [t.count_bytes, *[e[1] for e in picks[:k]], key, *[e[1] for e in picks[k:]]]
