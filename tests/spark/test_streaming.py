@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,10 +20,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from codec.values import LSN
 from conformance import provision
 from pgwire_mock.pytest_plugin import WalSender, start_walsender
+from pgwire_mock.script import Script, column, delete, insert, update
 from pgwire_mock.spark import (
     DecodeOptions,
     ParquetTarget,
     PgOutputStreamReader,
+    SparkSideError,
+    StreamSettings,
     apply_changes,
     foreach_batch,
     read_parquet_target,
@@ -191,6 +198,227 @@ def test_restart_after_a_failed_batch_applies_every_transaction_once(
     assert ends[0] < confirmed() <= ends[2]
 
 
+# ------------------------------------------------------------------- reconnect, two-phase
+
+ITEMS = "public.items"
+
+
+def _items_script(*, pg_version: int = 16, faults: bool = False, two_phase: bool = False) -> Script:
+    """Six transactions on a small table; with ``faults``, the connection is cut inside
+    the third (close_after), terminated by 57P01 after the fourth and ended by a
+    shutdown (COPY 0, then close) after the fifth, each once. With ``two_phase``, two
+    transactions are prepared and decided one way each while others commit around them."""
+    script = (
+        Script(pg_version=pg_version)
+        .table(ITEMS, columns=[column("id", "int4", key=True), column("label", "text")])
+        .publication("pub", tables=[ITEMS])
+        .slot("spark")
+    )
+    if two_phase:
+        script.transaction([insert(ITEMS, id=1, label="a")])
+        script.transaction([insert(ITEMS, id=2, label="b")], prepare="keep")
+        script.transaction([insert(ITEMS, id=3, label="c")])
+        script.transaction([insert(ITEMS, id=4, label="d")], prepare="drop")
+        script.commit_prepared("keep")
+        script.rollback_prepared("drop")
+        script.transaction([insert(ITEMS, id=5, label="e")])
+        return script
+    script.transaction([insert(ITEMS, id=1, label="a"), insert(ITEMS, id=2, label="b")])
+    script.transaction([insert(ITEMS, id=3, label="c")])
+    if faults:
+        script.fault("close_after", messages=2)  # Begin and Relation of the next one
+    script.transaction([insert(ITEMS, id=4, label="d"), insert(ITEMS, id=5, label="e")])
+    script.transaction([update(ITEMS, id=1, label="A")])
+    if faults:
+        script.fault("error", sqlstate="57P01")  # FATAL, as pg_terminate_backend
+    script.transaction([delete(ITEMS, key={"id": 2})])
+    if faults:
+        script.fault("shutdown", wait=False)
+    script.transaction([insert(ITEMS, id=6, label="f")])
+    return script
+
+
+def _reader(server: WalSender, **options: str) -> PgOutputStreamReader:
+    base = {"dsn": server.dsn(), "slot": "spark", "publication": "pub"}
+    return PgOutputStreamReader({**base, **options}, ITEMS, DecodeOptions(), None)
+
+
+def _changes(
+    reader: PgOutputStreamReader, start: dict[str, str], end: dict[str, str]
+) -> list[tuple[Any, ...]]:
+    """(op, id, label, commit LSN) of the rows in (start, end]."""
+    return [
+        (row["_op"], row["id"], row["label"], row["_commit_lsn"])
+        for partition in reader.partitions(start, end)
+        for batch in reader.read(partition)
+        for row in batch.to_pylist()
+    ]
+
+
+def _starts(server: WalSender) -> int:
+    """START_REPLICATION commands the fake accepted (one per connection of the pump)."""
+    return sum("streaming slot " in line for line in server.log)
+
+
+def _flushed(server: WalSender) -> list[int]:
+    return [u.flushed_lsn for u in server.acknowledged if u.flushed_lsn]
+
+
+def test_the_reader_reconnects_without_losing_or_repeating_a_transaction() -> None:
+    """A connection cut mid-transaction, a 57P01 termination and a shutdown are survived
+    inside the query: the rows are those of a run without faults, each once. A batch
+    planned and not committed when the connection drops is still served, the next batch
+    too, and the slot is confirmed only where commit() said, on the new connection."""
+    with start_walsender(_items_script()) as clean:
+        reader = _reader(clean)
+        try:
+            reader.prepareForTriggerAvailableNow()
+            start = reader.initialOffset()
+            expected = _changes(reader, start, reader.latestOffset(start, ReadAllAvailable()))
+        finally:
+            reader.stop()
+    assert len(expected) == 8
+
+    with start_walsender(_items_script(faults=True)) as fake:
+        reader = _reader(fake, reconnect_backoff="0.01")
+        try:
+            reader.prepareForTriggerAvailableNow()
+            starts = _starts(fake)
+            assert starts >= 4  # the first connection, then one after each fault
+            start = reader.initialOffset()
+            first = reader.latestOffset(start, ReadMaxRows(3))
+            got = _changes(reader, start, first)  # planned, not committed...
+            assert fake.inject("error:sqlstate=57P01")  # ...when the walsender goes
+            fake.wait_until(lambda s: _starts(s) == starts + 1 and s.slots["spark"].active)
+            end = reader.latestOffset(first, ReadAllAvailable())
+            got += _changes(reader, first, end)
+            assert got == expected
+            reader.commit(first)
+            reader.commit(end)
+            assert fake.slots["spark"].confirmed_flush == int(LSN(end["lsn"]))
+            assert set(_flushed(fake)) == {int(LSN(first["lsn"])), int(LSN(end["lsn"]))}
+        finally:
+            reader.stop()
+
+
+def test_reconnect_attempts_run_out() -> None:
+    """A walsender that terminates every stream: the query fails after
+    reconnect_attempts more tries, or at the first with reconnect_attempts=0."""
+    for attempts, starts, match in ((2, 3, "gave up after 2 reconnect attempts"), (0, 1, "")):
+        with start_walsender(_items_script(), faults=["error:sqlstate=57P01"]) as fake:
+            reader = _reader(fake, reconnect_attempts=str(attempts), reconnect_backoff="0.01")
+            try:
+                with pytest.raises(SparkSideError, match=f"{match}.*57P01") as failed:
+                    reader.prepareForTriggerAvailableNow()
+                assert "administrator command" in str(failed.value)
+                assert _starts(fake) == starts
+            finally:
+                reader.stop()
+
+
+def test_a_missing_slot_fails_at_once() -> None:
+    """Not retryable: the error names the slot and the SQLSTATE, with no back-off."""
+    with start_walsender(_items_script()) as fake:
+        reader = _reader(fake, slot="nope", reconnect_backoff="60")
+        began = time.monotonic()
+        try:
+            with pytest.raises(SparkSideError, match=r'"nope" does not exist.*42704.*not retried'):
+                reader.prepareForTriggerAvailableNow()
+        finally:
+            reader.stop()
+        assert time.monotonic() - began < 10
+
+
+def test_two_phase_needs_protocol_3_and_postgresql_15() -> None:
+    """Refused before anything streams: at parse time, or once the server says it is 14."""
+    options = {"dsn": "host=x", "slot": "s", "publication": "p", "two_phase": "true"}
+    with pytest.raises(SparkSideError, match="two_phase needs proto_version 3"):
+        StreamSettings.from_options(options)
+    with start_walsender(_items_script(pg_version=14, two_phase=False)) as fake:
+        reader = _reader(fake, two_phase="true", proto_version="3")
+        try:
+            with pytest.raises(SparkSideError, match=r"two_phase needs PostgreSQL 15.*is 14"):
+                reader.prepareForTriggerAvailableNow()
+        finally:
+            reader.stop()
+
+
+def test_two_phase_serves_prepared_transactions_once_they_commit() -> None:
+    """two_phase on the fake (PostgreSQL 16): a prepared transaction's rows come at
+    COMMIT PREPARED, a rolled-back one's never; no offset falls while one is undecided,
+    so a reader restarted from the confirmed position gets the prepared one again whole."""
+    with start_walsender(_items_script(two_phase=True)) as fake:
+        options = {"two_phase": "true", "proto_version": "3"}
+        reader = _reader(fake, **options)
+        try:
+            reader.prepareForTriggerAvailableNow()
+            offsets = [reader.initialOffset()]
+            while (nxt := reader.latestOffset(offsets[-1], ReadMaxRows(1))) != offsets[-1]:
+                offsets.append(nxt)
+            batches = [
+                [(op, key) for op, key, _, _ in _changes(reader, a, b)]
+                for a, b in itertools.pairwise(offsets)
+            ]
+            # Transaction 3 committed while "keep" was prepared: it waits for the decision.
+            assert batches == [[("insert", 1)], [("insert", 3), ("insert", 2)], [("insert", 5)]]
+            reader.commit(offsets[1])
+        finally:
+            reader.stop()
+        reader = _reader(fake, **options)
+        try:
+            reader.prepareForTriggerAvailableNow()
+            end = reader.latestOffset(offsets[1], ReadAllAvailable())
+            assert end == offsets[-1]
+            rows = [(op, key) for op, key, _, _ in _changes(reader, offsets[1], end)]
+            assert rows == [("insert", 3), ("insert", 2), ("insert", 5)]
+        finally:
+            reader.stop()
+
+
+def test_a_query_survives_dropped_connections(spark: SparkSession, tmp_path: Path) -> None:
+    """Every streaming connection of the fake is cut after 6 messages (so the recording
+    arrives about a transaction per connection), and a FATAL 57P01 ends one during the
+    first batch: the availableNow query still gives the batch reader's table, each
+    change once, and the walsender never hears of a position past Spark's commit log."""
+    target = ParquetTarget(str(tmp_path / "stream"))
+    checkpoint = tmp_path / "checkpoint"
+    applied: dict[int, int] = {}
+    with start_walsender(
+        RECORDING, pg_version=16, slots=["spark"], faults=["close_after:6"]
+    ) as fake:
+
+        def run(batch: DataFrame, batch_id: int) -> None:
+            done = _committed(checkpoint)
+            limit = _end_offsets(checkpoint)[done[-1]] if done else 0
+            assert max(_flushed(fake), default=0) <= limit
+            if batch_id == 0:
+                assert fake.inject("error:sqlstate=57P01")
+            result = apply_changes(batch, target, batch_id)
+            if result.applied:
+                applied[batch_id] = result.changes
+
+        df = _stream(
+            spark,
+            fake.dsn(),
+            slot="spark",
+            publication="pgwm_types",
+            table=TABLE,
+            array_dims=ARRAY_DIMS,
+            max_rows_per_batch="4",
+            reconnect_backoff="0.05",
+        )
+        _run(df, checkpoint, run)
+        expected, changes = _expected(spark, tmp_path)
+        assert same(_rows(read_parquet_target(target)), _rows(expected))
+        assert sorted(applied) == [0, 1, 2]
+        assert sum(applied.values()) == changes
+        # peek_schema, then at least one stream per transaction, then the 57P01.
+        assert _starts(fake) >= 1 + 7 + 1
+        ends = _end_offsets(checkpoint)
+        assert set(_flushed(fake)) <= set(ends.values())
+        assert fake.slots["spark"].confirmed_flush <= max(ends.values())
+
+
 # ------------------------------------------------------------------------------ PostgreSQL
 
 
@@ -256,3 +484,172 @@ def test_a_real_server_streams_into_parquet(
             )
             conn.execute(f"DROP PUBLICATION IF EXISTS {name}")
             conn.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+@contextlib.contextmanager
+def _pg_table(server: provision.Server) -> Iterator[str]:
+    """A fresh table, a publication and a pgoutput slot of one name; dropped after."""
+    name = f"spark_{uuid.uuid4().hex[:8]}"
+    with server.connect() as conn:
+        conn.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, label text)")
+        conn.execute(f"CREATE PUBLICATION {name} FOR TABLE {name}")
+        conn.execute(f"SELECT pg_create_logical_replication_slot('{name}', 'pgoutput')")
+    try:
+        yield name
+    finally:
+        with server.connect() as conn:
+            for (gid,) in conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE %s", (f"{name}%",)
+            ).fetchall():
+                conn.execute(f"ROLLBACK PREPARED '{gid}'")
+            conn.execute(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                "WHERE slot_name = %s AND active",
+                (name,),
+            )
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s AND NOT active",
+                (name,),
+            )
+            conn.execute(f"DROP PUBLICATION IF EXISTS {name}")
+            conn.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _pg_rows(server: provision.Server, name: str) -> list[tuple[object, ...]]:
+    with server.connect() as conn:
+        return sorted(conn.execute(f"SELECT id, label FROM {name}").fetchall())
+
+
+def _slot_state(server: provision.Server, name: str) -> tuple[int | None, int]:
+    """(active_pid, confirmed_flush_lsn) of the slot."""
+    with server.connect() as conn:
+        row = conn.execute(
+            "SELECT active_pid, confirmed_flush_lsn::text FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (name,),
+        ).fetchone()
+    assert row is not None
+    pid = row[0]
+    return (pid if isinstance(pid, int) else None), int(LSN(str(row[1])))
+
+
+def _await(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        time.sleep(0.1)
+
+
+@pytest.mark.postgres
+def test_a_terminated_walsender_is_reconnected_inside_the_query(
+    spark: SparkSession, pg16: provision.Server, tmp_path: Path
+) -> None:
+    """pg_terminate_backend on the query's walsender (FATAL 57P01): the running query
+    reconnects, rows written meanwhile and after arrive, each change once."""
+    target = ParquetTarget(str(tmp_path / "pg"))
+    checkpoint = tmp_path / "checkpoint"
+    seen = threading.Condition()
+    state: dict[str, Any] = {"rows": [], "changes": 0}
+
+    def run(batch: DataFrame, batch_id: int) -> None:
+        result = apply_changes(batch, target, batch_id)
+        got = read_parquet_target(target).select(["id", "label"]).to_pylist()
+        with seen:
+            state["changes"] += result.changes if result.applied else 0
+            state["rows"] = sorted((r["id"], r["label"]) for r in got)
+            seen.notify_all()
+
+    def arrived(rows: list[tuple[object, ...]]) -> None:
+        with seen:
+            assert seen.wait_for(lambda: state["rows"] == rows, 60), (state["rows"], rows)
+
+    with _pg_table(pg16) as name:
+        with pg16.connect() as conn:
+            conn.execute(f"INSERT INTO {name} SELECT g, 'row ' || g FROM generate_series(1, 10) g")
+        df = _stream(
+            spark,
+            pg16.replication_dsn,
+            slot=name,
+            publication=name,
+            table=name,
+            reconnect_backoff="0.1",
+        )
+        query = (
+            df.writeStream.foreachBatch(run)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        try:
+            arrived(_pg_rows(pg16, name))
+            pid, _ = _slot_state(pg16, name)
+            assert pid is not None
+            with pg16.connect() as conn:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                # Written while the pump reconnects, and after.
+                conn.execute(f"INSERT INTO {name} SELECT g, 'new' FROM generate_series(11, 15) g")
+            _await(lambda: _slot_state(pg16, name)[0] not in (None, pid), "a new walsender")
+            with pg16.connect() as conn:
+                conn.execute(f"UPDATE {name} SET label = 'changed' WHERE id IN (2, 12)")
+                conn.execute(f"DELETE FROM {name} WHERE id IN (3, 13)")
+            arrived(_pg_rows(pg16, name))
+            assert state["changes"] == 10 + 5 + 2 + 2
+        finally:
+            query.stop()
+        assert query.exception() is None
+        ends = _end_offsets(checkpoint)
+        assert _slot_state(pg16, name)[1] <= max(ends.values())
+
+
+@pytest.mark.postgres
+def test_two_phase_on_a_real_server(
+    spark: SparkSession, pg16: provision.Server, tmp_path: Path
+) -> None:
+    """two_phase on PostgreSQL 16: a transaction committed while another is prepared
+    waits for the decision (the slot is never confirmed past a PREPARE); at the next run
+    committed prepared rows appear once and rolled-back ones never."""
+    target = ParquetTarget(str(tmp_path / "pg"))
+    checkpoint = tmp_path / "checkpoint"
+    applied: dict[int, int] = {}
+
+    def apply(batch: DataFrame, batch_id: int) -> None:
+        result = apply_changes(batch, target, batch_id)
+        if result.applied:
+            applied[batch_id] = result.changes
+
+    def run(name: str) -> list[tuple[object, ...]]:
+        df = _stream(
+            spark,
+            pg16.replication_dsn,
+            slot=name,
+            publication=name,
+            table=name,
+            two_phase="true",
+            proto_version="3",
+        )
+        _run(df, checkpoint, apply)
+        got = read_parquet_target(target).select(["id", "label"]).to_pylist()
+        return sorted((r["id"], r["label"]) for r in got)
+
+    def prepared(conn: Any, gid: str, sql: str) -> None:
+        conn.execute("BEGIN")
+        conn.execute(sql)
+        conn.execute(f"PREPARE TRANSACTION '{gid}'")
+
+    with _pg_table(pg16) as name:
+        with pg16.connect() as conn:
+            conn.execute(f"INSERT INTO {name} VALUES (1, 'a')")
+            prepared(conn, f"{name}_keep", f"INSERT INTO {name} VALUES (2, 'b')")
+            conn.execute(f"INSERT INTO {name} VALUES (3, 'c')")
+        assert run(name) == [(1, "a")]  # 3 waits for the prepared transaction
+
+        with pg16.connect() as conn:
+            conn.execute(f"COMMIT PREPARED '{name}_keep'")
+            prepared(conn, f"{name}_drop", f"INSERT INTO {name} VALUES (4, 'd')")
+            conn.execute(f"ROLLBACK PREPARED '{name}_drop'")
+            prepared(conn, f"{name}_upd", f"UPDATE {name} SET label = 'A' WHERE id = 1")
+            conn.execute(f"COMMIT PREPARED '{name}_upd'")
+        assert run(name) == _pg_rows(pg16, name) == [(1, "A"), (2, "b"), (3, "c")]
+        assert sum(applied.values()) == 4  # inserts of 1, 2, 3 and the update, once each

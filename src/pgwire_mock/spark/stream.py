@@ -29,6 +29,17 @@ Where things live:
 * On restart, Spark hands the checkpoint's offsets back; the stream restarts from the
   slot (whose position is at most the last committed offset) and units at or below the
   requested start are never served, so no transaction is applied twice.
+* Inside a running query, a lost connection or a retryable server error (57P01
+  ``pg_terminate_backend``, a restart, too many connections, ...) makes the pump
+  reconnect with capped exponential back-off (``reconnect_attempts``,
+  ``reconnect_backoff``). It resumes after the newest unit it holds: START_REPLICATION
+  streams from "that location or the slot's confirmed_flush_lsn, whichever is greater",
+  and every unit it holds (those in a batch Spark planned and has not committed, and
+  those not planned yet) is complete, so nothing is lost and nothing comes twice; a
+  transaction cut short is dropped with the decoder and sent again whole.
+* ``two_phase`` (protocol 3, PostgreSQL 15+) has prepared transactions decoded at
+  PREPARE; their rows still count only at COMMIT PREPARED, and no unit ends while one
+  is undecided, so the slot is never confirmed past a pending PREPARE.
 
 ``Trigger.AvailableNow`` is supported through PySpark's ``SupportsTriggerAvailableNow``
 (PySpark 4.2+): the target is the last unit received once the stream has caught up with
@@ -40,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -66,9 +78,14 @@ from codec.pgoutput import (
 )
 from codec.values import LSN
 from pgwire_mock.client import (
+    ConnectionLostError,
+    ErrorReceived,
     Keepalive,
+    ReplicationClientError,
     ReplicationConnection,
+    ReplicationTimeoutError,
     ServerError,
+    State,
     StreamEnded,
     WalData,
     pgoutput_options,
@@ -93,6 +110,27 @@ __all__ = [
 
 _SLOT_IN_USE: Final = "55006"  # object_in_use: the slot is active for another PID
 _POLL: Final = 0.1
+_MAX_BACKOFF: Final = 10.0  # seconds: the cap of the reconnect back-off
+# A connection that lasted this long (or delivered a unit) was healthy: the next loss
+# starts the back-off and the attempt count afresh.
+_HEALTHY: Final = 30.0
+_TWO_PHASE_MAJOR: Final = 15  # pgoutput's two_phase option (and protocol 3)
+_TWO_PHASE_PROTO: Final = 3
+
+# Server errors worth another connection: the walsender goes away or cannot take us
+# yet, the data is fine. Class 08 (connection exception) is retried as a whole.
+_RETRYABLE_SQLSTATES: Final = frozenset(
+    {
+        "57P01",  # admin_shutdown: pg_terminate_backend, a fast shutdown
+        "57P02",  # crash_shutdown: another backend crashed, the server restarts
+        "57P03",  # cannot_connect_now: starting up or shutting down
+        "53300",  # too_many_connections (max_wal_senders)
+        "53100",  # disk_full while spilling a big transaction (docs/faults.md)
+        _SLOT_IN_USE,  # the slot is still held by the walsender that is going away
+    }
+)
+
+_log = logging.getLogger(__name__)
 
 
 def format_offset(lsn: int) -> dict[str, str]:
@@ -110,6 +148,15 @@ def _flag(options: Mapping[str, str], name: str) -> bool | None:
     if value is None:
         return None
     return value.strip().lower() in ("1", "true", "on", "yes")
+
+
+def retryable(err: BaseException) -> bool:
+    """True for a failure that another connection may not have: the connection dropped
+    or timed out, or the server sent one of :data:`_RETRYABLE_SQLSTATES` (or class 08).
+    A missing slot, bad credentials, a protocol violation or a decoding error are not."""
+    if isinstance(err, ServerError):
+        return err.sqlstate in _RETRYABLE_SQLSTATES or err.sqlstate.startswith("08")
+    return isinstance(err, ConnectionLostError | ReplicationTimeoutError | OSError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +182,9 @@ class StreamSettings:
     caught_up_quiet: float
     caught_up_timeout: float
     max_buffered_rows: int
+    two_phase: bool = False
+    reconnect_attempts: int = 10
+    reconnect_backoff: float = 0.5
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamSettings:
@@ -144,6 +194,19 @@ class StreamSettings:
         if not options.get("dsn") and not options.get("host"):
             raise SparkSideError('pgoutput stream: give "dsn" or "host" (with port, user, ...)')
         max_rows = options.get("max_rows_per_batch")
+        proto_version = int(options.get("proto_version", "1"))
+        two_phase = bool(_flag(options, "two_phase"))
+        if two_phase and proto_version < _TWO_PHASE_PROTO:
+            raise SparkSideError(
+                f"pgoutput stream: two_phase needs proto_version {_TWO_PHASE_PROTO} or later "
+                f"(PostgreSQL {_TWO_PHASE_MAJOR}+), not {proto_version}"
+            )
+        attempts = int(options.get("reconnect_attempts", "10"))
+        backoff = float(options.get("reconnect_backoff", "0.5"))
+        if attempts < 0 or backoff < 0:
+            raise SparkSideError(
+                "pgoutput stream: reconnect_attempts and reconnect_backoff must not be negative"
+            )
         return cls(
             dsn=options.get("dsn"),
             host=options.get("host"),
@@ -153,7 +216,7 @@ class StreamSettings:
             password=options.get("password"),
             slot=options["slot"],
             publication=options["publication"],
-            proto_version=int(options.get("proto_version", "1")),
+            proto_version=proto_version,
             binary=_flag(options, "binary"),
             streaming=_flag(options, "streaming"),
             start_lsn=int(LSN(options.get("start_lsn", "0/0"))),
@@ -164,6 +227,9 @@ class StreamSettings:
             caught_up_quiet=float(options.get("caught_up_quiet", "0.5")),
             caught_up_timeout=float(options.get("caught_up_timeout", "30")),
             max_buffered_rows=int(options.get("max_buffered_rows", "1000000")),
+            two_phase=two_phase,
+            reconnect_attempts=attempts,
+            reconnect_backoff=backoff,
         )
 
     def connect(self) -> ReplicationConnection:
@@ -180,18 +246,26 @@ class StreamSettings:
         )
 
     def start_options(self) -> dict[str, OptionValue]:
-        # two_phase is left out: a prepared transaction pending at a restart would come
-        # back as a bare COMMIT PREPARED (its changes were sent before the restart point).
+        # two_phase is sent only when asked for: 14 rejects the option, and a 15+ server
+        # marks the slot two-phase the first time it streams it with the option.
         return pgoutput_options(
             self.publication,
             proto_version=self.proto_version,
             binary=self.binary,
             streaming=self.streaming,
+            two_phase=True if self.two_phase else None,
         )
 
     def start(self, conn: ReplicationConnection, lsn: int) -> None:
         """START_REPLICATION, retrying while the slot is still held by a connection that
         is going away (the walsender releases it when its process ends)."""
+        if self.two_phase:
+            major = conn.session.server_version_major
+            if major < _TWO_PHASE_MAJOR:
+                raise SparkSideError(
+                    f"pgoutput stream: two_phase needs PostgreSQL {_TWO_PHASE_MAJOR} or later; "
+                    f"this server is {major} (its pgoutput has no two_phase option)"
+                )
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -264,7 +338,8 @@ def _to_ipc(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> bytes:
 
 
 class _Pump(threading.Thread):
-    """Owns the replication connection: reads, decodes, buffers units, sends status.
+    """Owns the replication connection: reads, decodes, buffers units, sends status, and
+    reconnects when the connection is lost.
 
     Every socket operation happens on this thread; the reader's methods only touch the
     shared fields below under ``cond``.
@@ -275,58 +350,147 @@ class _Pump(threading.Thread):
     ) -> None:
         super().__init__(name=f"pgoutput stream {settings.slot}", daemon=True)
         self.settings = settings
+        self.options = options
         self.arrow = arrow
         self.decoder = ChangeDecoder(options)
         self.cond = threading.Condition()
         self.units: list[_Unit] = []
+        self.held = 0  # end of the newest unit ever buffered: a new connection resumes here
         self.error: BaseException | None = None
+        self.failure = ""  # what check() says when error is set
         self.ended = False
-        self.received = 0  # highest wal_end seen in XLogData or keepalives
+        self.connected = False  # streaming now (False while connecting or backing off)
+        self.reconnects = 0
+        self.received = 0  # highest wal_end seen on the current connection
         self.last_data = time.monotonic()
         self.committed = 0  # what Spark committed: the flush position to report
         self.sent: tuple[int, float] = (-1, 0.0)  # (flush, monotonic time) last sent
         self.ping = False
         self.stopping = False
+        self._progress = False  # the current connection delivered a unit
+        self._streaming_since: float | None = None  # when START_REPLICATION last succeeded
 
     # --- called by the reader (any thread) --------------------------------------------
 
     def check(self) -> None:
         if self.error is not None:
-            raise SparkSideError(f"pgoutput stream: {self.error}") from self.error
+            raise SparkSideError(self.failure) from self.error
 
     def buffered_rows(self) -> int:
         return sum(u.rows for u in self.units)
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
 
     # --- the thread ------------------------------------------------------------------
 
     def run(self) -> None:
         try:
-            with self.settings.connect() as conn:
-                self.settings.start(conn, self.settings.start_lsn)
-                try:
-                    self._loop(conn)
-                finally:
-                    with contextlib.suppress(Exception):  # closing anyway
-                        self._send_status(conn, force=True)
-                        if not self.ended:
-                            conn.stop()
+            self._run()
         except BaseException as err:  # handed to the reader, which raises it in Spark
             with self.cond:
                 self.error = err
+                self.failure = self.failure or self._describe(err)
+                self.connected = False
                 self.cond.notify_all()
+
+    def _run(self) -> None:
+        attempts = self.settings.reconnect_attempts
+        failures = 0
+        while not self.stopping:
+            self._progress = False
+            self._streaming_since = None
+            try:
+                self._session()
+                return
+            except Exception as err:
+                if self.stopping:
+                    return
+                if attempts == 0 or not retryable(err):
+                    raise
+                since = self._streaming_since
+                if self._progress or (since is not None and time.monotonic() - since >= _HEALTHY):
+                    failures = 0
+                failures += 1
+                if failures > attempts:
+                    self.failure = (
+                        f"pgoutput stream: slot {self.settings.slot}: gave up after "
+                        f"{attempts} reconnect attempts (option reconnect_attempts); last "
+                        f"failure: {_what(err)}"
+                    )
+                    raise
+                self._back_off(err, failures)
+
+    def _back_off(self, err: BaseException, failures: int) -> None:
+        settings = self.settings
+        delay = min(settings.reconnect_backoff * 2 ** (failures - 1), _MAX_BACKOFF)
+        with self.cond:
+            self.reconnects += 1
+            resume = self._resume_lsn()
+        _log.warning(
+            "pgoutput stream slot %s: %s; reconnecting in %.2fs (attempt %d of %d), "
+            "resuming after %s",
+            settings.slot,
+            _what(err),
+            delay,
+            failures,
+            settings.reconnect_attempts,
+            LSN(resume),
+        )
+        with self.cond:
+            self.cond.wait_for(lambda: self.stopping, delay)
+
+    def _resume_lsn(self) -> int:
+        """Where a new connection starts: after every unit buffered or committed. The
+        server streams from the greater of this and the slot's confirmed_flush, which
+        never passes it (only committed offsets are confirmed)."""
+        return max(self.settings.start_lsn, self.committed, self.held)
+
+    def _session(self) -> None:
+        """One connection, from START_REPLICATION until it fails, the stream ends or the
+        reader stops the pump."""
+        settings = self.settings
+        with settings.connect() as conn:
+            with self.cond:
+                lsn = self._resume_lsn()
+            settings.start(conn, lsn)
+            # A fresh decoder: a transaction cut short by the last connection is dropped
+            # (the server sends it again whole), and the relation cache starts over as
+            # the new walsender's does.
+            self.decoder = ChangeDecoder(self.options)
+            self._streaming_since = time.monotonic()
+            with self.cond:
+                self.connected = True
+                self.received = lsn  # this connection's progress, for availableNow
+                self.sent = (-1, 0.0)  # the new walsender has not heard our position
+                self.cond.notify_all()
+            try:
+                self._loop(conn)
+            finally:
+                with self.cond:
+                    self.connected = False
+                    self.cond.notify_all()
+            # Leaving on purpose: confirm once more, end the copy politely.
+            with contextlib.suppress(Exception):  # closing anyway
+                self._send_status(conn, force=True)
+                if not self.ended:
+                    conn.stop()
 
     def _loop(self, conn: ReplicationConnection) -> None:
         while not self.stopping and not self.ended:
-            self._send_status(conn)
             with self.cond:
                 full = self.buffered_rows() >= self.settings.max_buffered_rows
             if full:  # back-pressure: stop reading, keep the server's timeout at bay
                 time.sleep(_POLL)
-                continue
-            for event in conn.read_stream(_POLL):
-                self._on_event(event)
+            else:
+                # First what START_REPLICATION read early: it may end the stream.
+                for event in conn.poll(_POLL):
+                    self._on_event(conn, event)
+            self._send_status(conn)
 
-    def _on_event(self, event: object) -> None:
+    def _on_event(self, conn: ReplicationConnection, event: object) -> None:
         if isinstance(event, WalData):
             message = event.message
             if message is not None:
@@ -348,20 +512,34 @@ class _Pump(threading.Thread):
             with self.cond:
                 self.received = max(self.received, int(event.wal_end))
                 self.cond.notify_all()
+        elif isinstance(event, ErrorReceived):
+            # Read on to ReadyForQuery after an ERROR (a FATAL closes the connection),
+            # then raise it with its SQLSTATE for _run to judge.
+            if not event.error.fatal:
+                with contextlib.suppress(ReplicationClientError):
+                    conn.wait_idle()
+            raise event.error
         elif isinstance(event, StreamEnded):
+            if event.by_server and self.settings.reconnect_attempts and not self.stopping:
+                # CommandComplete without our CopyDone: a shutdown. Come back later.
+                raise ConnectionLostError("the server ended the stream")
             with self.cond:
                 self.ended = True
                 self.cond.notify_all()
 
     def _close_unit(self, end: int) -> None:
         batches = self.decoder.flush()
+        if end <= max(self.held, self.committed):
+            return  # already buffered or committed: a server that sent it again
         if self.arrow is not None:
             batches = [b.cast(self.arrow) for b in batches]
-        last = self.units[-1].end_lsn if self.units else 0
-        if end > last:
-            self.units.append(_Unit(end, tuple(batches), sum(b.num_rows for b in batches)))
+        self.units.append(_Unit(end, tuple(batches), sum(b.num_rows for b in batches)))
+        self.held = end
+        self._progress = True
 
     def _send_status(self, conn: ReplicationConnection, *, force: bool = False) -> None:
+        if conn.session.state is not State.STREAMING:
+            return  # the server ended the copy; the next read says how
         with self.cond:
             flush, ping = self.committed, self.ping
             self.ping = False
@@ -372,6 +550,21 @@ class _Pump(threading.Thread):
             with self.cond:
                 self.sent = (flush, now)
                 self.cond.notify_all()
+
+    def _describe(self, err: BaseException) -> str:
+        if isinstance(err, SparkSideError) and str(err).startswith("pgoutput stream"):
+            return str(err)
+        suffix = "; not retried" if self.settings.reconnect_attempts and not retryable(err) else ""
+        return f"pgoutput stream: slot {self.settings.slot}: {_what(err)}{suffix}"
+
+
+def _what(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    return (
+        text
+        if isinstance(err, ReplicationClientError | SparkSideError)
+        else f"{type(err).__name__}: {text}"
+    )
 
 
 class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -443,9 +636,12 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + self.settings.timeout
         with pump.cond:
             # After a restart Spark replans the batch it had not committed: wait for the
-            # stream to deliver it again.
-            while not (pump.units and pump.units[-1].end_lsn >= stop):
+            # stream to deliver it again. While the pump reconnects the clock stops (it
+            # gives up on its own after reconnect_attempts).
+            while pump.held < stop:
                 pump.check()
+                if not pump.connected and not pump.ended:
+                    deadline = time.monotonic() + self.settings.timeout
                 if pump.ended or time.monotonic() > deadline:
                     raise SparkSideError(
                         f"pgoutput stream: the batch ({format_offset(begin)['lsn']}, "
@@ -495,6 +691,15 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             pump.units = [u for u in pump.units if u.end_lsn > lsn]
             while pump.sent[0] < pump.committed and pump.is_alive():
                 if time.monotonic() > deadline:
+                    if not pump.connected:
+                        # Reconnecting: the next connection reports it first thing, and
+                        # a confirmation that comes late (or never) only replays more.
+                        _log.warning(
+                            "pgoutput stream slot %s: %s not confirmed yet (reconnecting)",
+                            self.settings.slot,
+                            LSN(lsn),
+                        )
+                        break
                     raise SparkSideError(f"pgoutput stream: could not confirm {LSN(lsn)} in time")
                 pump.cond.wait(_POLL)
         pump.check()
@@ -503,15 +708,15 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pump = self._pump
         if pump is None:
             return
-        with pump.cond:
-            pump.stopping = True
+        pump.stop()
         pump.join(self.settings.timeout)
 
     # --- SupportsTriggerAvailableNow ----------------------------------------------------
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - PySpark's name
         """Fix the target: the last unit once the stream caught up with the server's WAL
-        position at this moment (IDENTIFY_SYSTEM's xlogpos) and went quiet."""
+        position at this moment (IDENTIFY_SYSTEM's xlogpos) and went quiet, on a
+        connection that is up (not while the pump reconnects)."""
         pump = self._started()
         with self.settings.connect() as conn:
             xlogpos = int(conn.identify_system().xlogpos)
@@ -521,7 +726,7 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             while time.monotonic() < deadline and not pump.ended:
                 pump.check()
                 idle = time.monotonic() - pump.last_data
-                if pump.received >= xlogpos and idle >= quiet:
+                if pump.connected and pump.received >= xlogpos and idle >= quiet:
                     break
                 # A status update with reply_requested makes the walsender answer with
                 # a keepalive carrying its sent position.
