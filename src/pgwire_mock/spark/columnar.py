@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +46,7 @@ class ParsedTuples:
     lengths: list[_Ints]
     ends: _Ints
 
-    def column(self, j: int) -> pa.Array | list[str | bytes | None]:
+    def column(self, j: int) -> pa.Array[Any] | list[str | bytes | None]:
         """Column j's values: an Arrow string array when every value is text (NULL,
         unchanged TOAST and rows without a tuple are null), else a list of raw values
         as the codec decodes them (``str`` for text, ``bytes`` for binary)."""
@@ -86,11 +86,11 @@ def _gather(
     index = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
     data = buffer[index]
     bitmap = np.packbits(valid, bitorder="little")
-    return pa.StringArray.from_buffers(  # type: ignore[no-any-return]
+    return pa.StringArray.from_buffers(
         len(lengths),
-        pa.py_buffer(offsets.astype(np.int32)),
-        pa.py_buffer(data),
-        pa.py_buffer(bitmap),
+        pa.py_buffer(offsets.astype(np.int32).data),
+        pa.py_buffer(data.data),
+        pa.py_buffer(bitmap.data),
     )
 
 

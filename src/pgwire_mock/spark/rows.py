@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from codec.errors import DecodeError
-from codec.pgoutput import UNCHANGED_TOAST, Relation, TupleData
+from codec.pgoutput import UNCHANGED_TOAST, Delete, Insert, Relation, TupleData, Update
 from codec.pgoutput.tuples import read_tuple
 from pgwire_mock.spark.columnar import KIND_TOAST, ParsedTuples, concat, parse_tuples
 from pgwire_mock.spark.convert import RawValue, Specials, convert_column
@@ -36,7 +36,8 @@ _NEW: Final = ord("N")
 
 RawColumn = pa.StringArray | list[RawValue]
 """One column's raw values: text values as an Arrow string array, or a list."""
-_MESSAGE_NAMES: Final = {"insert": "Insert", "update": "Update", "delete": "Delete"}
+# DecodeError names a message as the codec does.
+_MESSAGE_NAMES: Final = {"insert": Insert.NAME, "update": Update.NAME, "delete": Delete.NAME}
 
 
 @dataclass(slots=True)
