@@ -362,6 +362,7 @@ def test_the_fast_paths_cover_the_common_types() -> None:
     assert names == {
         *("bool", "int2", "int4", "int8", "oid", "float4", "float8", "numeric"),
         *("text", "varchar", "bpchar", "uuid", "bytea", "date", "timestamp", "timestamptz"),
+        *("json", "jsonb"),
         *("numeric(10,2)", "numeric(38,6)", "numeric(5,0)"),
         *("_int2", "_int4", "_int8", "_text", "_varchar"),
     }
@@ -710,6 +711,23 @@ EXAMPLES: list[tuple[str, int, int, list[RawValue], list[object], Specials]] = [
         [[[1, 2], [None, 4]], [], None],
         [(2, "{1,2}")],
     ),
+    (
+        "jsonb",
+        -1,
+        1,
+        # Two levels deep go by pattern, deeper documents one by one: all are kept.
+        ['{"a": [1, {"b": null}]}', '{"a": {"b": {"c": 1}}}', "NaN", '{"a": 01}', '"\\u00e9"'],
+        ['{"a": [1, {"b": null}]}', '{"a": {"b": {"c": 1}}}', None, None, '"\\u00e9"'],
+        [(2, "NaN"), (3, '{"a": 01}')],
+    ),
+    (
+        "json",
+        -1,
+        1,
+        [' [1, "x\ty"] ', '{"k": 1,}', '{"k": "\\x"}', " 1e400 "],
+        [None, None, None, " 1e400 "],
+        [(0, ' [1, "x\ty"] '), (1, '{"k": 1,}'), (2, '{"k": "\\x"}')],
+    ),
 ]
 
 
@@ -751,6 +769,11 @@ CANONICAL: list[tuple[str, int, list[str]]] = [
     ("bpchar", -1, ["x  "]),
     ("uuid", -1, ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]),
     ("bytea", -1, ["\\x", "\\x00ff"]),
+    (
+        "jsonb",
+        -1,
+        ['{"n": 324565, "ok": true, "tag": "amber"}', "[]", "null", '{"a": [1, 2.5e-3]}'],
+    ),
     ("date", -1, ["0001-01-01", "2024-02-29", "9999-12-31"]),
     ("timestamp", -1, ["2024-02-29 13:45:30.123456", "0001-01-01 00:00:00"]),
     ("timestamptz", -1, ["2024-02-29 13:45:30.5+00", "2024-02-29 13:45:30+05:30"]),

@@ -42,6 +42,7 @@ _Array: TypeAlias = "pa.Array[Any]"
 _BOOL, _BYTEA, _INT8, _INT2, _INT4, _TEXT, _OID = 16, 17, 20, 21, 23, 25, 26
 _FLOAT4, _FLOAT8, _BPCHAR, _VARCHAR = 700, 701, 1042, 1043
 _DATE, _TIMESTAMP, _TIMESTAMPTZ, _NUMERIC, _UUID = 1082, 1114, 1184, 1700, 2950
+_JSON, _JSONB = 114, 3802
 
 _FLT_MAX: Final = 3.4028234663852886e38
 _FLT_MIN_NORMAL: Final = 1.1754943508222875e-38
@@ -51,6 +52,30 @@ _YEAR: Final = r"(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"  # no yea
 _DATE_RE: Final = _YEAR + r"-[0-9]{2}-[0-9]{2}"
 _TIME_RE: Final = r"[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
 _INT_RE: Final = r"-?[0-9]{1,19}"
+# JSON nested at most two deep, in RFC 8259's grammar (what the codec's check, Python's
+# json with NaN and Infinity refused, accepts); deeper documents go one by one.
+_JSON_WS: Final = r"[ \t\n\r]*"
+_JSON_STRING: Final = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_JSON_SCALAR: Final = (
+    f"({_JSON_STRING}" r"|-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null)"
+)
+
+
+def _json_container(value: str) -> str:
+    w = _JSON_WS
+    member = f"{_JSON_STRING}{w}:{w}{value}"
+    return (
+        rf"(\{{{w}({member}{w}(,{w}{member}{w})*)?\}}"
+        rf"|\[{w}({value}{w}(,{w}{value}{w})*)?\])"
+    )
+
+
+_JSON_DOCUMENT: Final = (
+    f"^{_JSON_WS}({_JSON_SCALAR}|"
+    + _json_container(f"({_JSON_SCALAR}|{_json_container(_JSON_SCALAR)})")
+    + f"){_JSON_WS}$"
+)
+
 # PostgreSQL quotes an array element that is empty, is NULL in any case, or holds a
 # quote, backslash, brace, comma or white space (array_out): unquoted ones have none.
 _BARE_ELEMENT: Final = r'[^"{}\\, \t\n\r\x0b\f\x00]+'
@@ -226,6 +251,8 @@ def _fast_path(column: ColumnType) -> _FastPath | None:
         _TEXT: _FastPath(r"^[^\x00]*$", _identity),
         _VARCHAR: _FastPath(r"^[^\x00]*$", _identity),
         _BPCHAR: _FastPath(r"^[^\x00]*$", _identity),
+        _JSON: _FastPath(_JSON_DOCUMENT, _identity),
+        _JSONB: _FastPath(_JSON_DOCUMENT, _identity),
         _UUID: _FastPath(
             r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", _identity
         ),
