@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from pgwire_mock.spark import SparkSideError, decode_stream
+from pgwire_mock.spark.source import _scan_json_fast, _scan_json_lines
+from pgwire_mock.synth import Synth, load_spec, write_recording
 from spark.spark_helpers import TYPES_OPTIONS, entries, golden, same
 
 MAJOR = 17
@@ -91,3 +94,35 @@ def test_missing_table_option() -> None:
 
     with pytest.raises(SparkSideError, match="table"):
         _options({})
+
+
+@pytest.mark.parametrize(
+    "recording",
+    [
+        "pg17/streaming.v4-parallel-2pc-bin",
+        "pg17/two_phase.v3-stream-2pc",
+        "pg16/toast.v1",
+        "pg15/types.v2-stream",
+        "synthetic",
+    ],
+)
+def test_the_fast_scan_cuts_only_where_the_full_scan_may(recording: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The regular-expression scan of JSON Lines sees Begins only where it wants a cut
+    and no Commit at all; every cut it makes is a cut the message-by-message scan makes,
+    with the same Relation and Type caches, and it finds the same first Relations."""
+    if recording == "synthetic":
+        spec = Path(__file__).resolve().parents[2] / "examples" / "synth-spec.yaml"
+        synth = Synth(load_spec(spec), seed=3, changes=30_000)
+        path = tmp_path / "synthetic.jsonl"
+        with path.open("w") as out:
+            write_recording(out, synth.meta(), synth.stream())
+    else:
+        major, name = recording.split("/")
+        path = golden(int(major[2:]), *name.split(".", 1))
+    fast, full = _scan_json_fast(str(path)), _scan_json_lines(str(path))
+    assert fast is not None
+    allowed = {c.at: c.caches for c in full.cuts}
+    assert all(allowed.get(c.at) == c.caches for c in fast.cuts)
+    assert (fast.caches, fast.first, fast.end) == (full.caches, full.first, full.end)
+    if recording == "synthetic":
+        assert len(fast.cuts) > 100  # one near every 1/4096 of the file, where allowed

@@ -192,8 +192,10 @@ _SKIPPED_HEX: Final = frozenset(f"{tag:02x}".encode() for tag in b"IUDTMO")
 _CHANGE_HEX: Final = frozenset(f"{tag:02x}".encode() for tag in b"IUD")
 _BEGIN_HEX: Final = b"42"
 _COMMIT_HEX: Final = b"43"
-# A JSON Lines entry whose message a scan must look at (not a change or logical message).
-_NOTABLE_LINE: Final = re.compile(rb'"data": "(?!49|55|44|54|4d|4f)([0-9a-fA-F]{2})')
+# A JSON Lines entry whose message a scan must look at: not a change, a logical message,
+# a Begin or a Commit (the fast scan looks for Begins only where it wants a cut).
+_NOTABLE_LINE: Final = re.compile(rb'"data": "(?!49|55|44|54|4d|4f|42|43)([0-9a-fA-F]{2})')
+_BEGIN_LINE: Final = b'"data": "42'
 _SCAN_CHUNK: Final = 1 << 24
 
 
@@ -220,9 +222,14 @@ class _Scan:
 
 class _Scanner:
     """Follows which transactions are open and the Relation / Type caches, from the
-    messages that move them (Begin and Commit by tag alone)."""
+    messages that move them (Begin and Commit by tag alone).
 
-    def __init__(self, path: str, json_lines: bool) -> None:
+    Cuts are kept at least ``gap`` apart (bytes or entries): a plan needs only a few,
+    near even fractions of the file, and a recording has a cut per transaction."""
+
+    def __init__(
+        self, path: str, json_lines: bool, gap: int = 0, *, begins_only: bool = False
+    ) -> None:
         self.path = path
         self.decoder = Decoder()
         self.relations: dict[int, Relation] = {}
@@ -231,13 +238,27 @@ class _Scanner:
         self.streamed: set[int] = set()
         self.prepared: set[str] = set()
         self.scan = _Scan(json_lines, 0, [_Cut(0, 0)], [((), ())], {}, {})
-        self.seen = 0
+        self.gap = gap
+        self.cut_anywhere = not begins_only
+        self.next_cut = 1
+        self.at = 0
+
+    @property
+    def clean(self) -> bool:
+        """No transaction open: a partition may start here."""
+        return not (self.in_txn or self.streamed or self.prepared or self.decoder.in_stream)
+
+    def cut(self, at: int) -> None:
+        self.scan.cuts.append(_Cut(at, len(self.scan.caches) - 1))
+        self.next_cut = at + max(self.gap, 1)
 
     def entry(self, at: int, data: bytes) -> None:
         """The entry at ``at`` (byte offset or index) with hex payload ``data``."""
-        self.seen += 1
-        if at and not (self.in_txn or self.streamed or self.prepared or self.decoder.in_stream):
-            self.scan.cuts.append(_Cut(at, len(self.scan.caches) - 1))
+        self.at = at
+        # The fast scan does not see every Begin, so in_txn can be stale there: it cuts
+        # at Begins only (_begin).
+        if self.cut_anywhere and at >= self.next_cut and self.clean:
+            self.cut(at)
         tag = data[:2]
         if tag == _BEGIN_HEX:
             self.in_txn = True
@@ -289,9 +310,10 @@ class _Scanner:
             first[0].replica_identity,
             first[0].columns,
         ) != (relation.replica_identity, relation.columns):
+            where = f"byte {self.at}" if self.scan.json_lines else f"entry {self.at}"
             self.scan.changed[name] = (
-                f"{self.path}: table {name} changed schema mid-stream (Relation message "
-                f"#{self.seen}); read the parts before and after the change separately"
+                f"{self.path}: table {name} changed schema mid-stream (the Relation message "
+                f"at {where}); read the parts before and after the change separately"
             )
 
 
@@ -299,9 +321,9 @@ def _scan(path: str) -> _Scan:
     if not _is_json_lines(path):
         scanner = _Scanner(path, json_lines=False)
         count = 0
-        for count, data in enumerate(_wire_entries(path)):
-            scanner.entry(count, data)
-        scanner.scan.end = count + 1 if scanner.seen else 0
+        for count, data in enumerate(_wire_entries(path), start=1):
+            scanner.entry(count - 1, data)
+        scanner.scan.end = count
         return scanner.scan
     return _scan_json_fast(path) or _scan_json_lines(path)
 
@@ -318,8 +340,10 @@ def _scan_json_lines(path: str) -> _Scan:
 def _scan_json_fast(path: str) -> _Scan | None:
     """The scan of a JSON Lines file in this project's layout, by regular expression
     over large chunks: only the lines of messages other than changes and logical
-    messages are looked at. None if any line is in another layout."""
-    scanner = _Scanner(path, json_lines=True)
+    messages are looked at, Begin and Commit here without a call. None if any line is
+    in another layout."""
+    size = Path(path).stat().st_size
+    scanner = _Scanner(path, json_lines=True, gap=size >> 12, begins_only=True)
     base = 0
     tail = b""
     with open(path, "rb") as f:
@@ -327,24 +351,50 @@ def _scan_json_fast(path: str) -> _Scan | None:
             chunk = f.read(_SCAN_CHUNK)
             data = tail + chunk
             cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            block, tail = data[:cut], data[cut:]
-            lines = block.count(b"\n") + (0 if block.endswith(b"\n") or not block else 1)
-            keys = block.count(b'"data": "')
-            if base == 0 and block.startswith(b'{"meta"'):
+            lines = data.count(b"\n", 0, cut) + (0 if cut == 0 or data[cut - 1] == 10 else 1)
+            keys = data.count(b'"data": "', 0, cut)
+            if base == 0 and data.startswith(b'{"meta"'):
                 lines -= 1
             if keys != lines:  # a blank line, or a line in another layout
                 return None
-            for match in _NOTABLE_LINE.finditer(block):
-                start = block.rfind(b"\n", 0, match.start()) + 1
-                end = block.find(b'"', match.end())
+            # Cut candidates: the first Begin after each multiple of the gap. At a Begin
+            # no other regular transaction is open (they do not nest, and streamed
+            # chunks come between transactions); streamed and prepared ones are
+            # followed exactly, since their messages are all notable.
+            begins: list[int] = []
+            at = max(scanner.next_cut - base, 0)
+            while (at := data.find(_BEGIN_LINE, at, cut)) >= 0:
+                begins.append(at)
+                at += max(scanner.gap, 1)
+            pending = iter(begins)
+            begin = next(pending, cut)
+            for match in _NOTABLE_LINE.finditer(data, 0, cut):
+                while begin < match.start():
+                    _begin(scanner, data, base, begin)
+                    begin = next(pending, cut)
+                start = data.rfind(b"\n", 0, match.start()) + 1
+                end = data.find(b'"', match.end(), cut)
                 if end < 0:
                     return None
-                scanner.entry(base + start, block[match.start(1) : end])
-            base += len(block)
+                scanner.entry(base + start, data[match.start(1) : end])
+            while begin < cut:
+                _begin(scanner, data, base, begin)
+                begin = next(pending, cut)
+            base += cut
+            tail = data[cut:]
             if not chunk:
                 break
     scanner.scan.end = base
     return scanner.scan
+
+
+def _begin(scanner: _Scanner, data: bytes, base: int, at: int) -> None:
+    """A Begin found by the fast scan: a cut if nothing streamed or prepared is open."""
+    line = data.rfind(b"\n", 0, at) + 1
+    scanner.in_txn = False  # the transaction before this Begin is over
+    if base + line >= scanner.next_cut and scanner.clean:
+        scanner.cut(base + line)
+    scanner.in_txn = True
 
 
 _SCANS: dict[tuple[str, int, int], _Scan] = {}
