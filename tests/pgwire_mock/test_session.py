@@ -444,6 +444,25 @@ def test_active_slot_is_refused_with_the_holders_pid() -> None:
     assert replies[-1] == ReadyForQuery("I")
 
 
+@pytest.mark.parametrize("major", (15, 16, 17))
+def test_streaming_with_two_phase_marks_the_slot_two_phase(major: int) -> None:
+    """As CreateDecodingContext does on 15+: the first START_REPLICATION with the
+    two_phase option marks the slot two-phase (pg_replication_slots.two_phase) for good;
+    streaming without it does not."""
+    client, state = connect(major, source=recording(major, "two_phase.v3-stream-2pc"))
+    client.query("CREATE_REPLICATION_SLOT a LOGICAL pgoutput")
+    client.query("CREATE_REPLICATION_SLOT b LOGICAL pgoutput")
+    for slot, extra in (("a", ", two_phase 'on'"), ("b", "")):
+        replies = client.query(
+            f"START_REPLICATION SLOT {slot} LOGICAL 0/0 "
+            f"(proto_version '3', publication_names 'pgwm_2pc'{extra})"
+        )
+        assert any(isinstance(m, CopyBothResponse) for m in replies)
+        client.send(CopyDone())
+        client.replies()
+    assert (state.slots["a"].two_phase, state.slots["b"].two_phase) == (True, False)
+
+
 @pytest.mark.parametrize("major", MAJORS)
 def test_too_high_proto_version_is_refused_before_copy_both(major: int) -> None:
     client, _ = connect(major)

@@ -644,6 +644,11 @@ def test_two_phase_on_a_real_server(
             prepared(conn, f"{name}_keep", f"INSERT INTO {name} VALUES (2, 'b')")
             conn.execute(f"INSERT INTO {name} VALUES (3, 'c')")
         assert run(name) == [(1, "a")]  # 3 waits for the prepared transaction
+        with pg16.connect() as conn:  # marked by its first stream with two_phase
+            marked = conn.execute(
+                "SELECT two_phase FROM pg_replication_slots WHERE slot_name = %s", (name,)
+            ).fetchone()
+        assert marked == (True,)
 
         with pg16.connect() as conn:
             conn.execute(f"COMMIT PREPARED '{name}_keep'")

@@ -1086,6 +1086,11 @@ class WalSenderSession:
             raise
         # CreateDecodingContext: 0/0 or an older point means "from confirmed_flush".
         from_lsn = max(command.start_lsn, slot.confirmed_flush)
+        if options.two_phase and not slot.two_phase:
+            # CreateDecodingContext (15+): a slot first streamed with two_phase is marked
+            # two-phase for good, and the mark is saved with the slot.
+            slot.two_phase = True
+            self.state.save()
         source = self.config.source
         events = source.events(options, self.major, from_lsn) if source is not None else iter(())
         self._stream = _Stream(
