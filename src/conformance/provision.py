@@ -756,14 +756,18 @@ def requested_majors(default: Sequence[int] = MAJORS) -> list[int]:
     return _majors([raw]) if raw else list(default)
 
 
+def in_ci() -> bool:
+    """Whether this is a CI run (``CI=true``), where nothing a test needs may be skipped."""
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
 def opted_out() -> str | None:
     """Why tests needing a server should skip, or None when they must run (or fail).
 
     Only outside CI, and only when the user asked with ``PGWIRE_MOCK_SKIP_POSTGRES=1``:
     in CI (``CI=true``) a missing server is always an error.
     """
-    in_ci = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-    if not in_ci and os.environ.get("PGWIRE_MOCK_SKIP_POSTGRES") == "1":
+    if not in_ci() and os.environ.get("PGWIRE_MOCK_SKIP_POSTGRES") == "1":
         return "PGWIRE_MOCK_SKIP_POSTGRES=1: tests needing real PostgreSQL are skipped"
     return None
 

@@ -15,7 +15,6 @@ clients at the fake only needs its DSN.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,27 +40,9 @@ from pgwire_mock.client import capture_via_walsender
 
 pytestmark = pytest.mark.slow
 
-CLIENT_NAMES = sorted(clients.CLIENTS)
 PROTO_VERSION = 1  # pg-logical-replication's parser knows protocol 1 and 2 only
 UNIX_TO_PG_EPOCH_US = 946_684_800_000_000
 IDENTITY = {"default": "d", "nothing": "n", "full": "f", "index": "i"}
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "") in {"1", "true", "TRUE", "True", "yes"}
-
-
-@pytest.fixture(params=CLIENT_NAMES)
-def client(request: pytest.FixtureRequest) -> str:
-    """A client whose build is in the cache; missing builds fail (skip only if asked)."""
-    name: str = request.param
-    try:
-        clients.build_dir(name)
-    except clients.ClientNotInstalledError as err:
-        if not _in_ci() and os.environ.get("PGWIRE_MOCK_SKIP_CLIENTS") == "1":
-            pytest.skip(str(err))
-        pytest.fail(str(err), pytrace=False)
-    return name
 
 
 @dataclass(frozen=True, slots=True)

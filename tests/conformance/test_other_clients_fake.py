@@ -12,7 +12,6 @@ must take each client down its 42704 error path. No real server is needed.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,20 +33,6 @@ MAJORS = (14, 15, 16, 17)
 SCENARIO = "replica_identity.v1"  # inserts, updates with old keys/tuples, deletes; proto 1
 SLOT = "occ_fake"
 PROTO_VERSION = 1  # pg-logical-replication's parser knows protocol 1 and 2 only
-
-
-@pytest.fixture(params=sorted(clients.CLIENTS))
-def client(request: pytest.FixtureRequest) -> str:
-    """A client whose build is in the cache; missing builds fail (skip only if asked)."""
-    name: str = request.param
-    try:
-        clients.build_dir(name)
-    except clients.ClientNotInstalledError as err:
-        in_ci = os.environ.get("CI", "") in {"1", "true", "TRUE", "True", "yes"}
-        if not in_ci and os.environ.get("PGWIRE_MOCK_SKIP_CLIENTS") == "1":
-            pytest.skip(str(err))
-        pytest.fail(str(err), pytrace=False)
-    return name
 
 
 @dataclass(frozen=True, slots=True)
