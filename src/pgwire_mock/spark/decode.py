@@ -74,6 +74,12 @@ _OLD: Final = frozenset(b"KO")
 _NO_ROW: Final = Change(None, None, "truncate")  # a Truncate's row: every column NULL
 _SKIP: Final = Change(None, None, "skip")  # a change outside a stream to a table not read
 
+
+def _skipped(subxid: int | None) -> Change:
+    """A change to a table not read: only its place (and, in a stream, its subxid) count."""
+    return _SKIP if subxid is None else Change(subxid, None, "skip")
+
+
 METADATA_FIELDS: Final[tuple[pa.Field[pa.DataType], ...]] = (
     pa.field("_op", pa.string(), nullable=False),
     pa.field("_commit_lsn", pa.int64(), nullable=False),
@@ -289,8 +295,7 @@ class ChangeDecoder:
     def skip_change(self, subxid: int | None) -> None:
         """Count an Insert/Update/Delete to a table :meth:`skips` (it still takes a
         position in its transaction, and a Stream Abort may drop it)."""
-        change = _SKIP if subxid is None else Change(subxid, None, "skip")
-        self._open_txn("change").changes.append(change)
+        self._open_txn("change").changes.append(_skipped(subxid))
 
     @property
     def has_batches(self) -> bool:
@@ -416,14 +421,10 @@ class ChangeDecoder:
         oid = _UINT32.unpack_from(payload, pos)[0]
         kind = payload[pos + 4]
         tag = payload[0]
-        txn = self._streamed[self._stream_xid] if self._stream_xid is not None else self._txn
-        if txn is None:
-            raise StreamStateError(f"{_CHANGE_NAMES[tag]} outside a transaction")
-        name = self._names.get(oid)
-        if name is None:
-            name = self._name_of(oid)  # raises
+        txn = self._open_txn(_CHANGE_NAMES[tag])
+        name = self._name_of(oid)
         if name not in self._tables:
-            txn.changes.append(_SKIP if subxid is None else Change(subxid, None, "skip"))
+            txn.changes.append(_skipped(subxid))
             return
         if tag == _INSERT and kind == _NEW:
             change = Change(subxid, name, "insert", payload, pos + 5)
