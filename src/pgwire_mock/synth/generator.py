@@ -36,6 +36,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+
 from codec.pgoutput import (
     Begin,
     BeginPrepare,
@@ -53,6 +55,7 @@ from codec.pgoutput import (
     StreamStop,
     Truncate,
 )
+from pgwire_mock.synth.rowparts import RowChunk, RowParts
 from pgwire_mock.synth.spec import OutputSpec, Spec, TableSpec
 from pgwire_mock.synth.state import ExpectedState, StateDelta, TableDelta
 from pgwire_mock.synth.values import (
@@ -161,9 +164,23 @@ class _Table:
             else:
                 pool = column_pool(column, seed, where, pool_size, binary)
                 self.plan.append((1, pool, len(pool), None, None))
-        #: Tables without TOAST columns take the fast path: (pool, size) per non-key column.
+        #: Tables without TOAST columns take the fast path: the key is the only dynamic
+        #: column, so a row is run 0, the key, run 1.
         self.simple = all(kind != 2 for kind, *_ in self.plan)
-        self.pools = [(a, b) for kind, a, b, _, _ in self.plan if kind == 1]
+        pools: list[tuple[PoolEntry, ...]] = []
+        runs: list[list[int]] = [[]]
+        #: The key and TOAST columns, in order: each ends a run of pool columns.
+        self.dynamic: list[tuple[int, object, object, object, object]] = []
+        for kind, a, b, c, d in self.plan:
+            if kind == 1:
+                runs[-1].append(len(pools))
+                pools.append(a)  # type: ignore[arg-type]
+            else:
+                self.dynamic.append((kind, a, b, c, d))
+                runs.append([])
+        self.parts = RowParts(self.count_bytes, pools, runs)
+        #: Rows drawn for a block at a time: about one block's worth, then this many more.
+        self.chunk = 64
         self.relation_columns = tuple(
             RelationColumn(1 if c.key else 0, c.name, c.type.oid, -1) for c in spec.columns
         )
@@ -377,6 +394,10 @@ class _Block:
         self.low = [w[0] for w in windows]
         self.high = [w[1] for w in windows]
         self.state = state
+        # Rows are drawn per table a chunk at a time, from the table's own numpy generator.
+        self.chunks: list[RowChunk | None] = [None] * len(synth.tables)
+        self.cursor = [0] * len(synth.tables)
+        self.row_rngs: list[np.random.Generator | None] = [None] * len(synth.tables)
         self.deltas: list[TableDelta] | None = (
             None if state is None else [state.table(t.name) for t in synth.tables]
         )
@@ -470,45 +491,70 @@ class _Block:
     # --- rows ---------------------------------------------------------------------------------
 
     def row(self, t: _Table, kid: int, update: bool) -> tuple[bytes, tuple[object, ...] | None]:
-        random_ = self.rng.random
-        if t.simple:
-            # The hot path (profiled): one pool pick per column, one join.
-            picks: list[PoolEntry] = [
-                pool[int(random_() * n)]  # type: ignore[index,operator]
-                for pool, n in t.pools
-            ]
-            k = t.key_index
-            key = t.key.column_bytes(kid)
-            data = b"".join(
-                [t.count_bytes, *[e[1] for e in picks[:k]], key, *[e[1] for e in picks[k:]]]
-            )
-            if self.deltas is None:
-                return data, None
-            row = [e[0] for e in picks]
-            row.insert(k, t.key.value(kid))
-            return data, tuple(row)
-        parts = [t.count_bytes]
+        """Row ``kid``'s TupleData (its pool columns from the table's next drawn row) and,
+        when the state is tracked, its values."""
+        i = t.index
+        chunk = self.chunks[i]
+        j = self.cursor[i]
+        if chunk is None or j == len(chunk.picks):
+            chunk = self.draw_rows(t)
+            j = 0
+        self.cursor[i] = j + 1
+        runs = chunk.runs
         track = self.deltas is not None
-        values: list[object] = []
-        for kind, a, b, c, d in t.plan:
-            if kind == 1:
-                value, data = a[int(random_() * b)]  # type: ignore[index,operator]
-            elif kind == 0:
-                data = t.key.column_bytes(kid)
-                value = t.key.value(kid) if track else None
-            else:
-                h = mix64(kid ^ d)  # type: ignore[operator]
-                if h < c:  # type: ignore[operator]
-                    value, data = a[h & 7]  # type: ignore[index]
-                    if update:
-                        data = b"u"
+        if t.simple:  # the hot path: run 0, key, run 1
+            data = runs[0][j] + t.key.column_bytes(kid) + runs[1][j]
+            if not track:
+                return data, None
+            dynamic_values: list[object] = [t.key.value(kid)]
+        else:
+            parts = [runs[0][j]]
+            dynamic_values = []
+            for r, (kind, a, b, c, d) in enumerate(t.dynamic, 1):
+                if kind == 0:
+                    value: object = t.key.value(kid) if track else None
+                    column = t.key.column_bytes(kid)
                 else:
-                    short: tuple[PoolEntry, ...] = b  # type: ignore[assignment]
-                    value, data = short[h % len(short)]
-            parts.append(data)
-            if track:
-                values.append(value)
-        return b"".join(parts), (tuple(values) if track else None)
+                    h = mix64(kid ^ d)  # type: ignore[operator]
+                    if h < c:  # type: ignore[operator]
+                        value, column = a[h & 7]  # type: ignore[index]
+                        if update:
+                            column = b"u"
+                    else:
+                        short: tuple[PoolEntry, ...] = b  # type: ignore[assignment]
+                        value, column = short[h % len(short)]
+                parts.append(column)
+                parts.append(runs[r][j])
+                dynamic_values.append(value)
+            data = b"".join(parts)
+            if not track:
+                return data, None
+        picks = chunk.picks[j].tolist()
+        values: list[object] = []
+        pools = t.parts.pools
+        pool_at = dynamic_at = 0
+        for kind, *_ in t.plan:
+            if kind == 1:
+                values.append(pools[pool_at][picks[pool_at]][0])
+                pool_at += 1
+            else:
+                values.append(dynamic_values[dynamic_at])
+                dynamic_at += 1
+        return data, tuple(values)
+
+    def draw_rows(self, t: _Table) -> RowChunk:
+        """The next chunk of ``t``'s rows: about what the block needs, then small chunks."""
+        i = t.index
+        rng = self.row_rngs[i]
+        if rng is None:
+            rng = self.row_rngs[i] = np.random.default_rng(
+                derive_seed(self.s.seed, "rows", self.b, i)
+            )
+            want = t.normal[INS] + t.normal[UPD] + t.normal[KUPD] + t.hot
+        else:
+            want = t.chunk
+        chunk = self.chunks[i] = t.parts.draw(rng, max(1, want))
+        return chunk
 
     def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
         data, values = self.row(t, kid, update=False)

@@ -38,6 +38,8 @@ _MASK64: Final = (1 << 64) - 1
 _LENGTH = struct.Struct("!i")
 _INT4 = struct.Struct("!i")
 _INT8 = struct.Struct("!q")
+#: ``t`` + length, for text values up to 20 bytes (every int8 printed in decimal).
+_TEXT_HEADS: Final = tuple(b"t" + _LENGTH.pack(n) for n in range(21))
 
 #: (Python value, TupleData column bytes: ``n``, or ``t``/``b`` + length + data).
 PoolEntry = tuple[object, bytes]
@@ -203,11 +205,13 @@ class KeyCodec:
         if name == "int4":
             if self.binary:
                 return b"b\x00\x00\x00\x04" + _INT4.pack(key_id)
-            data = str(key_id).encode()
+            data = b"%d" % key_id
+            return _TEXT_HEADS[len(data)] + data  # the hot path: one lookup, one concat
         elif name == "int8":
             if self.binary:
                 return b"b\x00\x00\x00\x08" + _INT8.pack(key_id)
-            data = str(key_id).encode()
+            data = b"%d" % key_id
+            return _TEXT_HEADS[len(data)] + data
         elif name == "uuid":
             u = uuid.UUID(int=key_id & ((1 << 128) - 1))
             if self.binary:
