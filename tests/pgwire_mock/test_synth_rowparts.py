@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,7 +27,7 @@ def test_gathered_rows_equal_joined_entries(
     # Split the pool columns into runs at ``cuts`` (dynamic columns sit between runs).
     bounds = sorted({min(c, len(pools)) for c in cuts})
     edges = [0, *bounds, len(pools)]
-    runs = [list(range(a, b)) for a, b in zip(edges, edges[1:], strict=False)]
+    runs = [list(range(a, b)) for a, b in itertools.pairwise(edges)]
     parts = RowParts(head, pools, runs)
     for _ in range(2):  # twice: the scratch buffers are reused
         chunk = parts.draw(np.random.default_rng(seed), m)
