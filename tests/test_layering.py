@@ -28,13 +28,14 @@ ALLOWED = {
         "yaml",
         "cryptography",
         "OpenSSL",
+        "numpy",  # the synthetic generator's bulk row drawing
     },
     "conformance": {"codec", "pgwire_mock", "conformance", "psycopg", "twisted", "zope"},
 }
 # Modules that only run where their extra is installed.
 EXTRA = {
     "codec/strategies": {"hypothesis"},
-    "pgwire_mock/spark": {"pyspark", "pyarrow", "numpy", "deltalake"},
+    "pgwire_mock/spark": {"pyspark", "pyarrow", "deltalake"},
     "pgwire_mock/pytest_plugin": {"pytest"},
     # The matrix's spark-values check reads the Spark side's Arrow/Parquet output.
     "conformance/spark_check": {"pyarrow", "numpy"},

@@ -46,7 +46,7 @@ from codec.pgoutput import (
 )
 from pgwire_mock.spark.errors import SchemaChangeError, SparkSideError, StreamStateError
 from pgwire_mock.spark.rows import AFTER_OLD, Change, TableRows
-from pgwire_mock.spark.types import ColumnType, column_type
+from pgwire_mock.spark.types import PG_EPOCH_US, ColumnType, column_type
 
 __all__ = [
     "KEY_METADATA",
@@ -62,7 +62,6 @@ __all__ = [
     "table_schema",
 ]
 
-_PG_EPOCH_US: Final = 946_684_800_000_000  # 2000-01-01 00:00:00 UTC in Unix microseconds
 _UINT32: Final = struct.Struct(">I")
 _BEGIN: Final = struct.Struct(">QqI")  # final LSN, commit time, xid
 _COMMIT: Final = struct.Struct(">BQQq")  # flags, commit LSN, end LSN, commit time
@@ -353,7 +352,7 @@ class ChangeDecoder:
                 break
 
     def _commit(self, txn: _Txn, commit_lsn: int, commit_timestamp: int) -> None:
-        commit_time = commit_timestamp + _PG_EPOCH_US
+        commit_time = commit_timestamp + PG_EPOCH_US
         xid = txn.xid
         batch_rows = self.options.batch_rows
         tables = self._tables

@@ -25,7 +25,7 @@ from pgwire_mock.spark.convert import RawValue, Specials, convert_column
 from pgwire_mock.spark.errors import StreamStateError
 from pgwire_mock.spark.types import ColumnType
 
-__all__ = ["AFTER_OLD", "NO_TUPLE", "Change", "TableRows"]
+__all__ = ["AFTER_OLD", "NO_TUPLE", "Change", "TableRows", "names_column", "special_column"]
 
 AFTER_OLD: Final = -1
 """``Change.values_at`` of an Update with an old tuple: the new tuple follows it."""
@@ -110,8 +110,8 @@ class TableRows:
             pa.array(positions, pa.int64()),
             pa.array(xids, pa.int64()),
             pa.array(times, pa.timestamp("us", tz="UTC")),
-            _list_column(n, toast),
-            self._special_column(n, specials),
+            names_column(n, toast),
+            special_column(self.names, n, specials),
             *new_arrays,
             before_array,
         ]
@@ -234,25 +234,30 @@ class TableRows:
             specials.append(special)
         return arrays, specials
 
-    def _special_column(self, n: int, specials: list[Specials]) -> pa.Array[Any]:
-        by_row: dict[int, list[tuple[str, str]]] = {}
-        for name, column in zip(self.names, specials, strict=False):
-            for row, text in column:
-                by_row.setdefault(row, []).append((name, text))
-        lengths = [0] * n
-        keys: list[str] = []
-        items: list[str] = []
-        for row in sorted(by_row):
-            lengths[row] = len(by_row[row])
-            for key, text in by_row[row]:
-                keys.append(key)
-                items.append(text)
-        return pa.MapArray.from_arrays(  # type: ignore[call-overload,no-any-return]
-            _offsets(lengths), pa.array(keys, pa.string()), pa.array(items, pa.string())
-        )
+
+def special_column(names: Sequence[str], n: int, specials: Sequence[Specials]) -> pa.Array[Any]:
+    """The ``_special`` column of ``n`` rows: per row, column name -> PostgreSQL text of
+    each value its Spark type cannot hold (``specials`` per column, by row)."""
+    by_row: dict[int, list[tuple[str, str]]] = {}
+    for name, column in zip(names, specials, strict=False):
+        for row, text in column:
+            by_row.setdefault(row, []).append((name, text))
+    lengths = [0] * n
+    keys: list[str] = []
+    items: list[str] = []
+    for row in sorted(by_row):
+        lengths[row] = len(by_row[row])
+        for key, text in by_row[row]:
+            keys.append(key)
+            items.append(text)
+    return pa.MapArray.from_arrays(  # type: ignore[call-overload,no-any-return]
+        _offsets(lengths), pa.array(keys, pa.string()), pa.array(items, pa.string())
+    )
 
 
-def _list_column(n: int, rows: list[tuple[int, list[str]]]) -> pa.Array[Any]:
+def names_column(n: int, rows: list[tuple[int, list[str]]]) -> pa.Array[Any]:
+    """A list-of-strings column of ``n`` rows: ``rows`` gives (row, names), the rest are
+    empty lists (``_toast_unchanged``)."""
     lengths = [0] * n
     names: list[str] = []
     for row, values in sorted(rows):
@@ -264,9 +269,6 @@ def _list_column(n: int, rows: list[tuple[int, list[str]]]) -> pa.Array[Any]:
 
 
 def _offsets(lengths: list[int]) -> pa.Array[Any]:
-    offsets = [0]
-    total = 0
-    for length in lengths:
-        total += length
-        offsets.append(total)
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
     return pa.array(offsets, pa.int32())

@@ -71,7 +71,8 @@ _BOOL, _BYTEA, _INT8, _INT2, _INT4, _OID = 16, 17, 20, 21, 23, 26
 _FLOAT4, _FLOAT8, _NUMERIC = 700, 701, 1700
 _DATE, _TIME, _TIMESTAMP, _TIMESTAMPTZ, _INTERVAL, _TIMETZ = 1082, 1083, 1114, 1184, 1186, 1266
 _UUID = 2950
-_PG_EPOCH_US: Final = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
+PG_EPOCH_US: Final = 946_684_800_000_000
+"""PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in Unix microseconds."""
 
 
 def numeric_precision_scale(type_modifier: int) -> tuple[int, int] | None:

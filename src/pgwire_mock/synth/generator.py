@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import random
 import struct
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -55,6 +55,7 @@ from codec.pgoutput import (
     StreamStop,
     Truncate,
 )
+from pgwire_mock.synth.rowlog import NO_ROW, ColumnSource, LoggedRows, RowLog
 from pgwire_mock.synth.rowparts import RowChunk, RowParts
 from pgwire_mock.synth.spec import OutputSpec, Spec, TableSpec
 from pgwire_mock.synth.state import ExpectedState, StateDelta, TableDelta
@@ -190,6 +191,18 @@ class _Table:
         self.reset = (0, 0, 0, 0)
         self.period = 0  # truncate every this many blocks (0: never)
 
+    def column_sources(self) -> tuple[ColumnSource, ...]:
+        """Per column, where its values come from (what a RowLog's rows index)."""
+        out = []
+        for kind, a, b, _, _ in self.plan:
+            if kind == 0:
+                out.append(ColumnSource("key"))
+            elif kind == 1:
+                out.append(ColumnSource("pool", a))  # type: ignore[arg-type]
+            else:
+                out.append(ColumnSource("toast", (*b, *a)))  # type: ignore[misc]
+        return tuple(out)
+
     def relation_payload(self, xid: int | None) -> bytes:
         s = self.spec
         return Relation(s.oid, s.namespace, s.name, "d", self.relation_columns, xid=xid).encode()
@@ -289,6 +302,22 @@ class Synth:
         for block in self.shard_blocks(shard or Shard()):
             yield from self.block(block, state)
 
+    def logged_rows(
+        self, tables: Collection[int], shard: Shard | None = None, *, rows: int = 4096
+    ) -> Iterator[dict[int, LoggedRows]]:
+        """The rows a consumer makes of the committed changes of ``tables`` (indexes into
+        :attr:`tables`) in ``shard``, about ``rows`` at a time (whole blocks)."""
+        log = RowLog(tables)
+        waiting = 0
+        for block in self.shard_blocks(shard or Shard()):
+            _Block(self, block, None, log).run()
+            waiting += self.block_size
+            if waiting >= rows:
+                yield log.take()
+                waiting = 0
+        if waiting:
+            yield log.take()
+
     def expected_delta(self, shard: Shard | None = None) -> StateDelta:
         """The state delta of ``shard`` (merge the shards' in order with StateDelta.merge)."""
         delta = StateDelta()
@@ -380,7 +409,9 @@ class Synth:
 class _Block:
     """The generation of one block: its RNG, id counters, LSN cursor and output."""
 
-    def __init__(self, synth: Synth, block: int, state: StateDelta | None) -> None:
+    def __init__(
+        self, synth: Synth, block: int, state: StateDelta | None, log: RowLog | None = None
+    ) -> None:
         self.s = synth
         self.b = block
         self.rng = random.Random(derive_seed(synth.seed, "block", block))
@@ -398,6 +429,12 @@ class _Block:
         self.chunks: list[RowChunk | None] = [None] * len(synth.tables)
         self.cursor = [0] * len(synth.tables)
         self.row_rngs: list[np.random.Generator | None] = [None] * len(synth.tables)
+        # With a RowLog: each drawn chunk's index in the log, and the last row's picks and
+        # TOAST entries (what the log needs of the row just made).
+        self.log = log
+        self.bases = [0] * len(synth.tables)
+        self.row_at = NO_ROW
+        self.toast_at: tuple[int, ...] = ()
         self.deltas: list[TableDelta] | None = (
             None if state is None else [state.table(t.name) for t in synth.tables]
         )
@@ -478,6 +515,8 @@ class _Block:
                 self.deltas[t.index].truncate()
         if truncated:
             body.append(Truncate(0, tuple(t.spec.oid for t in truncated)).encode())
+            if self.log is not None:
+                self.log.truncate([t.index for t in truncated])
         for t in tables:
             for kid in range(t.hot):
                 if t.index not in local:
@@ -500,9 +539,11 @@ class _Block:
             chunk = self.draw_rows(t)
             j = 0
         self.cursor[i] = j + 1
+        self.row_at = self.bases[i] + j
         runs = chunk.runs
         track = self.deltas is not None
         if t.simple:  # the hot path: run 0, key, run 1
+            self.toast_at = ()
             data = runs[0][j] + t.key.column_bytes(kid) + runs[1][j]
             if not track:
                 return data, None
@@ -510,22 +551,27 @@ class _Block:
         else:
             parts = [runs[0][j]]
             dynamic_values = []
+            toast: list[int] = []
             for r, (kind, a, b, c, d) in enumerate(t.dynamic, 1):
                 if kind == 0:
                     value: object = t.key.value(kid) if track else None
                     column = t.key.column_bytes(kid)
                 else:
+                    short: tuple[PoolEntry, ...] = b  # type: ignore[assignment]
                     h = mix64(kid ^ d)  # type: ignore[operator]
                     if h < c:  # type: ignore[operator]
                         value, column = a[h & 7]  # type: ignore[index]
+                        toast.append(len(short) + (h & 7))
                         if update:
                             column = b"u"
+                            toast[-1] = NO_ROW
                     else:
-                        short: tuple[PoolEntry, ...] = b  # type: ignore[assignment]
                         value, column = short[h % len(short)]
+                        toast.append(h % len(short))
                 parts.append(column)
                 parts.append(runs[r][j])
                 dynamic_values.append(value)
+            self.toast_at = tuple(toast)
             data = b"".join(parts)
             if not track:
                 return data, None
@@ -554,14 +600,19 @@ class _Block:
         else:
             want = t.chunk
         chunk = self.chunks[i] = t.parts.draw(rng, max(1, want))
+        if self.log is not None:
+            self.bases[i] = self.log.chunk(i, chunk.picks)
         return chunk
 
     def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
         data, values = self.row(t, kid, update=False)
-        if committed and self.deltas is not None:
-            delta = self.deltas[t.index]
-            delta.rows[kid] = values  # type: ignore[assignment]
-            delta.deleted.discard(kid)
+        if committed:
+            if self.deltas is not None:
+                delta = self.deltas[t.index]
+                delta.rows[kid] = values  # type: ignore[assignment]
+                delta.deleted.discard(kid)
+            if self.log is not None:
+                self.log.change(t.index, INS, kid, NO_ROW, self.row_at, self.toast_at)
         return b"I" + xb + t.oid_bytes + b"N" + data
 
     def key_tuple(self, t: _Table, kid: int) -> bytes:
@@ -589,12 +640,16 @@ class _Block:
         if op == INS:
             kid = self.high[i]
             self.high[i] = kid + 1
+            if deltas is None and self.log is None:  # insert() without the bookkeeping
+                return b"I" + xb + t.oid_bytes + b"N" + self.row(t, kid, False)[0]
             return self.insert(t, kid, xb, committed=True)
         if op == UPD:
             kid = self.pick_live(t)  # type: ignore[assignment]
             data, values = self.row(t, kid, update=True)
             if deltas is not None:
                 deltas[i].rows[kid] = values  # type: ignore[assignment]
+            if self.log is not None:
+                self.log.change(i, UPD, kid, NO_ROW, self.row_at, self.toast_at)
             return b"U" + xb + t.oid_bytes + b"N" + data
         old = self.low[i]
         self.low[i] = old + 1
@@ -604,6 +659,8 @@ class _Block:
                 d.rows.pop(old, None)
                 if not d.truncated:
                     d.deleted.add(old)
+            if self.log is not None:
+                self.log.change(i, DEL, old, NO_ROW, NO_ROW, ())
             return b"D" + xb + t.oid_bytes + b"K" + self.key_tuple(t, old)
         new = self.high[i]
         self.high[i] = new + 1
@@ -614,6 +671,8 @@ class _Block:
             if not d.truncated:
                 d.deleted.add(old)
             d.rows[new] = values  # type: ignore[assignment]
+        if self.log is not None:
+            self.log.change(i, KUPD, new, old, self.row_at, self.toast_at)
         return b"U" + xb + t.oid_bytes + b"K" + self.key_tuple(t, old) + b"N" + data
 
     def phantom_change(self, t: _Table, op: int, xb: bytes) -> bytes:
@@ -715,12 +774,19 @@ class _Block:
         self.put(template[:2] + struct.pack("!Q", self.lsn) + template[10:])
 
     def emit_body(self, items: list[bytes | tuple[int, bytes, int | None]]) -> None:
-        put = self.put
+        # put() inlined: this loop sends most of the stream.
+        out = self.out
+        lsn = self.lsn
         for item in items:
-            if isinstance(item, bytes):
-                put(item)
+            if item.__class__ is bytes:
+                out.append((lsn, item))
+                size = (len(item) + 7) & ~7
+                lsn += 24 + (size if size < 8192 else 8192)
             else:
-                self.message(item[0], item[1], item[2])
+                self.lsn = lsn
+                self.message(item[0], item[1], item[2])  # type: ignore[arg-type]
+                lsn = self.lsn
+        self.lsn = lsn
 
     def emit_plain(
         self, items: list[bytes | tuple[int, bytes, int | None]], xid: int, kind: int
@@ -738,6 +804,8 @@ class _Block:
             begin = Begin(commit_lsn, ts, xid).encode()
             self.out[begin_at] = (self.out[begin_at][0], begin)
             self.put_at(end_lsn, Commit(0, commit_lsn, end_lsn, ts).encode())
+            if self.log is not None:
+                self.log.commit(commit_lsn, xid, ts)
             return
         gid = f"synth-{xid}"
         begin = BeginPrepare(commit_lsn, end_lsn, ts, xid, gid).encode()
@@ -751,8 +819,12 @@ class _Block:
         self.lsn = done
         if commit:
             payload = CommitPrepared(0, lsn, done, ts, xid, gid).encode()
+            if self.log is not None:
+                self.log.commit(lsn, xid, ts)
         else:
             payload = RollbackPrepared(0, end_lsn, done, ts, ts, xid, gid).encode()
+            if self.log is not None:
+                self.log.abort()
         self.put_at(done, payload)
 
     def put_at(self, lsn: int, payload: bytes) -> None:
@@ -838,6 +910,8 @@ class _Block:
             put(StreamStop().encode())
         if kind == _ABORT:
             self.stream_abort(top, top, ts)
+            if self.log is not None:
+                self.log.abort()
             return
         commit_lsn = self.advance(8)
         end_lsn = commit_lsn + 48
@@ -847,6 +921,8 @@ class _Block:
             self.finish_prepared(end_lsn, ts, top, gid, True)
         else:
             self.put_at(end_lsn, StreamCommit(top, 0, commit_lsn, end_lsn, ts).encode())
+            if self.log is not None:
+                self.log.commit(commit_lsn, top, ts)
 
     def stream_abort(self, xid: int, subxid: int, ts: int) -> None:
         if self.s.parallel:

@@ -200,6 +200,11 @@ class KeyCodec:
             return uuid.UUID(int=key_id & ((1 << 128) - 1))
         return f"k{key_id}"
 
+    def text(self, key_id: int) -> str:
+        """The key's value as PostgreSQL prints it."""
+        value = self.value(key_id)
+        return str(value)
+
     def column_bytes(self, key_id: int) -> bytes:
         name = self.type_name
         if name == "int4":
