@@ -607,13 +607,34 @@ class _Block:
     def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
         data, values = self.row(t, kid, update=False)
         if committed:
-            if self.deltas is not None:
-                delta = self.deltas[t.index]
-                delta.rows[kid] = values  # type: ignore[assignment]
-                delta.deleted.discard(kid)
-            if self.log is not None:
-                self.log.change(t.index, INS, kid, NO_ROW, self.row_at, self.toast_at)
+            self.track(t.index, INS, kid, NO_ROW, values)
         return b"I" + xb + t.oid_bytes + b"N" + data
+
+    def track(self, i: int, op: int, key: int, old: int, values: tuple[object, ...] | None) -> None:
+        """Apply a committed change of table ``i`` to the tracked state and the log.
+
+        ``key`` is the id of the row the change shows (a delete's: the deleted id), ``old``
+        a key update's old id; the row just made (if any) is the change's row."""
+        deltas = self.deltas
+        if deltas is not None:
+            d = deltas[i]
+            if op == INS:
+                d.rows[key] = values  # type: ignore[assignment]
+                d.deleted.discard(key)
+            elif op == UPD:
+                d.rows[key] = values  # type: ignore[assignment]
+            else:
+                gone = key if op == DEL else old
+                d.rows.pop(gone, None)
+                if not d.truncated:
+                    d.deleted.add(gone)
+                if op == KUPD:
+                    d.rows[key] = values  # type: ignore[assignment]
+        if self.log is not None:
+            if op == DEL:
+                self.log.change(i, op, key, old, NO_ROW, ())
+            else:
+                self.log.change(i, op, key, old, self.row_at, self.toast_at)
 
     def key_tuple(self, t: _Table, kid: int) -> bytes:
         return t.key_before + t.key.column_bytes(kid) + t.key_after
@@ -634,45 +655,28 @@ class _Block:
         t = self.s.tables[code >> 2]
         op = code & 3
         i = t.index
-        deltas = self.deltas
         if not committed:
             return self.phantom_change(t, op, xb)
         if op == INS:
             kid = self.high[i]
             self.high[i] = kid + 1
-            if deltas is None and self.log is None:  # insert() without the bookkeeping
+            if self.deltas is None and self.log is None:  # insert() without the bookkeeping
                 return b"I" + xb + t.oid_bytes + b"N" + self.row(t, kid, False)[0]
             return self.insert(t, kid, xb, committed=True)
         if op == UPD:
             kid = self.pick_live(t)  # type: ignore[assignment]
             data, values = self.row(t, kid, update=True)
-            if deltas is not None:
-                deltas[i].rows[kid] = values  # type: ignore[assignment]
-            if self.log is not None:
-                self.log.change(i, UPD, kid, NO_ROW, self.row_at, self.toast_at)
+            self.track(i, UPD, kid, NO_ROW, values)
             return b"U" + xb + t.oid_bytes + b"N" + data
         old = self.low[i]
         self.low[i] = old + 1
         if op == DEL:
-            if deltas is not None:
-                d = deltas[i]
-                d.rows.pop(old, None)
-                if not d.truncated:
-                    d.deleted.add(old)
-            if self.log is not None:
-                self.log.change(i, DEL, old, NO_ROW, NO_ROW, ())
+            self.track(i, DEL, old, NO_ROW, None)
             return b"D" + xb + t.oid_bytes + b"K" + self.key_tuple(t, old)
         new = self.high[i]
         self.high[i] = new + 1
         data, values = self.row(t, new, update=False)
-        if deltas is not None:
-            d = deltas[i]
-            d.rows.pop(old, None)
-            if not d.truncated:
-                d.deleted.add(old)
-            d.rows[new] = values  # type: ignore[assignment]
-        if self.log is not None:
-            self.log.change(i, KUPD, new, old, self.row_at, self.toast_at)
+        self.track(i, KUPD, new, old, values)
         return b"U" + xb + t.oid_bytes + b"K" + self.key_tuple(t, old) + b"N" + data
 
     def phantom_change(self, t: _Table, op: int, xb: bytes) -> bytes:
