@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from codec.values import LSN
 from conformance import provision
+from pgwire_mock.client import ConnectionLostError
 from pgwire_mock.pytest_plugin import WalSender, start_walsender
 from pgwire_mock.script import Script, column, delete, insert, update
 from pgwire_mock.spark import (
@@ -31,6 +32,7 @@ from pgwire_mock.spark import (
     foreach_batch,
     read_parquet_target,
 )
+from pgwire_mock.spark.stream import peek_schema
 from spark.spark_helpers import golden, same
 
 RECORDING = golden(16, "types", "v1")  # 7 transactions, 10 change rows
@@ -314,6 +316,85 @@ def test_reconnect_attempts_run_out() -> None:
                 assert _starts(fake) == starts
             finally:
                 reader.stop()
+
+
+def test_the_schema_peek_is_retried_after_a_lost_connection() -> None:
+    """load()'s schema peek meets a connection cut before anything streams: it connects
+    again (with the stream's back-off) and reads the schema; without retries it fails."""
+    for attempts in (3, 0):
+        cut = Script(pg_version=16)
+        cut.table(ITEMS, columns=[column("id", "int4", key=True), column("label", "text")])
+        cut.publication("pub", tables=[ITEMS]).slot("spark")
+        cut.fault("close_after", messages=0)  # the first stream closes at once
+        cut.transaction([insert(ITEMS, id=1, label="a")])
+        with start_walsender(cut) as fake:
+            mine = StreamSettings.from_options(
+                {"dsn": fake.dsn(), "slot": "spark", "publication": "pub",
+                 "reconnect_attempts": str(attempts), "reconnect_backoff": "0.01"}
+            )  # fmt: skip
+            if attempts:
+                schema = peek_schema(mine, ITEMS, DecodeOptions(), timeout=10)
+                assert schema.names[-3:] == ["id", "label", "_before"]
+                assert _starts(fake) == 2
+            else:
+                with pytest.raises(ConnectionLostError):
+                    peek_schema(mine, ITEMS, DecodeOptions(), timeout=10)
+                assert _starts(fake) == 1
+
+
+def test_short_connections_are_retried_like_the_stream() -> None:
+    """StreamSettings.retried: a retryable failure is tried again up to
+    reconnect_attempts times, then raised; anything else at once."""
+    settings = StreamSettings.from_options(
+        {"dsn": "host=x", "slot": "s", "publication": "p", "reconnect_attempts": "2",
+         "reconnect_backoff": "0.001"}
+    )  # fmt: skip
+    calls: list[int] = []
+
+    def flaky(failures: int, error: Exception) -> Callable[[], str]:
+        def run() -> str:
+            calls.append(1)
+            if len(calls) <= failures:
+                raise error
+            return "ok"
+
+        return run
+
+    assert settings.retried("x", flaky(2, ConnectionLostError("gone"))) == "ok"
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(ConnectionLostError):
+        settings.retried("x", flaky(3, ConnectionLostError("gone")))
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(SparkSideError):
+        settings.retried("x", flaky(1, SparkSideError("no")))
+    assert len(calls) == 1
+
+
+def test_available_now_retries_identify_system() -> None:
+    """availableNow's IDENTIFY_SYSTEM connection fails once: it is tried again and the
+    trigger still reads every transaction."""
+    with start_walsender(_items_script()) as fake:
+        reader = _reader(fake, reconnect_backoff="0.01")
+        real = reader._xlogpos
+        failed: list[int] = []
+
+        def once() -> int:
+            if not failed:
+                failed.append(1)
+                raise ConnectionLostError("the server closed the connection")
+            return real()
+
+        reader._xlogpos = once  # type: ignore[method-assign]
+        try:
+            start = reader.initialOffset()
+            reader.prepareForTriggerAvailableNow()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            assert failed == [1]
+            assert len(_changes(reader, start, end)) == 8  # every change of the script
+        finally:
+            reader.stop()
 
 
 def test_a_missing_slot_fails_at_once() -> None:

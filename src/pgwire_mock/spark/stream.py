@@ -54,9 +54,9 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Final, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -131,6 +131,7 @@ _RETRYABLE_SQLSTATES: Final = frozenset(
 )
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 def format_offset(lsn: int) -> dict[str, str]:
@@ -245,6 +246,35 @@ class StreamSettings:
             decode_pgoutput=True,
         )
 
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait before retrying after ``failures`` failures in a row."""
+        return min(self.reconnect_backoff * 2.0 ** (failures - 1), _MAX_BACKOFF)
+
+    def retried(self, what: str, run: Callable[[], _T]) -> _T:
+        """``run()``, tried again after a :func:`retryable` failure with the stream's
+        back-off, at most ``reconnect_attempts`` more times: for the short connections
+        besides the stream (the schema peek at ``load()``, availableNow's
+        IDENTIFY_SYSTEM), which a restarting server fails just as it fails the stream."""
+        failures = 0
+        while True:
+            try:
+                return run()
+            except Exception as err:
+                if not retryable(err) or failures >= self.reconnect_attempts:
+                    raise
+                failures += 1
+                delay = self.backoff(failures)
+                _log.warning(
+                    "pgoutput stream slot %s: %s: %s; retrying in %.2fs (attempt %d of %d)",
+                    self.slot,
+                    what,
+                    _what(err),
+                    delay,
+                    failures,
+                    self.reconnect_attempts,
+                )
+                time.sleep(delay)
+
     def start_options(self) -> dict[str, OptionValue]:
         # two_phase is sent only when asked for: 14 rejects the option, and a 15+ server
         # marks the slot two-phase the first time it streams it with the option.
@@ -281,8 +311,24 @@ def peek_schema(
     settings: StreamSettings, table: str, options: DecodeOptions, timeout: float | None = None
 ) -> pa.Schema:
     """The Arrow schema of ``table``'s change rows, from the first Relation message the
-    slot streams for it. Nothing is confirmed, so the slot does not move."""
+    slot streams for it. Nothing is confirmed, so the slot does not move; a lost
+    connection is retried like the stream's (``reconnect_attempts``)."""
     wait = settings.timeout if timeout is None else timeout
+    schema = settings.retried(
+        "reading the schema", lambda: _peek_schema(settings, table, options, wait)
+    )
+    if schema is None:
+        raise SparkSideError(
+            f"pgoutput stream: slot {settings.slot} sent no Relation message for {table} "
+            f"within {wait}s; the schema is taken from the first change to the table, so "
+            "make one (or give the schema with .schema(...))"
+        )
+    return schema
+
+
+def _peek_schema(
+    settings: StreamSettings, table: str, options: DecodeOptions, wait: float
+) -> pa.Schema | None:
     types: dict[int, tuple[str, str]] = {}
     with settings.connect() as conn:
         settings.start(conn, settings.start_lsn)
@@ -304,11 +350,7 @@ def peek_schema(
         finally:
             with contextlib.suppress(Exception):  # leaving anyway; the slot is released
                 conn.stop()
-    raise SparkSideError(
-        f"pgoutput stream: slot {settings.slot} sent no Relation message for {table} "
-        f"within {wait}s; the schema is taken from the first change to the table, so "
-        "make one (or give the schema with .schema(...))"
-    )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,7 +467,7 @@ class _Pump(threading.Thread):
 
     def _back_off(self, err: BaseException, failures: int) -> None:
         settings = self.settings
-        delay = min(settings.reconnect_backoff * 2 ** (failures - 1), _MAX_BACKOFF)
+        delay = settings.backoff(failures)
         with self.cond:
             self.reconnects += 1
             resume = self._resume_lsn()
@@ -713,13 +755,16 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- SupportsTriggerAvailableNow ----------------------------------------------------
 
+    def _xlogpos(self) -> int:
+        with self.settings.connect() as conn:
+            return int(conn.identify_system().xlogpos)
+
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - PySpark's name
         """Fix the target: the last unit once the stream caught up with the server's WAL
         position at this moment (IDENTIFY_SYSTEM's xlogpos) and went quiet, on a
         connection that is up (not while the pump reconnects)."""
         pump = self._started()
-        with self.settings.connect() as conn:
-            xlogpos = int(conn.identify_system().xlogpos)
+        xlogpos = self.settings.retried("IDENTIFY_SYSTEM", self._xlogpos)
         deadline = time.monotonic() + self.settings.caught_up_timeout
         quiet = self.settings.caught_up_quiet
         with pump.cond:
