@@ -29,7 +29,7 @@ def test_gathered_rows_equal_joined_entries(
     edges = [0, *bounds, len(pools)]
     runs = [list(range(a, b)) for a, b in itertools.pairwise(edges)]
     parts = RowParts(head, pools, runs)
-    for _ in range(2):  # twice: the scratch buffers are reused
+    for _ in range(2):  # twice: a draw leaves nothing behind
         chunk = parts.draw(np.random.default_rng(seed), m)
         assert chunk.picks.shape == (m, len(pools))
         for j in range(m):

@@ -39,12 +39,8 @@ from typing import Final
 import numpy as np
 
 from codec.pgoutput import (
-    Begin,
-    BeginPrepare,
-    Commit,
     CommitPrepared,
     Message,
-    Prepare,
     Relation,
     RelationColumn,
     RollbackPrepared,
@@ -55,6 +51,7 @@ from codec.pgoutput import (
     StreamStop,
     Truncate,
 )
+from pgwire_mock.synth.fastblock import Framed, emit_units, frame
 from pgwire_mock.synth.rowlog import NO_ROW, ColumnSource, LoggedRows, RowLog
 from pgwire_mock.synth.rowparts import RowChunk, RowParts
 from pgwire_mock.synth.spec import OutputSpec, Spec, TableSpec
@@ -541,10 +538,17 @@ class _Block:
             chunk = self.draw_rows(t)
             j = 0
         self.cursor[i] = j + 1
-        self.row_at = self.bases[i] + j
+        return self.assemble(t, chunk, j, kid, update)
+
+    def assemble(
+        self, t: _Table, chunk: RowChunk, j: int, kid: int, update: bool
+    ) -> tuple[bytes, tuple[object, ...] | None]:
+        """Row ``j`` of ``chunk`` with key ``kid``: its TupleData and, when the state is
+        tracked, its values; notes where its picks and TOAST entries are for the log."""
+        self.row_at = self.bases[t.index] + j
         runs = chunk.runs
         track = self.deltas is not None
-        if t.simple:  # the hot path: run 0, key, run 1
+        if t.simple:  # run 0, key, run 1
             self.toast_at = ()
             data = runs[0][j] + t.key.column_bytes(kid) + runs[1][j]
             if not track:
@@ -590,21 +594,47 @@ class _Block:
                 dynamic_at += 1
         return data, tuple(values)
 
-    def draw_rows(self, t: _Table) -> RowChunk:
-        """The next chunk of ``t``'s rows: about what the block needs, then small chunks."""
+    def draw_rows(self, t: _Table, count: int = 0) -> RowChunk:
+        """The next chunk of ``t``'s rows: ``count`` rows, or by default about what the
+        block needs the first time and then small chunks."""
         i = t.index
         rng = self.row_rngs[i]
         if rng is None:
             rng = self.row_rngs[i] = np.random.default_rng(
                 derive_seed(self.s.seed, "rows", self.b, i)
             )
-            want = t.normal[INS] + t.normal[UPD] + t.normal[KUPD] + t.hot
+            want = count or t.normal[INS] + t.normal[UPD] + t.normal[KUPD] + t.hot
         else:
-            want = t.chunk
+            want = count or t.chunk
         chunk = self.chunks[i] = t.parts.draw(rng, max(1, want))
+        self.cursor[i] = 0
         if self.log is not None:
             self.bases[i] = self.log.chunk(i, chunk.picks)
         return chunk
+
+    def rows(
+        self, t: _Table, kids: list[int], updates: list[bool]
+    ) -> tuple[list[bytes], list[int], list[tuple[int, ...]], list[tuple[object, ...] | None]]:
+        """Rows for ``kids`` at once, from one fresh chunk: their TupleData, and for the
+        log and the state their pick indexes, TOAST entries and values."""
+        chunk = self.draw_rows(t, len(kids))
+        self.cursor[t.index] = len(kids)
+        base = self.bases[t.index]
+        at = list(range(base, base + len(kids)))
+        if t.simple and self.deltas is None:  # the hot path: one comprehension
+            keys = t.key.many_column_bytes(kids)
+            runs = chunk.runs
+            data = [a + k + b for a, k, b in zip(runs[0], keys, runs[1], strict=False)]
+            return data, at, [()] * len(kids), [None] * len(kids)
+        out: list[bytes] = []
+        toast: list[tuple[int, ...]] = []
+        values: list[tuple[object, ...] | None] = []
+        for j, (kid, update) in enumerate(zip(kids, updates, strict=True)):
+            row, value = self.assemble(t, chunk, j, kid, update)
+            out.append(row)
+            toast.append(self.toast_at)
+            values.append(value)
+        return out, at, toast, values
 
     def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
         data, values = self.row(t, kid, update=False)
@@ -612,11 +642,21 @@ class _Block:
             self.track(t.index, INS, kid, NO_ROW, values)
         return b"I" + xb + t.oid_bytes + b"N" + data
 
-    def track(self, i: int, op: int, key: int, old: int, values: tuple[object, ...] | None) -> None:
+    def track(
+        self,
+        i: int,
+        op: int,
+        key: int,
+        old: int,
+        values: tuple[object, ...] | None,
+        picks_at: int | None = None,
+        toast: tuple[int, ...] = (),
+    ) -> None:
         """Apply a committed change of table ``i`` to the tracked state and the log.
 
         ``key`` is the id of the row the change shows (a delete's: the deleted id), ``old``
-        a key update's old id; the row just made (if any) is the change's row."""
+        a key update's old id; ``picks_at`` and ``toast`` say where its row is (default:
+        the row just made)."""
         deltas = self.deltas
         if deltas is not None:
             d = deltas[i]
@@ -635,8 +675,10 @@ class _Block:
         if self.log is not None:
             if op == DEL:
                 self.log.change(i, op, key, old, NO_ROW, ())
-            else:
+            elif picks_at is None:
                 self.log.change(i, op, key, old, self.row_at, self.toast_at)
+            else:
+                self.log.change(i, op, key, old, picks_at, toast)
 
     def key_tuple(self, t: _Table, kid: int) -> bytes:
         return t.key_before + t.key.column_bytes(kid) + t.key_after
@@ -739,85 +781,43 @@ class _Block:
             items.append(self.change(code, xid_bytes, committed))
 
     def small_units(self, codes: list[int]) -> None:
+        """A block of transactions sent whole at their end (Begin … Commit, or two-phase),
+        with rolled-back prepared transactions between them: the units are drawn here,
+        their changes made and framed a block at a time (:mod:`.fastblock`)."""
         s = self.s
         rng = self.rng
         spec = s.spec
         two = spec.two_phase_ratio
         rollback = two * spec.two_phase_rollback_ratio
+        units: list[tuple[int, list[int]]] = []
         at = 0
         while at < len(codes):
             if rollback and rng.random() < rollback:
                 phantom = [codes[int(rng.random() * len(codes))] for _ in range(self.unit_size())]
-                self.plain_unit(phantom, _PREPARED_ROLLBACK)
+                units.append((_PREPARED_ROLLBACK, phantom))
             size = self.unit_size()
             kind = _PREPARED_COMMIT if two and rng.random() < two else _COMMIT
-            self.plain_unit(codes[at : at + size], kind)
+            units.append((kind, codes[at : at + size]))
             at += size
-
-    def plain_unit(self, codes: list[int], kind: int) -> None:
-        """A transaction sent whole at its end: Begin … Commit, or two-phase."""
-        xid = self.next_xid()
-        committed = kind in (_COMMIT, _PREPARED_COMMIT)
-        items: list[bytes | tuple[int, bytes, int | None]] = []
-        local: set[int] = set()
-        pre: list[bytes] = []
-        self.body(codes, b"", committed, items, local, set(), pre)
-        if committed:
-            self.done += len(codes)
-        for payload in pre:
-            self.message_payload(payload)
-        emitted = committed or self.two_phase_sent()
-        if emitted:
-            self.sent |= local
-            self.emit_plain(items, xid, kind)
-
-    def two_phase_sent(self) -> bool:
-        return self.s.two_phase
+        emit_units(self, units)
 
     def message_payload(self, template: bytes) -> None:
         # A non-transactional message: re-encode with its own LSN.
         # Layout: 'M', flags, lsn (8), prefix\0, length, content.
         self.put(template[:2] + struct.pack("!Q", self.lsn) + template[10:])
 
-    def emit_body(self, items: list[bytes | tuple[int, bytes, int | None]]) -> None:
-        # put() inlined: this loop sends most of the stream.
-        out = self.out
-        lsn = self.lsn
-        for item in items:
-            if item.__class__ is bytes:
-                out.append((lsn, item))
-                size = (len(item) + 7) & ~7
-                lsn += 24 + (size if size < 8192 else 8192)
-            else:
-                self.lsn = lsn
-                self.message(item[0], item[1], item[2])  # type: ignore[arg-type]
-                lsn = self.lsn
-        self.lsn = lsn
-
     def emit_plain(
         self, items: list[bytes | tuple[int, bytes, int | None]], xid: int, kind: int
     ) -> None:
         """Begin/Commit (or the two-phase messages) around ``items``."""
         ts = self.timestamp()
-        two_phase = kind in (_PREPARED_COMMIT, _PREPARED_ROLLBACK) and self.s.two_phase
-        begin_at = len(self.out)
-        self.put(b"")  # placeholder: Begin needs the commit LSN, known at the end
-        self.emit_body(items)
-        commit_lsn = self.advance(8)
-        end_lsn = commit_lsn + 48
-        self.lsn = end_lsn
-        if not two_phase:
-            begin = Begin(commit_lsn, ts, xid).encode()
-            self.out[begin_at] = (self.out[begin_at][0], begin)
-            self.put_at(end_lsn, Commit(0, commit_lsn, end_lsn, ts).encode())
-            if self.log is not None:
+        messages = any(not isinstance(item, bytes) for item in items)
+        [commit_lsn] = frame(self, [Framed(kind, xid, ts, items, messages)])
+        if self.log is not None:
+            if kind == _PREPARED_ROLLBACK:
+                self.log.abort()
+            else:
                 self.log.commit(commit_lsn, xid, ts)
-            return
-        gid = f"synth-{xid}"
-        begin = BeginPrepare(commit_lsn, end_lsn, ts, xid, gid).encode()
-        self.out[begin_at] = (self.out[begin_at][0], begin)
-        self.put_at(end_lsn, Prepare(0, commit_lsn, end_lsn, ts, xid, gid).encode())
-        self.finish_prepared(end_lsn, ts, xid, gid, kind == _PREPARED_COMMIT)
 
     def finish_prepared(self, end_lsn: int, ts: int, xid: int, gid: str, commit: bool) -> None:
         lsn = self.advance(8)

@@ -114,6 +114,18 @@ class RowLog:
                 pending.clear()
         self._position = 0
 
+    def extend(
+        self,
+        table: int,
+        changes: list[tuple[int, int, int, int, int, tuple[int, ...]]],
+        units: list[tuple[int, int, int, int]],
+    ) -> None:
+        """Rows of whole committed transactions at once (no transaction may be open):
+        ``changes`` and ``units`` as in :class:`LoggedRows`."""
+        rows = self._rows[table]
+        rows.changes += changes
+        rows.units += units
+
     def abort(self) -> None:
         """Forget the transaction being made (it does not commit)."""
         for pending in self._pending.values():

@@ -205,6 +205,13 @@ class KeyCodec:
         value = self.value(key_id)
         return str(value)
 
+    def many_column_bytes(self, key_ids: list[int]) -> list[bytes]:
+        """:meth:`column_bytes` of each id; integer text keys without a call per id."""
+        if self.type_name in ("int4", "int8") and not self.binary:
+            heads = _TEXT_HEADS
+            return [heads[len(d)] + d for d in map(b"%d".__mod__, key_ids)]
+        return list(map(self.column_bytes, key_ids))
+
     def column_bytes(self, key_id: int) -> bytes:
         name = self.type_name
         if name == "int4":
