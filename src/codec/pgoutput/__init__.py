@@ -30,6 +30,8 @@ from codec.pgoutput.messages import (
     Truncate,
     Type,
     Update,
+    encode_begin,
+    encode_commit,
 )
 from codec.pgoutput.tuples import UNCHANGED_TOAST, ColumnValue, TupleData, UnchangedToast
 
@@ -62,4 +64,6 @@ __all__ = [
     "UnchangedToast",
     "Update",
     "encode",
+    "encode_begin",
+    "encode_commit",
 ]

@@ -134,6 +134,17 @@ def _check_bool(value: bool, what: str) -> int:
 # --- transaction boundaries -------------------------------------------------------------
 
 
+def encode_begin(final_lsn: int, commit_timestamp: int, xid: int) -> bytes:
+    """``Begin(final_lsn, commit_timestamp, xid).encode()`` without building the message,
+    for generators that send millions (out-of-range values raise ``struct.error``)."""
+    return b"B" + _LSN_TIME_XID.pack(final_lsn, commit_timestamp, xid)
+
+
+def encode_commit(flags: int, commit_lsn: int, end_lsn: int, commit_timestamp: int) -> bytes:
+    """``Commit(...).encode()`` without building the message (see :func:`encode_begin`)."""
+    return b"C" + _FLAGS_LSN_LSN_TIME.pack(flags, commit_lsn, end_lsn, commit_timestamp)
+
+
 @dataclass(frozen=True, slots=True)
 class Begin(PgOutputMessage):
     """Start of a transaction (not sent for streamed ones, which use Stream Start)."""
@@ -144,7 +155,7 @@ class Begin(PgOutputMessage):
     xid: int
 
     def _encode(self) -> bytes:
-        return b"B" + _LSN_TIME_XID.pack(self.final_lsn, self.commit_timestamp, self.xid)
+        return encode_begin(self.final_lsn, self.commit_timestamp, self.xid)
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:
@@ -163,9 +174,7 @@ class Commit(PgOutputMessage):
     commit_timestamp: int
 
     def _encode(self) -> bytes:
-        return b"C" + _FLAGS_LSN_LSN_TIME.pack(
-            self.flags, self.commit_lsn, self.end_lsn, self.commit_timestamp
-        )
+        return encode_commit(self.flags, self.commit_lsn, self.end_lsn, self.commit_timestamp)
 
     @classmethod
     def decode_body(cls, buf: bytes, pos: int, xid: int | None) -> PgOutputMessage:

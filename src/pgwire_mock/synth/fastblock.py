@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from codec.pgoutput import (
-    Begin,
     BeginPrepare,
-    Commit,
     CommitPrepared,
     Message,
     Prepare,
     RollbackPrepared,
+    encode_begin,
+    encode_commit,
 )
 from pgwire_mock.synth.rowlog import NO_ROW
 from pgwire_mock.synth.values import derive_seed
@@ -247,7 +247,7 @@ def frame(b: _Block, units: list[Framed]) -> list[int]:
     sizes: list[int] = []  # per record; -1: the gap before a commit record (not sent)
     message_at: list[tuple[int, int, bytes, int | None]] = []  # (record, flags, content, xid)
     fills: list[tuple[int, int, int, int, int, bool]] = []  # (Begin, last, kind, xid, ts, 2PC)
-    commit_size = len(Commit(0, 0, 0, 0).encode())
+    commit_size = len(encode_commit(0, 0, 0, 0))
 
     def message(flags: int, content: bytes, xid: int | None) -> None:
         message_at.append((len(records), flags, content, xid))
@@ -303,8 +303,8 @@ def frame(b: _Block, units: list[Framed]) -> list[int]:
         # The unit ends with gap, Commit, or with gap, Prepare, gap, Commit/Rollback Prepared.
         if not prepared:
             commit_lsn = lsns[last - 1]
-            records[begin_at] = Begin(commit_lsn, ts, xid).encode()
-            records[last] = Commit(0, commit_lsn, lsns[last], ts).encode()
+            records[begin_at] = encode_begin(commit_lsn, ts, xid)
+            records[last] = encode_commit(0, commit_lsn, lsns[last], ts)
             commits.append(commit_lsn)
             continue
         gid = f"synth-{xid}"
