@@ -25,6 +25,7 @@ from itertools import compress
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from codec.pgoutput import (
     BeginPrepare,
@@ -110,9 +111,10 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
     # --- payloads ------------------------------------------------------------------------
     # Filled table by table through an object array: a scatter without a Python loop.
     slots = np.full(n, _GAP, dtype=object)
-    tracking = b.deltas is not None or b.log is not None
-    tracked: dict[int, tuple[int, int, int, tuple[object, ...] | None, int, tuple[int, ...]]]
-    tracked = {}
+    # For the log: each slot's row (its index among the rows drawn) and TOAST entries.
+    picks_slot = np.full(n, NO_ROW, np.int64)
+    toast_slot: list[tuple[int, ...]] = [()] * n
+    values_slot: dict[int, tuple[object, ...] | None] = {}  # for the tracked state
     for t in tables:
         i = t.index
         mine = change & (ti == i)
@@ -144,13 +146,13 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
         head = b"D" + oid + b"K"
         if deleted:
             slots[deleted] = [head + key_tuple(t, kid) for kid in gone]
-        if tracking:
-            for j, k in enumerate(with_row):
-                x = sends[j]
-                moved_from = olds[j] if x == KUPD else NO_ROW
-                tracked[k] = (x, kids[j], moved_from, values[j], picks_at[j], toast[j])
-            for k, kid in zip(deleted, gone, strict=True):
-                tracked[k] = (DEL, kid, NO_ROW, None, NO_ROW, ())
+        if b.log is not None and with_row:
+            picks_slot[with_row] = picks_at
+            if not t.simple:
+                for k, entries in zip(with_row, toast, strict=True):
+                    toast_slot[k] = entries
+        if b.deltas is not None:
+            values_slot.update(zip(with_row, values, strict=True))
     # Messages: contents drawn for every message slot; sent if the client asked for them.
     # A non-transactional one of a committed unit goes before its Begin.
     messages: dict[int, tuple[int, bytes]] = {}
@@ -206,15 +208,85 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
     commits = frame(b, framed)
 
     # --- the state and the log ----------------------------------------------------------
-    if not tracking:
-        return
-    for start, stop, at in logged:
-        for k in range(start, stop):
-            done = tracked.get(k)
-            if done is not None:
-                b.track(int(ti[k]), *done)
-        if b.log is not None:
-            b.log.commit(commits[at], framed[at].xid, framed[at].ts)
+    moved_from = np.where(op == KUPD, old, NO_ROW)
+    if b.deltas is not None:
+        op_list, key_list, old_list, table_list = (
+            send.tolist(),
+            key.tolist(),
+            moved_from.tolist(),
+            ti.tolist(),
+        )
+        for start, stop, _ in logged:
+            for k in range(start, stop):
+                if table_list[k] >= 0:
+                    b.apply_delta(
+                        table_list[k], op_list[k], key_list[k], old_list[k], values_slot.get(k)
+                    )
+    if b.log is not None:
+        _log_rows(
+            b,
+            units,
+            logged,
+            framed,
+            commits,
+            change,
+            committed,
+            ti,
+            op,
+            key,
+            moved_from,
+            picks_slot,
+            toast_slot,
+        )
+
+
+def _log_rows(
+    b: _Block,
+    units: list[tuple[int, list[int]]],
+    logged: list[tuple[int, int, int]],
+    framed: list[Framed],
+    commits: list[int],
+    change: npt.NDArray[np.bool_],
+    committed: npt.NDArray[np.bool_],
+    ti: npt.NDArray[np.int64],
+    op: npt.NDArray[np.int64],
+    key: npt.NDArray[np.int64],
+    moved_from: npt.NDArray[np.int64],
+    picks_slot: npt.NDArray[np.int64],
+    toast_slot: list[tuple[int, ...]],
+) -> None:
+    """The committed rows of the log's tables, column by column: a row's position is the
+    number of changes (of any table) before it in its transaction."""
+    assert b.log is not None
+    lengths = [len(unit) for _, unit in units]
+    unit_of = np.repeat(np.arange(len(units)), lengths)
+    unit_start = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    before: npt.NDArray[np.int64] = np.cumsum(change) - change  # changes before each slot
+    position: npt.NDArray[np.int64] = before - before[unit_start]
+    # Per unit: its commit LSN, xid and commit time (committed units only).
+    commit_of: dict[int, tuple[int, int, int]] = {}
+    starts = np.cumsum(lengths) - lengths
+    first_slot = {int(x): u for u, x in enumerate(starts.tolist())}
+    for start, _, at in logged:
+        commit_of[first_slot[start]] = (commits[at], framed[at].xid, framed[at].ts)
+    for table in b.log.wanted:
+        rows = np.nonzero(committed & change & (ti == table))[0]
+        if not len(rows):
+            continue
+        changes = list(
+            zip(
+                op[rows].tolist(),
+                position[rows].tolist(),
+                key[rows].tolist(),
+                moved_from[rows].tolist(),
+                picks_slot[rows].tolist(),
+                [toast_slot[k] for k in rows.tolist()],
+                strict=True,
+            )
+        )
+        counts = np.bincount(unit_of[rows], minlength=len(units)).tolist()
+        done = [(*commit_of[u], count) for u, count in enumerate(counts) if count]
+        b.log.extend(table, changes, done)
 
 
 @dataclass(slots=True)

@@ -642,21 +642,21 @@ class _Block:
             self.track(t.index, INS, kid, NO_ROW, values)
         return b"I" + xb + t.oid_bytes + b"N" + data
 
-    def track(
-        self,
-        i: int,
-        op: int,
-        key: int,
-        old: int,
-        values: tuple[object, ...] | None,
-        picks_at: int | None = None,
-        toast: tuple[int, ...] = (),
-    ) -> None:
-        """Apply a committed change of table ``i`` to the tracked state and the log.
+    def track(self, i: int, op: int, key: int, old: int, values: tuple[object, ...] | None) -> None:
+        """Apply a committed change of table ``i`` (its row: the one just made) to the
+        tracked state and the log. ``key`` is the id of the row the change shows (a
+        delete's: the deleted id), ``old`` a key update's old id."""
+        self.apply_delta(i, op, key, old, values)
+        if self.log is not None:
+            if op == DEL:
+                self.log.change(i, op, key, old, NO_ROW, ())
+            else:
+                self.log.change(i, op, key, old, self.row_at, self.toast_at)
 
-        ``key`` is the id of the row the change shows (a delete's: the deleted id), ``old``
-        a key update's old id; ``picks_at`` and ``toast`` say where its row is (default:
-        the row just made)."""
+    def apply_delta(
+        self, i: int, op: int, key: int, old: int, values: tuple[object, ...] | None
+    ) -> None:
+        """A committed change of table ``i`` applied to the tracked state, if any."""
         deltas = self.deltas
         if deltas is not None:
             d = deltas[i]
@@ -672,13 +672,6 @@ class _Block:
                     d.deleted.add(gone)
                 if op == KUPD:
                     d.rows[key] = values  # type: ignore[assignment]
-        if self.log is not None:
-            if op == DEL:
-                self.log.change(i, op, key, old, NO_ROW, ())
-            elif picks_at is None:
-                self.log.change(i, op, key, old, self.row_at, self.toast_at)
-            else:
-                self.log.change(i, op, key, old, picks_at, toast)
 
     def key_tuple(self, t: _Table, kid: int) -> bytes:
         return t.key_before + t.key.column_bytes(kid) + t.key_after
