@@ -186,14 +186,13 @@ class SynthColumns:
 
     def batch(self, rows: LoggedRows) -> pa.RecordBatch:
         n = len(rows)
-        op_list, position, key, old, picks_at_list, toast_list = zip(*rows.changes, strict=True)
-        op = np.array(op_list, np.int64)
+        op = rows.column("op")
+        key = rows.column("key")
         picks = rows.picks
-        picks_at = np.array(picks_at_list, np.int64)
+        picks_at = rows.column("picks_at")
         has_row = picks_at >= 0
         at = np.where(has_row, picks_at, 0)
-        toast = _toast_matrix(toast_list, len(self.toast_names))
-        lsn, xid, time, count = np.array(rows.units, np.int64).reshape(-1, 4).T
+        toast = _toast_matrix(rows.toast, len(self.toast_names))
         specials: list[Specials] = []
         columns: list[pa.Array[Any]] = []
         pool_at = toast_at = 0
@@ -220,30 +219,31 @@ class SynthColumns:
         ]
         arrays = [
             self._OPS.take(pa.array(op, pa.int64())),
-            pa.array(np.repeat(lsn, count), pa.int64()),
-            pa.array(position, pa.int64()),
-            pa.array(np.repeat(xid, count), pa.int64()),
-            pa.array(np.repeat(time + PG_EPOCH_US, count), pa.timestamp("us", tz="UTC")),
+            pa.array(rows.column("commit_lsn"), pa.int64()),
+            pa.array(rows.column("position"), pa.int64()),
+            pa.array(rows.column("xid"), pa.int64()),
+            pa.array(rows.column("commit_time") + PG_EPOCH_US, pa.timestamp("us", tz="UTC")),
             names_column(n, unchanged),
             special_column(self.names, n, specials),
             *columns,
-            self._before(old, op),
+            self._before(rows.column("old"), op),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)  # type: ignore[arg-type]
 
     def _keys(
-        self, column: ColumnType, ids: Sequence[int], present: npt.NDArray[np.bool_]
+        self, column: ColumnType, ids: npt.NDArray[np.int64], present: npt.NDArray[np.bool_]
     ) -> tuple[pa.Array[Any], Specials]:
         """The key column of rows with key ``ids`` (NULL where not ``present``)."""
         if self.key.type_name in ("int4", "int8") and pa.types.is_integer(column.arrow):
-            ints: pa.Array[Any] = pa.array(np.array(ids, np.int64), column.arrow, mask=~present)
+            ints: pa.Array[Any] = pa.array(ids, column.arrow, mask=~present)
             return ints, []
         text = self.key.text
         return convert_column(
-            column, [text(k) if p else None for k, p in zip(ids, present.tolist(), strict=True)]
+            column,
+            [text(k) if p else None for k, p in zip(ids.tolist(), present.tolist(), strict=True)],
         )
 
-    def _before(self, old: Sequence[int], op: npt.NDArray[np.int64]) -> pa.Array[Any]:
+    def _before(self, old: npt.NDArray[np.int64], op: npt.NDArray[np.int64]) -> pa.Array[Any]:
         """A key update's old key (every other column NULL); NULL for other rows."""
         key_change = op == KEY_UPDATE
         n = len(op)
@@ -270,6 +270,8 @@ def _raw(entry: bytes) -> RawValue:
 def _toast_matrix(toast: Sequence[tuple[int, ...]], columns: int) -> npt.NDArray[np.int64]:
     """Rows x TOAST columns of entry indexes; NO_ROW where none was sent (a delete's or
     truncate's row has no TOAST entries at all)."""
+    if not columns:
+        return np.zeros((len(toast), 0), np.int64)
     absent = (NO_ROW,) * columns
     return np.array([t or absent for t in toast], np.int64).reshape(len(toast), columns)
 

@@ -264,29 +264,26 @@ def _log_rows(
     before: npt.NDArray[np.int64] = np.cumsum(change) - change  # changes before each slot
     position: npt.NDArray[np.int64] = before - before[unit_start]
     # Per unit: its commit LSN, xid and commit time (committed units only).
-    commit_of: dict[int, tuple[int, int, int]] = {}
-    starts = np.cumsum(lengths) - lengths
-    first_slot = {int(x): u for u, x in enumerate(starts.tolist())}
+    unit_commit = np.zeros((3, len(units)), np.int64)
+    first_slot = {start: u for u, start in enumerate((np.cumsum(lengths) - lengths).tolist())}
     for start, _, at in logged:
-        commit_of[first_slot[start]] = (commits[at], framed[at].xid, framed[at].ts)
+        unit_commit[:, first_slot[start]] = (commits[at], framed[at].xid, framed[at].ts)
     for table in b.log.wanted:
         rows = np.nonzero(committed & change & (ti == table))[0]
         if not len(rows):
             continue
-        changes = list(
-            zip(
-                op[rows].tolist(),
-                position[rows].tolist(),
-                key[rows].tolist(),
-                moved_from[rows].tolist(),
-                picks_slot[rows].tolist(),
-                [toast_slot[k] for k in rows.tolist()],
-                strict=True,
-            )
-        )
-        counts = np.bincount(unit_of[rows], minlength=len(units)).tolist()
-        done = [(*commit_of[u], count) for u, count in enumerate(counts) if count]
-        b.log.extend(table, changes, done)
+        commit_lsn, xid, commit_time = unit_commit[:, unit_of[rows]]
+        columns = {
+            "op": op[rows],
+            "position": position[rows],
+            "key": key[rows],
+            "old": moved_from[rows],
+            "picks_at": picks_slot[rows],
+            "commit_lsn": commit_lsn,
+            "xid": xid,
+            "commit_time": commit_time,
+        }
+        b.log.extend(table, columns, [toast_slot[k] for k in rows.tolist()])
 
 
 @dataclass(slots=True)

@@ -38,25 +38,59 @@ class ColumnSource:
     entries: tuple[PoolEntry, ...] = ()
 
 
+_COLUMNS: Final = ("op", "position", "key", "old", "picks_at", "commit_lsn", "xid", "commit_time")
+
+
 @dataclass(slots=True)
 class LoggedRows:
-    """One table's logged rows, in commit order.
+    """One table's logged rows, in commit order, column by column.
 
-    ``changes`` holds one (op, position, key, old, picks_at, toast) per row: ``key`` is
-    the key id of the row shown (a delete's old key; 0 for a truncate), ``old`` the old
-    key id of a key update, ``picks_at`` the row's index into :attr:`picks` (the pool
-    index of each pool column), ``toast`` per TOAST column the entry index into the
-    column's short pool followed by its TOAST pool, or ``NO_ROW`` for an unchanged
-    (unsent) value; a delete's or truncate's ``toast`` is empty. ``units`` holds one
-    (commit LSN, xid, commit time, rows) per transaction, for its next ``rows`` rows.
+    Per row: ``op``; ``position`` in its transaction; ``key``, the key id of the row
+    shown (a delete's old key; 0 for a truncate); ``old``, a key update's old key id;
+    ``picks_at``, the row's index into :attr:`picks` (the pool index of each pool
+    column); the ``commit_lsn``, ``xid`` and ``commit_time`` of its transaction; and in
+    :attr:`toast`, per TOAST column, the entry index into the column's short pool
+    followed by its TOAST pool, or ``NO_ROW`` for an unchanged (unsent) value (empty
+    for a delete or truncate). :meth:`column` gives a column as one array.
     """
 
-    changes: list[tuple[int, int, int, int, int, tuple[int, ...]]] = field(default_factory=list)
-    units: list[tuple[int, int, int, int]] = field(default_factory=list)
+    parts: dict[str, list[npt.NDArray[np.int64]]] = field(
+        default_factory=lambda: {name: [] for name in _COLUMNS}
+    )
+    toast: list[tuple[int, ...]] = field(default_factory=list)
     chunks: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    # Rows logged one at a time, turned into columns when a column is read or a bulk
+    # of rows follows them: (op, position, key, old, picks_at, commit LSN, xid, time).
+    staged: list[tuple[int, ...]] = field(default_factory=list)
+    count: int = 0
 
     def __len__(self) -> int:
-        return len(self.changes)
+        return self.count
+
+    def add(self, columns: dict[str, npt.NDArray[np.int64]], toast: list[tuple[int, ...]]) -> None:
+        """Rows at once: one array per name in ``_COLUMNS``, and their TOAST entries."""
+        self._unstage()
+        for name in _COLUMNS:
+            self.parts[name].append(columns[name])
+        self.toast += toast
+        self.count += len(toast)
+
+    def stage(self, row: tuple[int, ...], toast: tuple[int, ...]) -> None:
+        """One row (the values of ``_COLUMNS`` in order) and its TOAST entries."""
+        self.staged.append(row)
+        self.toast.append(toast)
+        self.count += 1
+
+    def column(self, name: str) -> npt.NDArray[np.int64]:
+        self._unstage()
+        parts = self.parts[name]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _unstage(self) -> None:
+        if self.staged:
+            for name, values in zip(_COLUMNS, zip(*self.staged, strict=True), strict=True):
+                self.parts[name].append(np.array(values, np.int64))
+            self.staged = []
 
     @property
     def picks(self) -> npt.NDArray[np.int64]:
@@ -109,22 +143,19 @@ class RowLog:
         for table, pending in self._pending.items():
             if pending:
                 rows = self._rows[table]
-                rows.changes += pending
-                rows.units.append((commit_lsn, xid, commit_time, len(pending)))
+                for op, position, key, old, picks_at, toast in pending:
+                    rows.stage(
+                        (op, position, key, old, picks_at, commit_lsn, xid, commit_time), toast
+                    )
                 pending.clear()
         self._position = 0
 
     def extend(
-        self,
-        table: int,
-        changes: list[tuple[int, int, int, int, int, tuple[int, ...]]],
-        units: list[tuple[int, int, int, int]],
+        self, table: int, columns: dict[str, npt.NDArray[np.int64]], toast: list[tuple[int, ...]]
     ) -> None:
         """Rows of whole committed transactions at once (no transaction may be open):
-        ``changes`` and ``units`` as in :class:`LoggedRows`."""
-        rows = self._rows[table]
-        rows.changes += changes
-        rows.units += units
+        one array per column of :class:`LoggedRows`, and the rows' TOAST entries."""
+        self._rows[table].add(columns, toast)
 
     def abort(self) -> None:
         """Forget the transaction being made (it does not commit)."""
