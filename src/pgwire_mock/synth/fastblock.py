@@ -1,8 +1,8 @@
 """A block of small transactions, made a block at a time instead of a change at a time.
 
 The units (transactions and the rolled-back prepared ones between them) are drawn by
-the generator one by one; :func:`emit_units` then makes every change of the block at
-once and frames the units, with as little Python per change as it can:
+the generator; :func:`emit_units` then makes every change of the block at once and
+frames the units, with as little Python per change as it can:
 
 * **Ids.** A table's counters at any slot are its counters at the block's start plus
   the inserts and deletes of the committed slots before it (cumulative sums per table);
@@ -51,17 +51,15 @@ _GAP: Final = b""  # a record that is not sent: the commit record's 48 bytes of 
 _MAX_ADVANCE: Final = 8192
 
 
-def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
-    """Append the events of ``units`` (kind, slot codes) to ``b.out``."""
+def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int]) -> None:
+    """Append the events of units of ``kinds`` to ``b.out``: unit ``u`` holds the next
+    ``lengths[u]`` slot codes of ``flat``."""
     s = b.s
     tables = s.tables
-    flat = [code for _, unit in units for code in unit]
     n = len(flat)
     code = np.array(flat, np.int64)
-    committed = np.repeat(
-        np.array([kind != PREPARED_ROLLBACK for kind, _ in units], np.bool_),
-        [len(unit) for _, unit in units],
-    )
+    unit_committed = np.array(kinds, np.int64) != PREPARED_ROLLBACK
+    committed = np.repeat(unit_committed, lengths)
     change = code < s._msg_base
     ti = np.where(change, code >> 2, -1)
     op = np.where(change, code & 3, -1)
@@ -168,22 +166,25 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
     framed: list[Framed] = []
     logged: list[tuple[int, int, int]] = []  # committed units: (start, stop, framed index)
     sent = b.sent
-    unit_of = np.repeat(np.arange(len(units)), [len(unit) for _, unit in units])
-    with_messages = np.bincount(unit_of[~change], minlength=len(units)).tolist()
+    unit_of = np.repeat(np.arange(len(kinds)), lengths)
+    with_messages = np.bincount(unit_of[~change], minlength=len(kinds)).tolist()
+    xids = b.next_xids(len(kinds))
+    # Commit times: the committed slots up to and including each unit.
+    done = (b.done + np.cumsum(np.where(unit_committed, lengths, 0))).tolist()
+    start_time, per_change = s.spec.start_time, s._usec_per_change
+    if done:
+        b.done = done[-1]
     start = 0
-    for u, (kind, unit) in enumerate(units):
-        stop = start + len(unit)
-        xid = b.next_xid()
-        is_committed = kind != PREPARED_ROLLBACK
-        if is_committed:
-            b.done += len(unit)
-        if not (is_committed or s.two_phase):
+    for u, kind in enumerate(kinds):
+        stop = start + lengths[u]
+        if not (kind != PREPARED_ROLLBACK or s.two_phase):
             start = stop
             continue
+        ts = start_time + int(done[u] * per_change)
         if len(sent) == len(tables) and not with_messages[u]:  # the common unit
-            framed.append(Framed(kind, xid, b.timestamp(), payload[start:stop]))  # type: ignore[arg-type]
+            framed.append(Framed(kind, xids[u], ts, payload[start:stop]))  # type: ignore[arg-type]
         else:  # Relations before first uses, messages
-            unit_framed = Framed(kind, xid, b.timestamp(), [], messages=True)
+            unit_framed = Framed(kind, xids[u], ts, [], messages=True)
             local: set[int] = set()
             for k in range(start, stop):
                 found = messages.get(k)
@@ -202,7 +203,7 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
                 unit_framed.items.append(payload[k])
             sent |= local
             framed.append(unit_framed)
-        if is_committed:
+        if kind != PREPARED_ROLLBACK:
             logged.append((start, stop, len(framed) - 1))
         start = stop
     commits = frame(b, framed)
@@ -225,7 +226,7 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
     if b.log is not None:
         _log_rows(
             b,
-            units,
+            lengths,
             logged,
             framed,
             commits,
@@ -242,7 +243,7 @@ def emit_units(b: _Block, units: list[tuple[int, list[int]]]) -> None:
 
 def _log_rows(
     b: _Block,
-    units: list[tuple[int, list[int]]],
+    lengths: list[int],
     logged: list[tuple[int, int, int]],
     framed: list[Framed],
     commits: list[int],
@@ -258,13 +259,12 @@ def _log_rows(
     """The committed rows of the log's tables, column by column: a row's position is the
     number of changes (of any table) before it in its transaction."""
     assert b.log is not None
-    lengths = [len(unit) for _, unit in units]
-    unit_of = np.repeat(np.arange(len(units)), lengths)
+    unit_of = np.repeat(np.arange(len(lengths)), lengths)
     unit_start = np.repeat(np.cumsum(lengths) - lengths, lengths)
     before: npt.NDArray[np.int64] = np.cumsum(change) - change  # changes before each slot
     position: npt.NDArray[np.int64] = before - before[unit_start]
     # Per unit: its commit LSN, xid and commit time (committed units only).
-    unit_commit = np.zeros((3, len(units)), np.int64)
+    unit_commit = np.zeros((3, len(lengths)), np.int64)
     first_slot = {start: u for u, start in enumerate((np.cumsum(lengths) - lengths).tolist())}
     for start, _, at in logged:
         unit_commit[:, first_slot[start]] = (commits[at], framed[at].xid, framed[at].ts)

@@ -442,6 +442,13 @@ class _Block:
         self.local_xid += 1
         return _xid(self.b, self.local_xid, self.s._xids_per_block)
 
+    def next_xids(self, count: int) -> list[int]:
+        """The next ``count`` xids, as ``count`` calls of :meth:`next_xid` give them."""
+        first = self.local_xid + 1
+        self.local_xid += count
+        per_block = self.s._xids_per_block
+        return [_xid(self.b, local, per_block) for local in range(first, first + count)]
+
     def timestamp(self) -> int:
         return self.s.spec.start_time + int(self.done * self.s._usec_per_change)
 
@@ -462,20 +469,20 @@ class _Block:
         payload = Message(flags, self.lsn, self.s._prefix, content, xid=xid).encode()
         self.put(payload)
 
-    def unit_size(self) -> int:
+    def unit_sizes(self, uniforms: list[float]) -> list[int]:
+        """Transaction sizes, one per uniform draw in [0, 1), by the spec's distribution."""
         spec = self.s.spec
-        rng = self.rng
         low, high, mean = spec.size_min, spec.size_max, spec.size_mean
         if spec.size_distribution == "fixed":
-            return max(low, min(high, round(mean)))
+            return [max(low, min(high, round(mean)))] * len(uniforms)
         if spec.size_distribution == "uniform":
-            return low + int(rng.random() * (high - low + 1))
+            return [low + int(r * (high - low + 1)) for r in uniforms]
         extra = mean - low
         if extra <= 0:
-            return low
-        p = 1.0 / (extra + 1.0)
-        u = 1.0 - rng.random()  # (0, 1]
-        return min(high, low + int(math.log(u) / math.log1p(-p)))
+            return [low] * len(uniforms)
+        scale = math.log1p(-1.0 / (extra + 1.0))
+        log = math.log
+        return [min(high, low + int(log(1.0 - r) / scale)) for r in uniforms]
 
     # --- the block --------------------------------------------------------------------------
 
@@ -775,24 +782,52 @@ class _Block:
 
     def small_units(self, codes: list[int]) -> None:
         """A block of transactions sent whole at their end (Begin … Commit, or two-phase),
-        with rolled-back prepared transactions between them: the units are drawn here,
-        their changes made and framed a block at a time (:mod:`.fastblock`)."""
+        with rolled-back prepared transactions before some of them. The transactions are
+        drawn here from numpy arrays (sizes, kinds, rollbacks); their changes are made and
+        framed a block at a time (:mod:`.fastblock`)."""
         s = self.s
-        rng = self.rng
         spec = s.spec
+        n = len(codes)
         two = spec.two_phase_ratio
         rollback = two * spec.two_phase_rollback_ratio
-        units: list[tuple[int, list[int]]] = []
-        at = 0
-        while at < len(codes):
-            if rollback and rng.random() < rollback:
-                phantom = [codes[int(rng.random() * len(codes))] for _ in range(self.unit_size())]
-                units.append((_PREPARED_ROLLBACK, phantom))
-            size = self.unit_size()
-            kind = _PREPARED_COMMIT if two and rng.random() < two else _COMMIT
-            units.append((kind, codes[at : at + size]))
-            at += size
-        emit_units(self, units)
+        draw = np.random.default_rng(derive_seed(s.seed, "units", self.b))
+        sizes: list[int] = []
+        while sum(sizes) < n:  # enough transactions to hold the block's slots
+            want = 16 + int((n - sum(sizes)) / spec.size_mean)
+            sizes += self.unit_sizes(draw.random(want).tolist())
+        ends = np.minimum(np.cumsum(sizes), n)
+        count = int(np.searchsorted(ends, n)) + 1
+        ends = ends[:count]
+        lengths: list[int] = np.diff(ends, prepend=0).tolist()
+        kinds: list[int] = [_COMMIT] * count
+        if two:
+            kinds = np.where(draw.random(count) < two, _PREPARED_COMMIT, _COMMIT).tolist()
+        rolled: list[int] = []
+        if rollback:
+            rolled = np.nonzero(draw.random(count) < rollback)[0].tolist()
+        if not rolled:
+            emit_units(self, kinds, lengths, codes)
+            return
+        # A rolled-back prepared transaction before each unit in ``rolled``: slots drawn
+        # from the block (they count for nothing, see phantom ids).
+        starts = (ends - lengths).tolist()
+        flat: list[int] = []
+        all_kinds: list[int] = []
+        all_lengths: list[int] = []
+        previous = 0
+        for u in rolled:
+            flat += codes[starts[previous] : starts[u]]
+            all_kinds += kinds[previous:u]
+            all_lengths += lengths[previous:u]
+            size = self.unit_sizes(draw.random(1).tolist())[0]
+            flat += [codes[i] for i in draw.integers(0, n, size).tolist()]
+            all_kinds.append(_PREPARED_ROLLBACK)
+            all_lengths.append(size)
+            previous = u
+        flat += codes[starts[previous] :]
+        all_kinds += kinds[previous:]
+        all_lengths += lengths[previous:]
+        emit_units(self, all_kinds, all_lengths, flat)
 
     def message_payload(self, template: bytes) -> None:
         # A non-transactional message: re-encode with its own LSN.
