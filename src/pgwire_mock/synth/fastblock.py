@@ -64,47 +64,9 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     ti = np.where(change, code >> 2, -1)
     op = np.where(change, code & 3, -1)
 
-    # --- ids -------------------------------------------------------------------------
-    ins_like = committed & ((op == INS) | (op == KUPD))
-    del_like = committed & ((op == DEL) | (op == KUPD))
-    high = np.zeros(n, np.int64)
-    low = np.zeros(n, np.int64)
-    for t in tables:
-        i = t.index
-        mine = ti == i
-        if not mine.any():
-            continue
-        ins = ins_like & mine
-        dels = del_like & mine
-        high[mine] = b.high[i] + (np.cumsum(ins) - ins)[mine]
-        low[mine] = b.low[i] + (np.cumsum(dels) - dels)[mine]
-        b.high[i] += int(ins.sum())
-        b.low[i] += int(dels.sum())
+    # Live ids, then message contents, from the block's own generator.
     rng = np.random.default_rng(derive_seed(s.seed, "changes", b.b))
-    r = rng.random((2, n))
-    hot = np.array([t.hot for t in tables] + [0], np.int64)[ti]
-    hot_ratio = np.array([t.hot_ratio for t in tables] + [0.0])[ti]
-    empty = low >= high
-    use_hot = (hot > 0) & (empty | (r[0] < hot_ratio))
-    live = np.where(
-        use_hot,
-        (r[1] * hot).astype(np.int64),
-        low + (r[1] * np.maximum(high - low, 0)).astype(np.int64),
-    )
-    has_live = use_hot | ~empty
-    # Rolled-back slots move no counter: an insert (or anything without a live row to
-    # hit) inserts a new negative id; a key update moves a live row to one.
-    phantom = change & ~committed
-    send = np.where(phantom & ~has_live, INS, op)
-    new_phantom = phantom & ((send == INS) | (send == KUPD))
-    phantom_id = -(b.phantoms + np.cumsum(new_phantom))
-    b.phantoms += int(new_phantom.sum())
-    key = np.where(
-        committed,
-        np.choose(np.maximum(op, 0), [high, live, high, low]),
-        np.where(new_phantom, phantom_id, live),
-    )
-    old = np.where(committed, low, live)
+    send, key, old = _ids(b, rng, committed, change, ti, op)
 
     # --- payloads ------------------------------------------------------------------------
     # Filled table by table through an object array: a scatter without a Python loop.
@@ -177,8 +139,8 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     start = 0
     for u, kind in enumerate(kinds):
         stop = start + lengths[u]
-        if not (kind != PREPARED_ROLLBACK or s.two_phase):
-            start = stop
+        if kind == PREPARED_ROLLBACK and not s.two_phase:
+            start = stop  # PostgreSQL sends nothing of a transaction rolled back
             continue
         ts = start_time + int(done[u] * per_change)
         if len(sent) == len(tables) and not with_messages[u]:  # the common unit
@@ -284,6 +246,63 @@ def _log_rows(
             "commit_time": commit_time,
         }
         b.log.extend(table, columns, [toast_slot[k] for k in rows.tolist()])
+
+
+def _ids(
+    b: _Block,
+    rng: np.random.Generator,
+    committed: npt.NDArray[np.bool_],
+    change: npt.NDArray[np.bool_],
+    ti: npt.NDArray[np.int64],
+    op: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per slot: what it sends (its op, or an insert for a rolled-back slot with no live
+    row to hit), the id of the row it shows, and the old id a key update moves from.
+    Advances the block's counters."""
+    s = b.s
+    tables = s.tables
+    n = len(op)
+    ins_like = committed & ((op == INS) | (op == KUPD))
+    del_like = committed & ((op == DEL) | (op == KUPD))
+    high = np.zeros(n, np.int64)
+    low = np.zeros(n, np.int64)
+    for t in tables:
+        i = t.index
+        mine = ti == i
+        if not mine.any():
+            continue
+        ins = ins_like & mine
+        dels = del_like & mine
+        high[mine] = b.high[i] + (np.cumsum(ins) - ins)[mine]
+        low[mine] = b.low[i] + (np.cumsum(dels) - dels)[mine]
+        b.high[i] += int(ins.sum())
+        b.low[i] += int(dels.sum())
+    r = rng.random((2, n))
+    hot = np.array([t.hot for t in tables] + [0], np.int64)[ti]
+    hot_ratio = np.array([t.hot_ratio for t in tables] + [0.0])[ti]
+    empty = low >= high
+    use_hot = (hot > 0) & (empty | (r[0] < hot_ratio))
+    live = np.where(
+        use_hot,
+        (r[1] * hot).astype(np.int64),
+        low + (r[1] * np.maximum(high - low, 0)).astype(np.int64),
+    )
+    has_live = use_hot | ~empty
+    # Rolled-back slots move no counter: an insert (or anything without a live row to
+    # hit) inserts a new negative id; a key update moves a live row to one.
+    phantom = change & ~committed
+    send = np.where(phantom & ~has_live, INS, op)
+    new_phantom = phantom & ((send == INS) | (send == KUPD))
+    phantom_id = -(b.phantoms + np.cumsum(new_phantom))
+    b.phantoms += int(new_phantom.sum())
+    key = np.where(
+        committed,
+        np.choose(np.maximum(op, 0), [high, live, high, low]),
+        np.where(new_phantom, phantom_id, live),
+    )
+    old = np.where(committed, low, live)
+
+    return send, key, old
 
 
 @dataclass(slots=True)
