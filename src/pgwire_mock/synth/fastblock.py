@@ -20,6 +20,7 @@ same rules, the same order of messages and the same LSN arithmetic (``docs/synth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import TYPE_CHECKING, Final
@@ -42,7 +43,7 @@ from pgwire_mock.synth.values import derive_seed
 if TYPE_CHECKING:
     from pgwire_mock.synth.generator import _Block
 
-__all__ = ["Framed", "emit_units", "frame"]
+__all__ = ["Framed", "Units", "emit_units", "frame"]
 
 INS, UPD, KUPD, DEL = 0, 1, 2, 3
 COMMIT, PREPARED_COMMIT, PREPARED_ROLLBACK = 0, 1, 2
@@ -125,50 +126,55 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     payload: list[bytes] = slots.tolist()
 
     # --- units -------------------------------------------------------------------------
-    framed: list[Framed] = []
-    logged: list[tuple[int, int, int]] = []  # committed units: (start, stop, framed index)
+    # The block's units as columns. Every unit is sent but a rolled-back one without
+    # two-phase (PostgreSQL sends nothing of it). A unit is *plain* when its items are
+    # just its slots' payloads: every Relation already sent, no message slot.
     sent = b.sent
     unit_of = np.repeat(np.arange(len(kinds)), lengths)
-    with_messages = np.bincount(unit_of[~change], minlength=len(kinds)).tolist()
-    xids = b.next_xids(len(kinds))
-    # Commit times: the committed slots up to and including each unit.
-    done = (b.done + np.cumsum(np.where(unit_committed, lengths, 0))).tolist()
-    start_time, per_change = s.spec.start_time, s._usec_per_change
-    if done:
-        b.done = done[-1]
-    start = 0
-    for u, kind in enumerate(kinds):
-        stop = start + lengths[u]
-        if kind == PREPARED_ROLLBACK and not s.two_phase:
-            start = stop  # PostgreSQL sends nothing of a transaction rolled back
-            continue
-        ts = start_time + int(done[u] * per_change)
-        if len(sent) == len(tables) and not with_messages[u]:  # the common unit
-            framed.append(Framed(kind, xids[u], ts, payload[start:stop]))  # type: ignore[arg-type]
-        else:  # Relations before first uses, messages
-            unit_framed = Framed(kind, xids[u], ts, [], messages=True)
-            local: set[int] = set()
-            for k in range(start, stop):
-                found = messages.get(k)
-                if found is not None:
-                    if found[0] == 0:
-                        unit_framed.pre.append(found[1])
-                    else:
-                        unit_framed.items.append((1, found[1], None))
-                    continue
-                table = int(ti[k])
-                if table < 0:
-                    continue  # a message the client did not ask for
-                if table not in sent and table not in local:
-                    unit_framed.items.append(tables[table].relation)
-                    local.add(table)
-                unit_framed.items.append(payload[k])
-            sent |= local
-            framed.append(unit_framed)
-        if kind != PREPARED_ROLLBACK:
-            logged.append((start, stop, len(framed) - 1))
-        start = stop
-    commits = frame(b, framed)
+    with_messages = np.bincount(unit_of[~change], minlength=len(kinds))
+    xids = np.array(b.next_xids(len(kinds)), np.int64)
+    kind_array = np.array(kinds, np.int64)
+    ends = np.cumsum(lengths, dtype=np.int64)
+    starts = ends - lengths
+    # Commit times: from the committed slots up to and including each unit.
+    done = b.done + np.cumsum(np.where(unit_committed, lengths, 0))
+    if len(done):
+        b.done = int(done[-1])
+    per_change = s._usec_per_change
+    ts = np.array([s.spec.start_time + int(d * per_change) for d in done.tolist()], np.int64)
+    emitted = np.nonzero(unit_committed | s.two_phase)[0]
+    # Units before every table's Relation went out are framed one by one, in order.
+    items: dict[int, Framed] = {}
+
+    def one_by_one(position: int) -> None:
+        u = int(emitted[position])
+        items[position] = _unit_items(
+            b, kinds[u], int(xids[u]), int(ts[u]), messages, payload, ti, starts[u], ends[u]
+        )
+
+    leading = 0
+    while leading < len(emitted) and len(sent) < len(tables):
+        one_by_one(leading)
+        leading += 1
+    for position in range(leading, len(emitted)):
+        if with_messages[emitted[position]]:
+            one_by_one(position)
+    units = Units(
+        kind_array[emitted], xids[emitted], ts[emitted], starts[emitted], ends[emitted], items
+    )
+    commits = frame(b, units, payload)
+    # Committed units: (their slots, commit LSN, xid, commit time).
+    is_committed = kind_array[emitted] != PREPARED_ROLLBACK
+    logged = list(
+        zip(
+            starts[emitted][is_committed].tolist(),
+            ends[emitted][is_committed].tolist(),
+            commits[is_committed].tolist(),
+            xids[emitted][is_committed].tolist(),
+            ts[emitted][is_committed].tolist(),
+            strict=True,
+        )
+    )
 
     # --- the state and the log ----------------------------------------------------------
     moved_from = np.where(op == KUPD, old, NO_ROW)
@@ -179,7 +185,7 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
             moved_from.tolist(),
             ti.tolist(),
         )
-        for start, stop, _ in logged:
+        for start, stop, *_ in logged:
             for k in range(start, stop):
                 if table_list[k] >= 0:
                     b.apply_delta(
@@ -190,8 +196,6 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
             b,
             lengths,
             logged,
-            framed,
-            commits,
             change,
             committed,
             ti,
@@ -206,9 +210,7 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
 def _log_rows(
     b: _Block,
     lengths: list[int],
-    logged: list[tuple[int, int, int]],
-    framed: list[Framed],
-    commits: list[int],
+    logged: list[tuple[int, int, int, int, int]],
     change: npt.NDArray[np.bool_],
     committed: npt.NDArray[np.bool_],
     ti: npt.NDArray[np.int64],
@@ -228,8 +230,8 @@ def _log_rows(
     # Per unit: its commit LSN, xid and commit time (committed units only).
     unit_commit = np.zeros((3, len(lengths)), np.int64)
     first_slot = {start: u for u, start in enumerate((np.cumsum(lengths) - lengths).tolist())}
-    for start, _, at in logged:
-        unit_commit[:, first_slot[start]] = (commits[at], framed[at].xid, framed[at].ts)
+    for start, _, commit_lsn, xid, ts in logged:
+        unit_commit[:, first_slot[start]] = (commit_lsn, xid, ts)
     for table in b.log.wanted:
         rows = np.nonzero(committed & change & (ti == table))[0]
         if not len(rows):
@@ -305,11 +307,47 @@ def _ids(
     return send, key, old
 
 
+def _unit_items(
+    b: _Block,
+    kind: int,
+    xid: int,
+    ts: int,
+    messages: dict[int, tuple[int, bytes]],
+    payload: list[bytes],
+    ti: npt.NDArray[np.int64],
+    start: int,
+    stop: int,
+) -> Framed:
+    """A unit's items one by one: a table's Relation before its first use in the block,
+    messages where their slots are (a non-transactional one before the Begin)."""
+    tables = b.s.tables
+    sent = b.sent
+    unit = Framed(kind, xid, ts, [], messages=True)
+    local: set[int] = set()
+    for k in range(start, stop):
+        found = messages.get(k)
+        if found is not None:
+            if found[0] == 0:
+                unit.pre.append(found[1])
+            else:
+                unit.items.append((1, found[1], None))
+            continue
+        table = int(ti[k])
+        if table < 0:
+            continue  # a message the client did not ask for
+        if table not in sent and table not in local:
+            unit.items.append(tables[table].relation)
+            local.add(table)
+        unit.items.append(payload[k])
+    sent |= local
+    return unit
+
+
 @dataclass(slots=True)
 class Framed:
-    """A transaction to frame: its kind, xid and commit time, its items (payloads, or
-    (flags, content, xid) messages, which carry their own LSN; ``messages`` says whether
-    there are any) and the contents of the non-transactional messages sent before it."""
+    """A transaction's items given one by one: payloads, or (flags, content, xid)
+    messages, which carry their own LSN (``messages`` says whether there are any), and
+    the contents of the non-transactional messages sent before it."""
 
     kind: int
     xid: int
@@ -319,91 +357,136 @@ class Framed:
     pre: list[bytes] = field(default_factory=list)
 
 
-def frame(b: _Block, units: list[Framed]) -> list[int]:
+@dataclass(slots=True)
+class Units:
+    """Transactions to frame, as columns: kind, xid, commit time, and the slots
+    ``[start, stop)`` of the payloads that are the unit's items, unless ``items`` gives
+    the unit's items explicitly (by unit index)."""
+
+    kind: npt.NDArray[np.int64]
+    xid: npt.NDArray[np.int64]
+    ts: npt.NDArray[np.int64]
+    start: npt.NDArray[np.int64]
+    stop: npt.NDArray[np.int64]
+    items: dict[int, Framed]
+
+    @classmethod
+    def one(cls, unit: Framed) -> Units:
+        one = np.array([0], np.int64)
+        return cls(
+            np.array([unit.kind], np.int64),
+            np.array([unit.xid], np.int64),
+            np.array([unit.ts], np.int64),
+            one,
+            one,
+            {0: unit},
+        )
+
+
+def frame(b: _Block, units: Units, payload: Sequence[bytes]) -> npt.NDArray[np.int64]:
     """Append ``units`` to ``b.out`` with Begin and Commit (or BeginPrepare, Prepare and
     Commit/Rollback Prepared when the client takes two-phase transactions) around each;
     returns each unit's commit LSN (for a prepared one: its COMMIT PREPARED's).
 
     Each record sent advances the LSN by 24 + its size rounded up to 8 (at most 8 KiB);
     Begin's LSN is taken before its size is known (it names the commit LSN); the commit
-    record takes 48 bytes of WAL before the Commit message. So every LSN is one
-    cumulative sum, and Begin, Commit and the messages are encoded after it."""
+    record takes 48 bytes of WAL before the Commit message. So the records of all units
+    are laid out at once, every LSN is one cumulative sum, and Begin, Commit and the
+    messages are encoded after it. Only units with explicit items, and prepared ones,
+    take Python per unit."""
     s = b.s
     prefix = s._prefix
-    two_phase = s.two_phase
-    records: list[bytes] = []  # in stream order; _GAP for a placeholder
-    sizes: list[int] = []  # per record; -1: the gap before a commit record (not sent)
-    message_at: list[tuple[int, int, bytes, int | None]] = []  # (record, flags, content, xid)
-    fills: list[tuple[int, int, int, int, int, bool]] = []  # (Begin, last, kind, xid, ts, 2PC)
-    commit_size = len(encode_commit(0, 0, 0, 0))
-
-    def message(flags: int, content: bytes, xid: int | None) -> None:
-        message_at.append((len(records), flags, content, xid))
-        records.append(_GAP)
-        sizes.append(len(Message(flags, 0, prefix, content, xid=xid).encode()))
-
-    for unit in units:
+    count = len(units.kind)
+    if not count:
+        return np.zeros(0, np.int64)
+    prepared = (units.kind != COMMIT) & s.two_phase
+    explicit = np.zeros(count, np.bool_)
+    pre_count = np.zeros(count, np.int64)
+    item_count = units.stop - units.start
+    for u, unit in units.items.items():
+        explicit[u] = True
+        pre_count[u] = len(unit.pre)
+        item_count[u] = len(unit.items)
+    # Per unit: [pre messages], Begin, items, gap, Commit | gap, Prepare, gap, finish.
+    records_per_unit = pre_count + 1 + item_count + np.where(prepared, 4, 2)
+    first = np.cumsum(records_per_unit) - records_per_unit
+    begin = first + pre_count
+    gap = begin + 1 + item_count
+    last = first + records_per_unit - 1
+    total = int(records_per_unit.sum())
+    records = np.full(total, _GAP, dtype=object)
+    sizes = np.zeros(total, np.int64)
+    sizes[gap] = -1
+    sizes[last] = len(encode_commit(0, 0, 0, 0))
+    # The items of the other units: their slots' payloads, placed in one go.
+    plain = np.nonzero(~explicit)[0]
+    if len(plain):
+        lengths = item_count[plain]
+        slot = np.repeat(units.start[plain] - np.cumsum(lengths) + lengths, lengths)
+        slot += np.arange(len(slot))
+        placed = np.repeat(begin[plain] + 1 - np.cumsum(lengths) + lengths, lengths)
+        placed += np.arange(len(placed))
+        slot_list = slot.tolist()
+        records[placed] = [payload[k] for k in slot_list]
+        sizes[placed] = [len(payload[k]) for k in slot_list]
+    message_at: list[tuple[int, int, bytes, int | None]] = []
+    for u, unit in units.items.items():
+        at: int = int(first[u])
         for content in unit.pre:
-            message(0, content, None)
-        begin_at = len(records)
-        records.append(_GAP)
-        sizes.append(0)
-        if unit.messages:
-            for item in unit.items:
-                if isinstance(item, bytes):
-                    records.append(item)
-                    sizes.append(len(item))
-                else:
-                    message(*item)
-        else:
-            records += unit.items  # type: ignore[arg-type]
-            sizes += map(len, unit.items)
-        prepared = unit.kind != COMMIT and two_phase
-        records.append(_GAP)
-        sizes.append(-1)
-        records.append(_GAP)
-        if prepared:
-            gid = f"synth-{unit.xid}"
-            sizes.append(len(Prepare(0, 0, 0, 0, unit.xid, gid).encode()))
-            records.append(_GAP)
-            sizes.append(-1)
-            records.append(_GAP)
-            finish = (
-                CommitPrepared(0, 0, 0, 0, unit.xid, gid)
-                if unit.kind == PREPARED_COMMIT
-                else RollbackPrepared(0, 0, 0, 0, 0, unit.xid, gid)
-            )
-            sizes.append(len(finish.encode()))
-        else:
-            sizes.append(commit_size)
-        fills.append((begin_at, len(records) - 1, unit.kind, unit.xid, unit.ts, prepared))
-    if not records:
-        return []
-    size_array = np.array(sizes, np.int64)
-    advance = np.where(size_array < 0, 48, 24 + np.minimum((size_array + 7) & ~7, _MAX_ADVANCE))
+            message_at.append((at, 0, content, None))
+            sizes[at] = len(Message(0, 0, prefix, content).encode())
+            at += 1
+        at += 1  # Begin
+        for item in unit.items:
+            if isinstance(item, bytes):
+                records[at] = item
+                sizes[at] = len(item)
+            else:
+                message_at.append((at, *item))
+                sizes[at] = len(Message(item[0], 0, prefix, item[1], xid=item[2]).encode())
+            at += 1
+    gids = {u: f"synth-{units.xid[u]}" for u in np.nonzero(prepared)[0].tolist()}
+    for u, gid in gids.items():
+        xid = int(units.xid[u])
+        sizes[last[u] - 2] = len(Prepare(0, 0, 0, 0, xid, gid).encode())
+        sizes[last[u] - 1] = -1
+        finish = (
+            CommitPrepared(0, 0, 0, 0, xid, gid)
+            if units.kind[u] == PREPARED_COMMIT
+            else RollbackPrepared(0, 0, 0, 0, 0, xid, gid)
+        )
+        sizes[last[u]] = len(finish.encode())
+    advance = np.where(sizes < 0, 48, 24 + np.minimum((sizes + 7) & ~7, _MAX_ADVANCE))
     ends = np.cumsum(advance)
-    lsns = (b.lsn + ends - advance).tolist()
+    lsn_array = b.lsn + ends - advance
     b.lsn += int(ends[-1])
-    for at, flags, content, xid in message_at:
-        records[at] = Message(flags, lsns[at], prefix, content, xid=xid).encode()
-    commits: list[int] = []
-    for begin_at, last, kind, xid, ts, prepared in fills:
-        # The unit ends with gap, Commit, or with gap, Prepare, gap, Commit/Rollback Prepared.
-        if not prepared:
-            commit_lsn = lsns[last - 1]
-            records[begin_at] = encode_begin(commit_lsn, ts, xid)
-            records[last] = encode_commit(0, commit_lsn, lsns[last], ts)
-            commits.append(commit_lsn)
-            continue
-        gid = f"synth-{xid}"
-        commit_lsn, end_lsn = lsns[last - 3], lsns[last - 2]
-        records[begin_at] = BeginPrepare(commit_lsn, end_lsn, ts, xid, gid).encode()
-        records[last - 2] = Prepare(0, commit_lsn, end_lsn, ts, xid, gid).encode()
-        finish_lsn, done = lsns[last - 1], lsns[last]
-        if kind == PREPARED_COMMIT:
-            records[last] = CommitPrepared(0, finish_lsn, done, ts, xid, gid).encode()
+    lsns = lsn_array.tolist()
+    for at, flags, content, message_xid in message_at:
+        records[at] = Message(flags, lsns[at], prefix, content, xid=message_xid).encode()
+    commits = lsn_array[gap]
+    unprepared = np.nonzero(~prepared)[0]
+    if len(unprepared):
+        commit_lsn = commits[unprepared].tolist()
+        ts = units.ts[unprepared].tolist()
+        records[begin[unprepared]] = [
+            encode_begin(c, t, x)
+            for c, t, x in zip(commit_lsn, ts, units.xid[unprepared].tolist(), strict=True)
+        ]
+        records[last[unprepared]] = [
+            encode_commit(0, c, e, t)
+            for c, e, t in zip(commit_lsn, lsn_array[last[unprepared]].tolist(), ts, strict=True)
+        ]
+    for u, gid in gids.items():
+        xid, ts_u, end = int(units.xid[u]), int(units.ts[u]), int(last[u])
+        commit_lsn_u, end_lsn = lsns[end - 3], lsns[end - 2]
+        records[begin[u]] = BeginPrepare(commit_lsn_u, end_lsn, ts_u, xid, gid).encode()
+        records[end - 2] = Prepare(0, commit_lsn_u, end_lsn, ts_u, xid, gid).encode()
+        finish_lsn, done = lsns[end - 1], lsns[end]
+        if units.kind[u] == PREPARED_COMMIT:
+            records[end] = CommitPrepared(0, finish_lsn, done, ts_u, xid, gid).encode()
         else:
-            records[last] = RollbackPrepared(0, end_lsn, done, ts, ts, xid, gid).encode()
-        commits.append(finish_lsn)
-    b.out += compress(zip(lsns, records, strict=True), (size_array >= 0).tolist())
-    return commits
+            records[end] = RollbackPrepared(0, end_lsn, done, ts_u, ts_u, xid, gid).encode()
+        commits[u] = finish_lsn
+    b.out += compress(zip(lsns, records.tolist(), strict=True), (sizes >= 0).tolist())
+    out: npt.NDArray[np.int64] = commits.astype(np.int64)
+    return out

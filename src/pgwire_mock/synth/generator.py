@@ -51,7 +51,7 @@ from codec.pgoutput import (
     StreamStop,
     Truncate,
 )
-from pgwire_mock.synth.fastblock import Framed, emit_units, frame
+from pgwire_mock.synth.fastblock import Framed, Units, emit_units, frame
 from pgwire_mock.synth.rowlog import NO_ROW, ColumnSource, LoggedRows, RowLog
 from pgwire_mock.synth.rowparts import RowChunk, RowParts
 from pgwire_mock.synth.spec import OutputSpec, Spec, TableSpec
@@ -840,7 +840,7 @@ class _Block:
         """Begin/Commit (or the two-phase messages) around ``items``."""
         ts = self.timestamp()
         messages = any(not isinstance(item, bytes) for item in items)
-        [commit_lsn] = frame(self, [Framed(kind, xid, ts, items, messages)])
+        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items, messages)), ()).tolist()
         if self.log is not None:
             if kind == _PREPARED_ROLLBACK:
                 self.log.abort()
