@@ -3,10 +3,11 @@
 How the stream is cut up (``docs/synth.md`` has the long form):
 
 * The ``changes`` committed change slots are split into **blocks** of ``block_size``
-  slots. Block ``b`` is generated from ``random.Random(derive_seed(seed, b))`` alone, so
-  any block can be generated without the ones before it, and shard ``k`` of ``n`` is
-  simply blocks ``[k*B//n, (k+1)*B//n)``: concatenating the shards' events gives the
-  single-process stream byte for byte.
+  slots. Block ``b`` is generated from generators seeded by ``derive_seed(seed, …, b)``
+  alone, so any block can be generated without the ones before it, and shard ``k`` of
+  ``n`` is simply blocks ``[k*B//n, (k+1)*B//n)``: concatenating the shards' events gives
+  the single-process stream byte for byte. A block without a large transaction is made
+  a block at a time (:mod:`.fastblock`); the rest here, a change at a time.
 * Every block has the **same composition** (how many inserts, updates, key updates,
   deletes and messages per table), shuffled. So the number of key ids a table has
   allocated, and how many of the oldest it has deleted, before block ``b`` are closed
