@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgwire_mock.synth.rowparts import RowParts
+from pgwire_mock.synth.values import KeyCodec
 
 _ENTRY = st.binary(max_size=12).map(lambda b: (None, b))
 _POOLS = st.lists(st.lists(_ENTRY, min_size=1, max_size=6), max_size=5)
@@ -48,3 +49,13 @@ def test_draws_are_deterministic_and_cover_the_pool() -> None:
     assert a.runs == b.runs and (a.picks == b.picks).all()
     assert set(a.runs[0]) == {b"\x00\x01"}
     assert {row for row in a.runs[1]} == {bytes([65 + i]) for i in range(8)}
+
+
+@given(
+    type_name=st.sampled_from(["int4", "int8", "text", "varchar", "uuid"]),
+    binary=st.booleans(),
+    ids=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=20),
+)
+def test_many_key_bytes_equal_one_at_a_time(type_name: str, binary: bool, ids: list[int]) -> None:
+    codec = KeyCodec(type_name, binary)
+    assert codec.many_column_bytes(ids) == [codec.column_bytes(i) for i in ids]

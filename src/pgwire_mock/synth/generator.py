@@ -632,7 +632,7 @@ class _Block:
         if t.simple and self.deltas is None:  # the hot path: one comprehension
             keys = t.key.many_column_bytes(kids)
             runs = chunk.runs
-            data = [a + k + b for a, k, b in zip(runs[0], keys, runs[1], strict=False)]
+            data = list(map(b"".join, zip(runs[0], keys, runs[1], strict=True)))
             return data, at, [()] * len(kids), [None] * len(kids)
         out: list[bytes] = []
         toast: list[tuple[int, ...]] = []
