@@ -20,9 +20,10 @@ same rules, the same order of messages and the same LSN arithmetic (``docs/synth
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -93,20 +94,20 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
             values: list[tuple[object, ...] | None] = []
         else:
             rows, picks_at, toast, values = b.rows(t, kids, [x == UPD for x in sends])
-        heads = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N"}
+        # Header + row, by C-level maps; a key update's header also holds its old key.
+        heads = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N", KUPD: b""}
+        made = list(map(operator.add, map(heads.__getitem__, sends), rows))
         moved = b"U" + oid + b"K"
-        key_tuple = b.key_tuple
-        made = [
-            heads[x] + row if x != KUPD else moved + key_tuple(t, o) + b"N" + row
-            for x, row, o in zip(sends, rows, olds, strict=True)
-        ]
+        for j in np.nonzero(send[with_row] == KUPD)[0].tolist():
+            made[j] = moved + b.key_tuple(t, olds[j]) + b"N" + rows[j]
         if made:
             slots[with_row] = made
         deleted = np.nonzero(mine & (send == DEL))[0].tolist()
         gone = key[deleted].tolist()
-        head = b"D" + oid + b"K"
         if deleted:
-            slots[deleted] = [head + key_tuple(t, kid) for kid in gone]
+            keys = t.key.many_column_bytes(gone)
+            head, tail = b"D" + oid + b"K" + t.key_before, t.key_after
+            slots[deleted] = list(map(b"".join, zip(repeat(head), keys, repeat(tail))))
         if b.log is not None and with_row:
             picks_slot[with_row] = picks_at
             if not t.simple:
