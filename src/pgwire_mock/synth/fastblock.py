@@ -39,7 +39,6 @@ from codec.pgoutput import (
     encode_commit,
 )
 from pgwire_mock.synth.rowlog import NO_ROW
-from pgwire_mock.synth.values import derive_seed
 
 if TYPE_CHECKING:
     from pgwire_mock.synth.generator import _Block
@@ -67,7 +66,7 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     op = np.where(change, code & 3, -1)
 
     # Live ids, then message contents, from the block's own generator.
-    rng = np.random.default_rng(derive_seed(s.seed, "changes", b.b))
+    rng = b.draws
     send, key, old = _ids(b, rng, committed, change, ti, op)
 
     # --- payloads ------------------------------------------------------------------------

@@ -427,6 +427,9 @@ class _Block:
         self.chunks: list[RowChunk | None] = [None] * len(synth.tables)
         self.cursor = [0] * len(synth.tables)
         self.row_rngs: list[np.random.Generator | None] = [None] * len(synth.tables)
+        #: The block's numpy draws besides rows, in a fixed order: its slots' order, then
+        #: (small blocks) its transactions, then its live ids and message contents.
+        self.draws = np.random.default_rng(derive_seed(synth.seed, "draws", block))
         # With a RowLog: each drawn chunk's index in the log, and the last row's picks and
         # TOAST entries (what the log needs of the row just made).
         self.log = log
@@ -500,8 +503,7 @@ class _Block:
                     codes[i] = code - code % 4 + UPD
             self.reset_unit(resets)
         # The block's order: one numpy permutation (random.shuffle cost ~1 µs a slot).
-        order = np.random.default_rng(derive_seed(s.seed, "order", self.b))
-        codes = np.array(codes, np.int64)[order.permutation(len(codes))].tolist()
+        codes = np.array(codes, np.int64)[self.draws.permutation(len(codes))].tolist()
         large = rng.random() < s.spec.large.ratio
         if large:
             self.large_block(codes)
@@ -791,7 +793,7 @@ class _Block:
         n = len(codes)
         two = spec.two_phase_ratio
         rollback = two * spec.two_phase_rollback_ratio
-        draw = np.random.default_rng(derive_seed(s.seed, "units", self.b))
+        draw = self.draws
         sizes: list[int] = []
         while sum(sizes) < n:  # enough transactions to hold the block's slots
             want = 16 + int((n - sum(sizes)) / spec.size_mean)
