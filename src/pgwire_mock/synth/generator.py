@@ -791,6 +791,8 @@ class _Block:
         s = self.s
         spec = s.spec
         n = len(codes)
+        if not n:
+            return
         two = spec.two_phase_ratio
         rollback = two * spec.two_phase_rollback_ratio
         draw = self.draws
