@@ -38,15 +38,16 @@ from codec.pgoutput import (
     encode_begin,
     encode_commit,
 )
-from pgwire_mock.synth.rowlog import NO_ROW
+from pgwire_mock.synth.rowlog import DELETE, INSERT, KEY_UPDATE, NO_ROW, UPDATE
 
 if TYPE_CHECKING:
     from pgwire_mock.synth.generator import _Block
 
 __all__ = ["Framed", "Units", "emit_units", "frame"]
 
-INS, UPD, KUPD, DEL = 0, 1, 2, 3
-COMMIT, PREPARED_COMMIT, PREPARED_ROLLBACK = 0, 1, 2
+# Slot operations are the log's row operations (rowlog); unit kinds are defined here.
+INS, UPD, KUPD, DEL = INSERT, UPDATE, KEY_UPDATE, DELETE
+COMMIT, PREPARED_COMMIT, PREPARED_ROLLBACK, ABORT = range(4)
 _MSG_NT = 1
 _GAP: Final = b""  # a record that is not sent: the commit record's 48 bytes of WAL
 _MAX_ADVANCE: Final = 8192

@@ -52,7 +52,20 @@ from codec.pgoutput import (
     StreamStop,
     Truncate,
 )
-from pgwire_mock.synth.fastblock import Framed, Units, emit_units, frame
+from pgwire_mock.synth.fastblock import (
+    ABORT,
+    COMMIT,
+    DEL,
+    INS,
+    KUPD,
+    PREPARED_COMMIT,
+    PREPARED_ROLLBACK,
+    UPD,
+    Framed,
+    Units,
+    emit_units,
+    frame,
+)
 from pgwire_mock.synth.rowlog import NO_ROW, ColumnSource, LoggedRows, RowLog
 from pgwire_mock.synth.rowparts import RowChunk, RowParts
 from pgwire_mock.synth.spec import OutputSpec, Spec, TableSpec
@@ -71,7 +84,6 @@ __all__ = ["Shard", "StreamItem", "Synth", "SynthError"]
 #: (LSN, pgoutput payload): what an XLogData message carries.
 StreamItem = tuple[int, bytes]
 
-INS, UPD, KUPD, DEL = 0, 1, 2, 3
 _OPS: Final = ("insert", "update", "key_update", "delete")
 _MSG_TX, _MSG_NT = 0, 1
 _BLOCK_LSN_SPAN: Final = 1 << 32
@@ -81,9 +93,6 @@ _XID_SPACE: Final = (1 << 32) - 3  # xids 0-2 are reserved (Invalid, Bootstrap, 
 _OID = struct.Struct("!I")
 _XID = struct.Struct("!I")
 _COUNT = struct.Struct("!h")
-
-# Unit kinds.
-_COMMIT, _PREPARED_COMMIT, _PREPARED_ROLLBACK, _ABORT = range(4)
 
 
 class SynthError(ValueError):
@@ -534,7 +543,7 @@ class _Block:
                 body.append(self.insert(t, kid, b"", committed=True))
         if body:
             self.sent |= local
-            self.emit_plain(body, xid, _COMMIT)
+            self.emit_plain(body, xid, COMMIT)
 
     # --- rows ---------------------------------------------------------------------------------
 
@@ -804,9 +813,9 @@ class _Block:
         count = int(np.searchsorted(ends, n)) + 1
         ends = ends[:count]
         lengths: list[int] = np.diff(ends, prepend=0).tolist()
-        kinds: list[int] = [_COMMIT] * count
+        kinds: list[int] = [COMMIT] * count
         if two:
-            kinds = np.where(draw.random(count) < two, _PREPARED_COMMIT, _COMMIT).tolist()
+            kinds = np.where(draw.random(count) < two, PREPARED_COMMIT, COMMIT).tolist()
         rolled: list[int] = []
         if rollback:
             rolled = np.nonzero(draw.random(count) < rollback)[0].tolist()
@@ -826,7 +835,7 @@ class _Block:
             all_lengths += lengths[previous:u]
             size = self.unit_sizes(draw.random(1).tolist())[0]
             flat += [codes[i] for i in draw.integers(0, n, size).tolist()]
-            all_kinds.append(_PREPARED_ROLLBACK)
+            all_kinds.append(PREPARED_ROLLBACK)
             all_lengths.append(size)
             previous = u
         flat += codes[starts[previous] :]
@@ -847,7 +856,7 @@ class _Block:
         messages = any(not isinstance(item, bytes) for item in items)
         [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items, messages)), ()).tolist()
         if self.log is not None:
-            if kind == _PREPARED_ROLLBACK:
+            if kind == PREPARED_ROLLBACK:
                 self.log.abort()
             else:
                 self.log.commit(commit_lsn, xid, ts)
@@ -878,7 +887,7 @@ class _Block:
         big = s.spec.large
         if rng.random() < big.abort_ratio:
             phantom = [codes[int(rng.random() * len(codes))] for _ in range(big.abort_size)]
-            self.large_unit([(False, 0, phantom)], _ABORT)
+            self.large_unit([(False, 0, phantom)], ABORT)
         segments: list[tuple[bool, int, list[int]]] = []
         size = big.subtransaction_size
         for at in range(0, len(codes), size):
@@ -888,7 +897,7 @@ class _Block:
             # Committed segments alternate between the top transaction and subtransactions.
             segments.append((True, int(rng.random() < 0.5), codes[at : at + size]))
         two = s.spec.two_phase_ratio
-        kind = _PREPARED_COMMIT if two and rng.random() < two else _COMMIT
+        kind = PREPARED_COMMIT if two and rng.random() < two else COMMIT
         self.large_unit(segments, kind)
 
     def large_unit(self, segments: list[tuple[bool, int, list[int]]], kind: int) -> None:
@@ -903,7 +912,7 @@ class _Block:
         plan: list[tuple[int, list[bytes | tuple[int, bytes, int | None]]]] = []
         for committed, own, codes in segments:
             aborted_sub = 0
-            if kind == _ABORT:
+            if kind == ABORT:
                 sub, live = top, False
             elif not committed:
                 sub = aborted_sub = self.next_xid()
@@ -947,14 +956,14 @@ class _Block:
                 self.stream_abort(top, aborted_sub, ts)
         if is_open:
             put(StreamStop().encode())
-        if kind == _ABORT:
+        if kind == ABORT:
             self.stream_abort(top, top, ts)
             if self.log is not None:
                 self.log.abort()
             return
         commit_lsn = self.advance(8)
         end_lsn = commit_lsn + 48
-        if kind == _PREPARED_COMMIT and self.s.two_phase:
+        if kind == PREPARED_COMMIT and self.s.two_phase:
             gid = f"synth-{top}"
             self.put_at(end_lsn, StreamPrepare(0, commit_lsn, end_lsn, ts, top, gid).encode())
             self.finish_prepared(end_lsn, ts, top, gid, True)
@@ -977,7 +986,7 @@ class _Block:
         local: set[int] = set()
         pre: list[bytes] = []
         for committed, _own, codes in segments:
-            live = committed and kind != _ABORT
+            live = committed and kind != ABORT
             if live:
                 self.body(codes, b"", True, items, local, set(), pre)
                 self.done += len(codes)
@@ -986,6 +995,6 @@ class _Block:
                 self.body(codes, b"", False, [], None, set(), None)
         for payload in pre:
             self.message_payload(payload)
-        if kind != _ABORT:
+        if kind != ABORT:
             self.sent |= local
             self.emit_plain(items, xid, kind)
