@@ -28,10 +28,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from codec_bench import best_of  # this directory: one best-of-N timer for the benchmarks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,24 +63,14 @@ def _run_shard(args: tuple[int, int, int]) -> int:
     return sum(1 for _ in _synth(changes).stream(Shard(k, n)))
 
 
-def best_time(repeat: int, run: Callable[[], object]) -> float:
-    """The shortest wall-clock time of ``repeat`` calls of ``run``."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def bench_synth(changes: int, repeat: int) -> tuple[int, float, float, float]:
     """(events in the stream, events/s and changes/s in one process, changes/s in two)."""
     events = _run_shard((changes, 0, 1))
-    single = best_time(repeat, lambda: _run_shard((changes, 0, 1)))
+    single = best_of(repeat, lambda: _run_shard((changes, 0, 1)))
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         pool.map(_run_shard, [(1000, 0, 2), (1000, 1, 2)])  # warm up the workers
         total = sum(pool.map(_run_shard, [(changes, 0, 2), (changes, 1, 2)]))
-        double = best_time(repeat, lambda: pool.map(_run_shard, [(changes, 0, 2), (changes, 1, 2)]))
+        double = best_of(repeat, lambda: pool.map(_run_shard, [(changes, 0, 2), (changes, 1, 2)]))
     assert total == events
     return events, events / single, changes / single, changes / double
 
@@ -131,7 +121,7 @@ def bench_dbldatagen(spark: SparkSession, rows: int, repeat: int) -> float:
         .withColumn("note", "string", template=r"\\w \\w \\w", random=True)
     )
     spec.build().write.format("noop").mode("overwrite").save()  # warm-up
-    return rows / best_time(
+    return rows / best_of(
         repeat, lambda: spec.build().write.format("noop").mode("overwrite").save()
     )
 
@@ -164,7 +154,7 @@ def bench_synth_spark(
                 )
 
         read_all(2000)  # warm-up: the Python workers start
-        elapsed = best_time(repeat, lambda: read_all(changes))
+        elapsed = best_of(repeat, lambda: read_all(changes))
     return events / elapsed, changes / elapsed
 
 

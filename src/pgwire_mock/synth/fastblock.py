@@ -163,19 +163,8 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     units = Units(
         kind_array[emitted], xids[emitted], ts[emitted], starts[emitted], ends[emitted], items
     )
-    commits = frame(b, units, payload)
-    # Committed units: (their slots, commit LSN, xid, commit time).
-    is_committed = kind_array[emitted] != PREPARED_ROLLBACK
-    logged = list(
-        zip(
-            starts[emitted][is_committed].tolist(),
-            ends[emitted][is_committed].tolist(),
-            commits[is_committed].tolist(),
-            xids[emitted][is_committed].tolist(),
-            ts[emitted][is_committed].tolist(),
-            strict=True,
-        )
-    )
+    commit_lsn = np.zeros(len(kinds), np.int64)  # per unit (committed ones are all sent)
+    commit_lsn[emitted] = frame(b, units, payload)
 
     # --- the state and the log ----------------------------------------------------------
     moved_from = np.where(op == KUPD, old, NO_ROW)
@@ -186,17 +175,13 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
             moved_from.tolist(),
             ti.tolist(),
         )
-        for start, stop, *_ in logged:
-            for k in range(start, stop):
-                if table_list[k] >= 0:
-                    b.apply_delta(
-                        table_list[k], op_list[k], key_list[k], old_list[k], values_slot.get(k)
-                    )
+        for k in np.nonzero(committed & change)[0].tolist():  # in stream order
+            b.apply_delta(table_list[k], op_list[k], key_list[k], old_list[k], values_slot.get(k))
     if b.log is not None:
         _log_rows(
             b,
             lengths,
-            logged,
+            np.stack([commit_lsn, xids, ts]),
             change,
             committed,
             ti,
@@ -211,7 +196,7 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
 def _log_rows(
     b: _Block,
     lengths: list[int],
-    logged: list[tuple[int, int, int, int, int]],
+    unit_commit: npt.NDArray[np.int64],
     change: npt.NDArray[np.bool_],
     committed: npt.NDArray[np.bool_],
     ti: npt.NDArray[np.int64],
@@ -222,17 +207,13 @@ def _log_rows(
     toast_slot: list[tuple[int, ...]],
 ) -> None:
     """The committed rows of the log's tables, column by column: a row's position is the
-    number of changes (of any table) before it in its transaction."""
+    number of changes (of any table) before it in its transaction. ``unit_commit`` holds
+    each unit's commit LSN, xid and commit time (rows)."""
     assert b.log is not None
     unit_of = np.repeat(np.arange(len(lengths)), lengths)
     unit_start = np.repeat(np.cumsum(lengths) - lengths, lengths)
     before: npt.NDArray[np.int64] = np.cumsum(change) - change  # changes before each slot
     position: npt.NDArray[np.int64] = before - before[unit_start]
-    # Per unit: its commit LSN, xid and commit time (committed units only).
-    unit_commit = np.zeros((3, len(lengths)), np.int64)
-    first_slot = {start: u for u, start in enumerate((np.cumsum(lengths) - lengths).tolist())}
-    for start, _, commit_lsn, xid, ts in logged:
-        unit_commit[:, first_slot[start]] = (commit_lsn, xid, ts)
     for table in b.log.wanted:
         rows = np.nonzero(committed & change & (ti == table))[0]
         if not len(rows):
@@ -323,7 +304,7 @@ def _unit_items(
     messages where their slots are (a non-transactional one before the Begin)."""
     tables = b.s.tables
     sent = b.sent
-    unit = Framed(kind, xid, ts, [], messages=True)
+    unit = Framed(kind, xid, ts, [])
     local: set[int] = set()
     for k in range(start, stop):
         found = messages.get(k)
@@ -347,14 +328,13 @@ def _unit_items(
 @dataclass(slots=True)
 class Framed:
     """A transaction's items given one by one: payloads, or (flags, content, xid)
-    messages, which carry their own LSN (``messages`` says whether there are any), and
-    the contents of the non-transactional messages sent before it."""
+    messages, which carry their own LSN; and the contents of the non-transactional
+    messages sent before it."""
 
     kind: int
     xid: int
     ts: int
     items: list[bytes | tuple[int, bytes, int | None]]
-    messages: bool = False
     pre: list[bytes] = field(default_factory=list)
 
 

@@ -853,8 +853,7 @@ class _Block:
     ) -> None:
         """Begin/Commit (or the two-phase messages) around ``items``."""
         ts = self.timestamp()
-        messages = any(not isinstance(item, bytes) for item in items)
-        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items, messages)), ()).tolist()
+        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items)), ()).tolist()
         if self.log is not None:
             if kind == PREPARED_ROLLBACK:
                 self.log.abort()
