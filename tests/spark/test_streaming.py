@@ -55,6 +55,28 @@ def _stream(spark: SparkSession, dsn: str, **options: str) -> DataFrame:
     return reader.load()
 
 
+def _types_stream(spark: SparkSession, fake: WalSender, **options: str) -> DataFrame:
+    """The types recording's table, streamed from the fake's slot "spark"."""
+    return _stream(
+        spark,
+        fake.dsn(),
+        slot="spark",
+        publication="pgwm_types",
+        table=TABLE,
+        array_dims=ARRAY_DIMS,
+        **options,
+    )
+
+
+def _table_stream(
+    spark: SparkSession, server: provision.Server, name: str, **options: str
+) -> DataFrame:
+    """Table ``name`` of a real server, through the slot and publication of that name."""
+    return _stream(
+        spark, server.replication_dsn, slot=name, publication=name, table=name, **options
+    )
+
+
 def _run(df: DataFrame, checkpoint: Path, function: Callable[[DataFrame, int], None]) -> None:
     query = (
         df.writeStream.foreachBatch(function)
@@ -136,14 +158,7 @@ def test_available_now_materializes_what_the_batch_reader_does(
     only when it plans the next one)."""
     target = ParquetTarget(str(tmp_path / "stream"))
     checkpoint = tmp_path / "checkpoint"
-    df = _stream(
-        spark,
-        fake.dsn(),
-        slot="spark",
-        publication="pgwm_types",
-        table=TABLE,
-        array_dims=ARRAY_DIMS,
-    )
+    df = _types_stream(spark, fake)
     _run(df, checkpoint, foreach_batch(lambda: target))
     assert same(_rows(read_parquet_target(target)), _rows(_expected(spark, tmp_path)[0]))
     (last,) = _end_offsets(checkpoint).values()
@@ -478,16 +493,7 @@ def test_a_query_survives_dropped_connections(spark: SparkSession, tmp_path: Pat
             if result.applied:
                 applied[batch_id] = result.changes
 
-        df = _stream(
-            spark,
-            fake.dsn(),
-            slot="spark",
-            publication="pgwm_types",
-            table=TABLE,
-            array_dims=ARRAY_DIMS,
-            max_rows_per_batch="4",
-            reconnect_backoff="0.05",
-        )
+        df = _types_stream(spark, fake, max_rows_per_batch="4", reconnect_backoff="0.05")
         _run(df, checkpoint, run)
         expected, changes = _expected(spark, tmp_path)
         assert same(_rows(read_parquet_target(target)), _rows(expected))
@@ -649,14 +655,7 @@ def test_a_terminated_walsender_is_reconnected_inside_the_query(
     with _pg_table(pg16) as name:
         with pg16.connect() as conn:
             conn.execute(f"INSERT INTO {name} SELECT g, 'row ' || g FROM generate_series(1, 10) g")
-        df = _stream(
-            spark,
-            pg16.replication_dsn,
-            slot=name,
-            publication=name,
-            table=name,
-            reconnect_backoff="0.1",
-        )
+        df = _table_stream(spark, pg16, name, reconnect_backoff="0.1")
         query = (
             df.writeStream.foreachBatch(run)
             .option("checkpointLocation", str(checkpoint))
@@ -701,15 +700,7 @@ def test_two_phase_on_a_real_server(
             applied[batch_id] = result.changes
 
     def run(name: str) -> list[tuple[object, ...]]:
-        df = _stream(
-            spark,
-            pg16.replication_dsn,
-            slot=name,
-            publication=name,
-            table=name,
-            two_phase="true",
-            proto_version="3",
-        )
+        df = _table_stream(spark, pg16, name, two_phase="true", proto_version="3")
         _run(df, checkpoint, apply)
         got = read_parquet_target(target).select(["id", "label"]).to_pylist()
         return sorted((r["id"], r["label"]) for r in got)
