@@ -20,8 +20,6 @@ same rules, the same order of messages and the same LSN arithmetic (``docs/synth
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import TYPE_CHECKING, Final
@@ -35,7 +33,6 @@ from codec.pgoutput import (
     Message,
     Prepare,
     RollbackPrepared,
-    encode_begin,
     encode_commit,
 )
 from pgwire_mock.synth.rowlog import DELETE, INSERT, KEY_UPDATE, NO_ROW, UPDATE
@@ -53,13 +50,14 @@ _GAP: Final = b""  # a record that is not sent: the commit record's 48 bytes of 
 _MAX_ADVANCE: Final = 8192
 
 
-def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int]) -> None:
+def emit_units(
+    b: _Block, kinds: list[int], lengths: list[int], code: npt.NDArray[np.int64]
+) -> None:
     """Append the events of units of ``kinds`` to ``b.out``: unit ``u`` holds the next
-    ``lengths[u]`` slot codes of ``flat``."""
+    ``lengths[u]`` slot codes of ``code``."""
     s = b.s
     tables = s.tables
-    n = len(flat)
-    code = np.array(flat, np.int64)
+    n = len(code)
     unit_committed = np.array(kinds, np.int64) != PREPARED_ROLLBACK
     committed = np.repeat(unit_committed, lengths)
     change = code < s._msg_base
@@ -88,18 +86,18 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
         kids = key[with_row].tolist()
         olds = old[with_row].tolist()
         if not kids:
-            rows: list[bytes] = []
+            made: list[bytes] = []
             picks_at: list[int] = []
             toast: list[tuple[int, ...]] = []
             values: list[tuple[object, ...] | None] = []
         else:
-            rows, picks_at, toast, values = b.rows(t, kids, [x == UPD for x in sends])
-        # Header + row, by C-level maps; a key update's header also holds its old key.
-        heads = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N", KUPD: b""}
-        made = list(map(operator.add, map(heads.__getitem__, sends), rows))
-        moved = b"U" + oid + b"K"
-        for j in np.nonzero(send[with_row] == KUPD)[0].tolist():
-            made[j] = moved + b.key_tuple(t, olds[j]) + b"N" + rows[j]
+            # Each change's header; a key update's also holds its old key.
+            by_op = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N", KUPD: b""}
+            heads = list(map(by_op.__getitem__, sends))
+            moved = b"U" + oid + b"K"
+            for j in np.nonzero(send[with_row] == KUPD)[0].tolist():
+                heads[j] = moved + b.key_tuple(t, olds[j]) + b"N"
+            made, picks_at, toast, values = b.rows(t, kids, [x == UPD for x in sends], heads)
         if made:
             slots[with_row] = made
         deleted = np.nonzero(mine & (send == DEL))[0].tolist()
@@ -122,9 +120,9 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     for k in np.nonzero(~change)[0].tolist():
         content = rng.bytes(size)
         if s.send_messages:
-            flags = 0 if flat[k] - s._msg_base == _MSG_NT and committed[k] else 1
+            flags = 0 if code[k] - s._msg_base == _MSG_NT and committed[k] else 1
             messages[k] = (flags, content)
-    payload: list[bytes] = slots.tolist()
+    payload: list[bytes] = slots.tolist()  # for units framed one by one
 
     # --- units -------------------------------------------------------------------------
     # The block's units as columns. Every unit is sent but a rolled-back one without
@@ -133,7 +131,7 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     sent = b.sent
     unit_of = np.repeat(np.arange(len(kinds)), lengths)
     with_messages = np.bincount(unit_of[~change], minlength=len(kinds))
-    xids = np.array(b.next_xids(len(kinds)), np.int64)
+    xids = b.next_xids(len(kinds))
     kind_array = np.array(kinds, np.int64)
     ends = np.cumsum(lengths, dtype=np.int64)
     starts = ends - lengths
@@ -142,7 +140,8 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     if len(done):
         b.done = int(done[-1])
     per_change = s._usec_per_change
-    ts = np.array([s.spec.start_time + int(d * per_change) for d in done.tolist()], np.int64)
+    # As _Block.timestamp: the same float product, truncated.
+    ts = s.spec.start_time + (done * per_change).astype(np.int64)
     emitted = np.nonzero(unit_committed | s.two_phase)[0]
     # Units before every table's Relation went out are framed one by one, in order.
     items: dict[int, Framed] = {}
@@ -157,14 +156,13 @@ def emit_units(b: _Block, kinds: list[int], lengths: list[int], flat: list[int])
     while leading < len(emitted) and len(sent) < len(tables):
         one_by_one(leading)
         leading += 1
-    for position in range(leading, len(emitted)):
-        if with_messages[emitted[position]]:
-            one_by_one(position)
+    for position in np.nonzero(with_messages[emitted[leading:]])[0].tolist():
+        one_by_one(leading + position)
     units = Units(
         kind_array[emitted], xids[emitted], ts[emitted], starts[emitted], ends[emitted], items
     )
     commit_lsn = np.zeros(len(kinds), np.int64)  # per unit (committed ones are all sent)
-    commit_lsn[emitted] = frame(b, units, payload)
+    commit_lsn[emitted] = frame(b, units, slots)
 
     # --- the state and the log ----------------------------------------------------------
     moved_from = np.where(op == KUPD, old, NO_ROW)
@@ -325,6 +323,31 @@ def _unit_items(
     return unit
 
 
+# Begin and Commit as numpy records, so a block's are encoded in one go (the same bytes
+# as codec.pgoutput.encode_begin / encode_commit, which a test checks): a record array
+# viewed as one opaque item per record gives one ``bytes`` per message on ``tolist()``.
+_BEGIN: Final = np.dtype([("tag", "S1"), ("final_lsn", ">u8"), ("time", ">i8"), ("xid", ">u4")])
+_COMMIT: Final = np.dtype(
+    [("tag", "S1"), ("flags", "u1"), ("lsn", ">u8"), ("end_lsn", ">u8"), ("time", ">i8")]
+)
+
+
+def encode_begins(final_lsn: npt.ArrayLike, time: npt.ArrayLike, xid: npt.ArrayLike) -> list[bytes]:
+    """``encode_begin`` of each (final LSN, commit time, xid)."""
+    out = np.empty(len(np.asarray(final_lsn)), _BEGIN)
+    out["tag"], out["final_lsn"], out["time"], out["xid"] = b"B", final_lsn, time, xid
+    begins: list[bytes] = out.view(f"V{_BEGIN.itemsize}").tolist()
+    return begins
+
+
+def encode_commits(lsn: npt.ArrayLike, end_lsn: npt.ArrayLike, time: npt.ArrayLike) -> list[bytes]:
+    """``encode_commit(0, …)`` of each (commit LSN, end LSN, commit time)."""
+    out = np.empty(len(np.asarray(lsn)), _COMMIT)
+    out["tag"], out["flags"], out["lsn"], out["end_lsn"], out["time"] = b"C", 0, lsn, end_lsn, time
+    commits: list[bytes] = out.view(f"V{_COMMIT.itemsize}").tolist()
+    return commits
+
+
 @dataclass(slots=True)
 class Framed:
     """A transaction's items given one by one: payloads, or (flags, content, xid)
@@ -364,7 +387,7 @@ class Units:
         )
 
 
-def frame(b: _Block, units: Units, payload: Sequence[bytes]) -> npt.NDArray[np.int64]:
+def frame(b: _Block, units: Units, payload: npt.NDArray[np.object_]) -> npt.NDArray[np.int64]:
     """Append ``units`` to ``b.out`` with Begin and Commit (or BeginPrepare, Prepare and
     Commit/Rollback Prepared when the client takes two-phase transactions) around each;
     returns each unit's commit LSN (for a prepared one: its COMMIT PREPARED's).
@@ -407,9 +430,9 @@ def frame(b: _Block, units: Units, payload: Sequence[bytes]) -> npt.NDArray[np.i
         slot += np.arange(len(slot))
         placed = np.repeat(begin[plain] + 1 - np.cumsum(lengths) + lengths, lengths)
         placed += np.arange(len(placed))
-        slot_list = slot.tolist()
-        records[placed] = [payload[k] for k in slot_list]
-        sizes[placed] = [len(payload[k]) for k in slot_list]
+        chosen = payload[slot].tolist()
+        records[placed] = chosen
+        sizes[placed] = np.fromiter(map(len, chosen), np.int64, len(chosen))
     message_at: list[tuple[int, int, bytes, int | None]] = []
     for u, unit in units.items.items():
         at: int = int(first[u])
@@ -447,16 +470,9 @@ def frame(b: _Block, units: Units, payload: Sequence[bytes]) -> npt.NDArray[np.i
     commits = lsn_array[gap]
     unprepared = np.nonzero(~prepared)[0]
     if len(unprepared):
-        commit_lsn = commits[unprepared].tolist()
-        ts = units.ts[unprepared].tolist()
-        records[begin[unprepared]] = [
-            encode_begin(c, t, x)
-            for c, t, x in zip(commit_lsn, ts, units.xid[unprepared].tolist(), strict=True)
-        ]
-        records[last[unprepared]] = [
-            encode_commit(0, c, e, t)
-            for c, e, t in zip(commit_lsn, lsn_array[last[unprepared]].tolist(), ts, strict=True)
-        ]
+        commit_lsn, ts = commits[unprepared], units.ts[unprepared]
+        records[begin[unprepared]] = encode_begins(commit_lsn, ts, units.xid[unprepared])
+        records[last[unprepared]] = encode_commits(commit_lsn, lsn_array[last[unprepared]], ts)
     for u, gid in gids.items():
         xid, ts_u, end = int(units.xid[u]), int(units.ts[u]), int(last[u])
         commit_lsn_u, end_lsn = lsns[end - 3], lsns[end - 2]

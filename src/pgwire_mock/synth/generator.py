@@ -31,13 +31,16 @@ How the stream is cut up (``docs/synth.md`` has the long form):
 from __future__ import annotations
 
 import math
+import operator
 import random
 import struct
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import Final
+from itertools import chain
+from typing import Final, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from codec.pgoutput import (
     CommitPrepared,
@@ -93,6 +96,7 @@ _XID_SPACE: Final = (1 << 32) - 3  # xids 0-2 are reserved (Invalid, Bootstrap, 
 _OID = struct.Struct("!I")
 _XID = struct.Struct("!I")
 _COUNT = struct.Struct("!h")
+_NO_PAYLOAD: Final = np.empty(0, dtype=object)  # emit_plain frames explicit items only
 
 
 class SynthError(ValueError):
@@ -121,7 +125,14 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def _xid(block: int, local: int, per_block: int) -> int:
+@overload
+def _xid(block: int, local: int, per_block: int) -> int: ...
+@overload
+def _xid(block: int, local: npt.NDArray[np.int64], per_block: int) -> npt.NDArray[np.int64]: ...
+def _xid(
+    block: int, local: int | npt.NDArray[np.int64], per_block: int
+) -> int | npt.NDArray[np.int64]:
+    """The xid of a block's ``local``-th transaction (or of each in an array of them)."""
     return 3 + (_FIRST_XID + block * per_block + local) % _XID_SPACE
 
 
@@ -282,6 +293,8 @@ class Synth:
             t.period = max(1, every // size) if every else 0
         last = changes - (self.blocks - 1) * size
         self._last = self._composition(last, full_counts) if changes else []
+        self._full_codes = np.array(self._full, np.int64)
+        self._last_codes = np.array(self._last, np.int64)
         # Enough xids for every unit and subtransaction a block can have.
         self._xids_per_block = 4 * size + 16
         self._usec_per_change = 1_000_000 / spec.changes_per_second
@@ -306,8 +319,9 @@ class Synth:
 
         If ``state`` is given, the committed changes are applied to it as they are made.
         """
-        for block in self.shard_blocks(shard or Shard()):
-            yield from self.block(block, state)
+        # A C-level chain over the blocks' lists: no Python frame per event.
+        blocks = self.shard_blocks(shard or Shard())
+        return chain.from_iterable(self.block(block, state) for block in blocks)
 
     def logged_rows(
         self, tables: Collection[int], shard: Shard | None = None, *, rows: int = 4096
@@ -455,12 +469,12 @@ class _Block:
         self.local_xid += 1
         return _xid(self.b, self.local_xid, self.s._xids_per_block)
 
-    def next_xids(self, count: int) -> list[int]:
+    def next_xids(self, count: int) -> npt.NDArray[np.int64]:
         """The next ``count`` xids, as ``count`` calls of :meth:`next_xid` give them."""
         first = self.local_xid + 1
         self.local_xid += count
-        per_block = self.s._xids_per_block
-        return [_xid(self.b, local, per_block) for local in range(first, first + count)]
+        local = np.arange(first, first + count, dtype=np.int64)
+        return _xid(self.b, local, self.s._xids_per_block)
 
     def timestamp(self) -> int:
         return self.s.spec.start_time + int(self.done * self.s._usec_per_change)
@@ -482,40 +496,48 @@ class _Block:
         payload = Message(flags, self.lsn, self.s._prefix, content, xid=xid).encode()
         self.put(payload)
 
-    def unit_sizes(self, uniforms: list[float]) -> list[int]:
+    def unit_sizes(self, uniforms: npt.NDArray[np.float64]) -> list[int]:
         """Transaction sizes, one per uniform draw in [0, 1), by the spec's distribution."""
         spec = self.s.spec
         low, high, mean = spec.size_min, spec.size_max, spec.size_mean
         if spec.size_distribution == "fixed":
             return [max(low, min(high, round(mean)))] * len(uniforms)
         if spec.size_distribution == "uniform":
-            return [low + int(r * (high - low + 1)) for r in uniforms]
+            uniform: list[int] = (low + (uniforms * (high - low + 1)).astype(np.int64)).tolist()
+            return uniform
         extra = mean - low
         if extra <= 0:
             return [low] * len(uniforms)
+        # Geometric by inversion. The logarithm is the C library's (math.log), not numpy's
+        # own vectorised one, whose last bit may depend on the CPU: shards made on other
+        # machines must agree byte for byte. Subtraction and division are exact IEEE.
         scale = math.log1p(-1.0 / (extra + 1.0))
-        log = math.log
-        return [min(high, low + int(log(1.0 - r) / scale)) for r in uniforms]
+        logs = np.fromiter(map(math.log, (1.0 - uniforms).tolist()), np.float64, len(uniforms))
+        geometric: list[int] = np.minimum(high, low + (logs / scale).astype(np.int64)).tolist()
+        return geometric
 
     # --- the block --------------------------------------------------------------------------
 
     def run(self) -> list[StreamItem]:
         s = self.s
         rng = self.rng
-        codes = list(s._full if self.b < s.blocks - 1 else s._last)
+        last = self.b == s.blocks - 1
+        codes = s._last_codes if last else s._full_codes
         # The first block after a table (re)starts has no old rows to delete yet.
         resets = [t for t in s.tables if t.is_reset(self.b)]
         if resets:
+            listed = list(s._last if last else s._full)
             reset_ids = {t.index for t in resets}
-            for i, code in enumerate(codes):
+            for i, code in enumerate(listed):
                 if code < s._msg_base and code // 4 in reset_ids and code % 4 in (KUPD, DEL):
-                    codes[i] = code - code % 4 + UPD
+                    listed[i] = code - code % 4 + UPD
+            codes = np.array(listed, np.int64)
             self.reset_unit(resets)
         # The block's order: one numpy permutation (random.shuffle cost ~1 µs a slot).
-        codes = np.array(codes, np.int64)[self.draws.permutation(len(codes))].tolist()
+        codes = codes[self.draws.permutation(len(codes))]
         large = rng.random() < s.spec.large.ratio
         if large:
-            self.large_block(codes)
+            self.large_block(codes.tolist())
         else:
             self.small_units(codes)
         return self.out
@@ -632,18 +654,19 @@ class _Block:
         return chunk
 
     def rows(
-        self, t: _Table, kids: list[int], updates: list[bool]
+        self, t: _Table, kids: list[int], updates: list[bool], heads: list[bytes]
     ) -> tuple[list[bytes], list[int], list[tuple[int, ...]], list[tuple[object, ...] | None]]:
-        """Rows for ``kids`` at once, from one fresh chunk: their TupleData, and for the
-        log and the state their pick indexes, TOAST entries and values."""
+        """Changes for ``kids`` at once, from one fresh chunk: each its message header in
+        ``heads`` then its row's TupleData; and for the log and the state their rows'
+        pick indexes, TOAST entries and values."""
         chunk = self.draw_rows(t, len(kids))
         self.cursor[t.index] = len(kids)
         base = self.bases[t.index]
         at = list(range(base, base + len(kids)))
-        if t.simple and self.deltas is None:  # the hot path: one comprehension
-            keys = t.key.many_column_bytes(kids)
-            runs = chunk.runs
-            data = list(map(b"".join, zip(runs[0], keys, runs[1], strict=True)))
+        if t.simple and self.deltas is None:  # the hot path: one join per change
+            before, after = chunk.parts
+            keys = t.key.many_column_parts(kids)
+            data = list(map(b"".join, zip(heads, *before, *keys, *after, strict=True)))
             return data, at, [()] * len(kids), [None] * len(kids)
         out: list[bytes] = []
         toast: list[tuple[int, ...]] = []
@@ -653,7 +676,7 @@ class _Block:
             out.append(row)
             toast.append(self.toast_at)
             values.append(value)
-        return out, at, toast, values
+        return list(map(operator.add, heads, out)), at, toast, values
 
     def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
         data, values = self.row(t, kid, update=False)
@@ -792,7 +815,7 @@ class _Block:
             used.add(ti)
             items.append(self.change(code, xid_bytes, committed))
 
-    def small_units(self, codes: list[int]) -> None:
+    def small_units(self, codes: npt.NDArray[np.int64]) -> None:
         """A block of transactions sent whole at their end (Begin … Commit, or two-phase),
         with rolled-back prepared transactions before some of them. The transactions are
         drawn here from numpy arrays (sizes, kinds, rollbacks); their changes are made and
@@ -808,7 +831,7 @@ class _Block:
         sizes: list[int] = []
         while sum(sizes) < n:  # enough transactions to hold the block's slots
             want = 16 + int((n - sum(sizes)) / spec.size_mean)
-            sizes += self.unit_sizes(draw.random(want).tolist())
+            sizes += self.unit_sizes(draw.random(want))
         ends = np.minimum(np.cumsum(sizes), n)
         count = int(np.searchsorted(ends, n)) + 1
         ends = ends[:count]
@@ -825,23 +848,23 @@ class _Block:
         # A rolled-back prepared transaction before each unit in ``rolled``: slots drawn
         # from the block (they count for nothing, see phantom ids).
         starts = (ends - lengths).tolist()
-        flat: list[int] = []
+        flat: list[npt.NDArray[np.int64]] = []
         all_kinds: list[int] = []
         all_lengths: list[int] = []
         previous = 0
         for u in rolled:
-            flat += codes[starts[previous] : starts[u]]
+            flat.append(codes[starts[previous] : starts[u]])
             all_kinds += kinds[previous:u]
             all_lengths += lengths[previous:u]
-            size = self.unit_sizes(draw.random(1).tolist())[0]
-            flat += [codes[i] for i in draw.integers(0, n, size).tolist()]
+            size = self.unit_sizes(draw.random(1))[0]
+            flat.append(codes[draw.integers(0, n, size)])
             all_kinds.append(PREPARED_ROLLBACK)
             all_lengths.append(size)
             previous = u
-        flat += codes[starts[previous] :]
+        flat.append(codes[starts[previous] :])
         all_kinds += kinds[previous:]
         all_lengths += lengths[previous:]
-        emit_units(self, all_kinds, all_lengths, flat)
+        emit_units(self, all_kinds, all_lengths, np.concatenate(flat))
 
     def message_payload(self, template: bytes) -> None:
         # A non-transactional message: re-encode with its own LSN.
@@ -853,7 +876,7 @@ class _Block:
     ) -> None:
         """Begin/Commit (or the two-phase messages) around ``items``."""
         ts = self.timestamp()
-        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items)), ()).tolist()
+        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items)), _NO_PAYLOAD).tolist()
         if self.log is not None:
             if kind == PREPARED_ROLLBACK:
                 self.log.abort()

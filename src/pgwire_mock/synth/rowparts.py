@@ -7,8 +7,10 @@ between two dynamic ones form a *run*: a table with its key first and no TOAST c
 two runs (the column count alone, then every other column).
 
 :meth:`RowParts.draw` picks the entries of ``m`` rows with one numpy call, takes each
-column's entries with ``itemgetter`` and joins each run row by row with ``map``, so the
-generator only glues ``run, dynamic, run, …`` per row. Profiling showed the per-value
+column's entries with a take from an object array and joins each run row by row with ``map``, so the
+generator only glues ``run, dynamic, run, …`` per row. The hot path (a table whose only
+dynamic column is its key) skips the runs and joins every piece of a row, message header
+included, in one ``b"".join`` (:attr:`RowChunk.parts`). Profiling showed the per-value
 ``random()`` and per-row join as the generator's largest cost; a numpy gather of the
 bytes measured 2.5 times slower than this.
 """
@@ -16,8 +18,6 @@ bytes measured 2.5 times slower than this.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -27,13 +27,34 @@ from pgwire_mock.synth.values import PoolEntry
 __all__ = ["RowChunk", "RowParts"]
 
 
-@dataclass(frozen=True, slots=True)
 class RowChunk:
-    """``m`` drawn rows: ``runs[r][j]`` is run ``r`` of row ``j``; ``picks[j]`` the pool
-    index of each pool column of row ``j`` (in column order)."""
+    """``m`` drawn rows: ``picks[j]`` is the pool index of each pool column of row ``j``
+    (in column order); ``parts[r]`` the pieces of run ``r``, one sequence per column (run
+    0 starts with the column count), which :attr:`runs` joins row by row on first use."""
 
-    runs: list[list[bytes]]
-    picks: npt.NDArray[np.int64]
+    __slots__ = ("_runs", "parts", "picks")
+
+    def __init__(self, picks: npt.NDArray[np.int64], parts: list[list[Sequence[bytes]]]):
+        self.picks = picks
+        self.parts = parts
+        self._runs: list[list[bytes]] | None = None
+
+    @property
+    def runs(self) -> list[list[bytes]]:
+        """``runs[r][j]``: run ``r`` of row ``j``, joined."""
+        if self._runs is None:
+            m = len(self.picks)
+            self._runs = [_join(parts, m) for parts in self.parts]
+        return self._runs
+
+
+def _join(parts: list[Sequence[bytes]], m: int) -> list[bytes]:
+    """Row by row, the concatenation of ``parts`` (one sequence per column)."""
+    if not parts:
+        return [b""] * m
+    if len(parts) == 1:
+        return list(parts[0])
+    return list(map(b"".join, zip(*parts, strict=True)))
 
 
 class RowParts:
@@ -46,36 +67,31 @@ class RowParts:
     def __init__(self, head: bytes, pools: Sequence[Sequence[PoolEntry]], runs: list[list[int]]):
         self.pools = pools
         self.sizes = np.array([len(p) for p in pools], np.int64)
+        self.equal = len(set(self.sizes.tolist())) == 1
         self.runs = runs
         self.head = head
-        self.columns = [tuple(data for _, data in pool) for pool in pools]
+        self.columns = [_objects([data for _, data in pool]) for pool in pools]
 
     def draw(self, rng: np.random.Generator, m: int) -> RowChunk:
         """``m`` rows: each pool column's entry drawn uniformly and independently."""
         if len(self.pools):
-            picks = rng.integers(0, self.sizes, size=(m, len(self.pools)))
+            # One bound for all columns when the pools are equal: the same numbers as the
+            # bound per column, measured 2.5x faster.
+            high = self.sizes[0] if self.equal else self.sizes
+            picks = rng.integers(0, high, size=(m, len(self.pools)))
         else:
             picks = np.zeros((m, 0), np.int64)
-        by_column = picks.T.tolist()
-        runs = [
-            self._join([self._pick(c, by_column[c]) for c in columns], m, r == 0)
-            for r, columns in enumerate(self.runs)
+        # A take from an object array, then tolist: measured 2.4x faster than itemgetter.
+        by_column = picks.T
+        pools = self.columns
+        parts: list[list[Sequence[bytes]]] = [
+            [pools[c].take(by_column[c]).tolist() for c in columns] for columns in self.runs
         ]
-        return RowChunk(runs, picks)
+        parts[0].insert(0, (self.head,) * m)
+        return RowChunk(picks, parts)
 
-    def _pick(self, column: int, indexes: list[int]) -> tuple[bytes, ...]:
-        # itemgetter picks in C; with one index it returns the item itself.
-        if len(indexes) > 1:
-            picked: tuple[bytes, ...] = itemgetter(*indexes)(self.columns[column])
-            return picked
-        return tuple(self.columns[column][i] for i in indexes)
 
-    def _join(self, parts: list[tuple[bytes, ...]], m: int, first: bool) -> list[bytes]:
-        """Row by row, the concatenation of ``parts`` (one tuple per column)."""
-        if first:
-            parts = [(self.head,) * m, *parts]
-        if not parts:
-            return [b""] * m
-        if len(parts) == 1:
-            return list(parts[0])
-        return list(map(b"".join, zip(*parts, strict=True)))
+def _objects(items: list[bytes]) -> npt.NDArray[np.object_]:
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    return array

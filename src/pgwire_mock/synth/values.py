@@ -15,7 +15,7 @@ import operator
 import random
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -208,11 +208,19 @@ class KeyCodec:
 
     def many_column_bytes(self, key_ids: list[int]) -> list[bytes]:
         """:meth:`column_bytes` of each id; integer text keys without a call per id."""
+        parts = self.many_column_parts(key_ids)
+        if len(parts) == 2:
+            return list(map(operator.add, *parts))
+        return list(parts[0])
+
+    def many_column_parts(self, key_ids: list[int]) -> list[Iterable[bytes]]:
+        """:meth:`column_bytes` of each id as one or two pieces per id (one iterable per
+        piece), for callers that join them into bigger rows anyway."""
         if self.type_name in ("int4", "int8") and not self.binary and key_ids:
             # Every step a C-level map: measured 1.5x faster than a comprehension.
             digits = "\n".join(map(str, key_ids)).encode().split(b"\n")
-            return list(map(operator.add, map(_TEXT_HEADS.__getitem__, map(len, digits)), digits))
-        return list(map(self.column_bytes, key_ids))
+            return [map(_TEXT_HEADS.__getitem__, map(len, digits)), digits]
+        return [map(self.column_bytes, key_ids)]
 
     def column_bytes(self, key_id: int) -> bytes:
         name = self.type_name
