@@ -40,7 +40,7 @@ from pgwire_mock.synth.rowlog import DELETE, INSERT, KEY_UPDATE, NO_ROW, UPDATE
 if TYPE_CHECKING:
     from pgwire_mock.synth.generator import _Block
 
-__all__ = ["Framed", "Units", "emit_units", "frame"]
+__all__ = ["Framed", "Item", "Units", "emit_units", "frame"]
 
 # Slot operations are the log's row operations (rowlog); unit kinds are defined here.
 INS, UPD, KUPD, DEL = INSERT, UPDATE, KEY_UPDATE, DELETE
@@ -69,8 +69,11 @@ def emit_units(
     send, key, old = _ids(b, rng, committed, change, ti, op)
 
     # --- payloads ------------------------------------------------------------------------
-    # Filled table by table through an object array: a scatter without a Python loop.
+    # Filled table by table through an object array: a scatter without a Python loop. A
+    # block that only logs rows (b.payloads false) needs just each payload's size, for
+    # the LSNs: rows of tables without TOAST columns are then sized, not made.
     slots = np.full(n, _GAP, dtype=object)
+    slot_size = np.zeros(n, np.int64)
     # For the log: each slot's row (its index among the rows drawn) and TOAST entries.
     picks_slot = np.full(n, NO_ROW, np.int64)
     toast_slot: list[tuple[int, ...]] = [()] * n
@@ -81,38 +84,45 @@ def emit_units(
         if not mine.any():
             continue
         oid = t.oid_bytes
-        with_row = np.nonzero(mine & (send != DEL))[0].tolist()
-        sends = send[with_row].tolist()
-        kids = key[with_row].tolist()
-        olds = old[with_row].tolist()
-        if not kids:
-            made: list[bytes] = []
-            picks_at: list[int] = []
-            toast: list[tuple[int, ...]] = []
-            values: list[tuple[object, ...] | None] = []
-        else:
+        row_at = np.nonzero(mine & (send != DEL))[0]
+        with_row = row_at.tolist()
+        deleted = np.nonzero(mine & (send == DEL))[0]
+        key_size = len(t.key_before) + len(t.key_after)  # a key tuple, less its key column
+        moved_head = b"U" + oid + b"K"
+        if with_row and not b.payloads and t.simple:
+            moved = send[row_at] == KUPD
+            head_size = 6 + moved * (key_size + 1 + t.key.many_column_sizes(old[row_at]))
+            row_size, picks_at = b.row_sizes(t, key[row_at])
+            slot_size[row_at] = head_size + row_size
+            picks_slot[row_at] = picks_at
+        elif with_row:
+            sends = send[row_at].tolist()
             # Each change's header; a key update's also holds its old key.
             by_op = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N", KUPD: b""}
             heads = list(map(by_op.__getitem__, sends))
-            moved = b"U" + oid + b"K"
-            for j in np.nonzero(send[with_row] == KUPD)[0].tolist():
-                heads[j] = moved + b.key_tuple(t, olds[j]) + b"N"
-            made, picks_at, toast, values = b.rows(t, kids, [x == UPD for x in sends], heads)
-        if made:
-            slots[with_row] = made
-        deleted = np.nonzero(mine & (send == DEL))[0].tolist()
-        gone = key[deleted].tolist()
-        if deleted:
-            keys = t.key.many_column_bytes(gone)
-            head, tail = b"D" + oid + b"K" + t.key_before, t.key_after
-            slots[deleted] = list(map(b"".join, zip(repeat(head), keys, repeat(tail))))
-        if b.log is not None and with_row:
-            picks_slot[with_row] = picks_at
+            olds = old[row_at].tolist()
+            for j in np.nonzero(send[row_at] == KUPD)[0].tolist():
+                heads[j] = moved_head + b.key_tuple(t, olds[j]) + b"N"
+            made, picks, toast, values = b.rows(
+                t, key[row_at].tolist(), [x == UPD for x in sends], heads
+            )
+            slots[row_at] = made
+            if not b.payloads:
+                slot_size[row_at] = np.fromiter(map(len, made), np.int64, len(made))
+            picks_slot[row_at] = picks
             if not t.simple:
                 for k, entries in zip(with_row, toast, strict=True):
                     toast_slot[k] = entries
-        if b.deltas is not None:
-            values_slot.update(zip(with_row, values, strict=True))
+            if b.deltas is not None:
+                values_slot.update(zip(with_row, values, strict=True))
+        if len(deleted) and not b.payloads:
+            slot_size[deleted] = 6 + key_size + t.key.many_column_sizes(key[deleted])
+        elif len(deleted):
+            keys = t.key.many_column_bytes(key[deleted].tolist())
+            head, tail = b"D" + oid + b"K" + t.key_before, t.key_after
+            slots[deleted] = list(map(b"".join, zip(repeat(head), keys, repeat(tail))))
+    if b.payloads:
+        slot_size = np.fromiter(map(len, slots.tolist()), np.int64, n)
     # Messages: contents drawn for every message slot; sent if the client asked for them.
     # A non-transactional one of a committed unit goes before its Begin.
     messages: dict[int, tuple[int, bytes]] = {}
@@ -122,7 +132,6 @@ def emit_units(
         if s.send_messages:
             flags = 0 if code[k] - s._msg_base == _MSG_NT and committed[k] else 1
             messages[k] = (flags, content)
-    payload: list[bytes] = slots.tolist()  # for units framed one by one
 
     # --- units -------------------------------------------------------------------------
     # The block's units as columns. Every unit is sent but a rolled-back one without
@@ -149,7 +158,7 @@ def emit_units(
     def one_by_one(position: int) -> None:
         u = int(emitted[position])
         items[position] = _unit_items(
-            b, kinds[u], int(xids[u]), int(ts[u]), messages, payload, ti, starts[u], ends[u]
+            b, kinds[u], int(xids[u]), int(ts[u]), messages, ti, starts[u], ends[u]
         )
 
     leading = 0
@@ -162,7 +171,7 @@ def emit_units(
         kind_array[emitted], xids[emitted], ts[emitted], starts[emitted], ends[emitted], items
     )
     commit_lsn = np.zeros(len(kinds), np.int64)  # per unit (committed ones are all sent)
-    commit_lsn[emitted] = frame(b, units, slots)
+    commit_lsn[emitted] = frame(b, units, slots, slot_size)
 
     # --- the state and the log ----------------------------------------------------------
     moved_from = np.where(op == KUPD, old, NO_ROW)
@@ -293,13 +302,13 @@ def _unit_items(
     xid: int,
     ts: int,
     messages: dict[int, tuple[int, bytes]],
-    payload: list[bytes],
     ti: npt.NDArray[np.int64],
     start: int,
     stop: int,
 ) -> Framed:
-    """A unit's items one by one: a table's Relation before its first use in the block,
-    messages where their slots are (a non-transactional one before the Begin)."""
+    """A unit's items one by one: its slots, a table's Relation before its first use in
+    the block, messages where their slots are (a non-transactional one before the
+    Begin)."""
     tables = b.s.tables
     sent = b.sent
     unit = Framed(kind, xid, ts, [])
@@ -318,7 +327,7 @@ def _unit_items(
         if table not in sent and table not in local:
             unit.items.append(tables[table].relation)
             local.add(table)
-        unit.items.append(payload[k])
+        unit.items.append(k)
     sent |= local
     return unit
 
@@ -348,16 +357,20 @@ def encode_commits(lsn: npt.ArrayLike, end_lsn: npt.ArrayLike, time: npt.ArrayLi
     return commits
 
 
+#: What a unit holds: a payload, a slot of the block, or a message (flags, content, xid).
+Item = bytes | int | tuple[int, bytes, int | None]
+
+
 @dataclass(slots=True)
 class Framed:
-    """A transaction's items given one by one: payloads, or (flags, content, xid)
-    messages, which carry their own LSN; and the contents of the non-transactional
-    messages sent before it."""
+    """A transaction's items given one by one: payloads, slots of the block (whose
+    payloads :func:`frame` is given), or (flags, content, xid) messages, which carry
+    their own LSN; and the contents of the non-transactional messages sent before it."""
 
     kind: int
     xid: int
     ts: int
-    items: list[bytes | tuple[int, bytes, int | None]]
+    items: list[Item]
     pre: list[bytes] = field(default_factory=list)
 
 
@@ -387,10 +400,17 @@ class Units:
         )
 
 
-def frame(b: _Block, units: Units, payload: npt.NDArray[np.object_]) -> npt.NDArray[np.int64]:
+def frame(
+    b: _Block,
+    units: Units,
+    payload: npt.NDArray[np.object_],
+    payload_size: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
     """Append ``units`` to ``b.out`` with Begin and Commit (or BeginPrepare, Prepare and
     Commit/Rollback Prepared when the client takes two-phase transactions) around each;
-    returns each unit's commit LSN (for a prepared one: its COMMIT PREPARED's).
+    returns each unit's commit LSN (for a prepared one: its COMMIT PREPARED's). Slot
+    ``k``'s payload is ``payload[k]``, of ``payload_size[k]`` bytes; a block that makes
+    no payloads (``b.payloads`` false) only advances its LSN.
 
     Each record sent advances the LSN by 24 + its size rounded up to 8 (at most 8 KiB);
     Begin's LSN is taken before its size is known (it names the commit LSN); the commit
@@ -430,9 +450,9 @@ def frame(b: _Block, units: Units, payload: npt.NDArray[np.object_]) -> npt.NDAr
         slot += np.arange(len(slot))
         placed = np.repeat(begin[plain] + 1 - np.cumsum(lengths) + lengths, lengths)
         placed += np.arange(len(placed))
-        chosen = payload[slot].tolist()
-        records[placed] = chosen
-        sizes[placed] = np.fromiter(map(len, chosen), np.int64, len(chosen))
+        sizes[placed] = payload_size[slot]
+        if b.payloads:
+            records[placed] = payload[slot]
     message_at: list[tuple[int, int, bytes, int | None]] = []
     for u, unit in units.items.items():
         at: int = int(first[u])
@@ -442,7 +462,10 @@ def frame(b: _Block, units: Units, payload: npt.NDArray[np.object_]) -> npt.NDAr
             at += 1
         at += 1  # Begin
         for item in unit.items:
-            if isinstance(item, bytes):
+            if isinstance(item, int):  # a slot
+                records[at] = payload[item] if b.payloads else _GAP
+                sizes[at] = payload_size[item]
+            elif isinstance(item, bytes):
                 records[at] = item
                 sizes[at] = len(item)
             else:
@@ -464,10 +487,13 @@ def frame(b: _Block, units: Units, payload: npt.NDArray[np.object_]) -> npt.NDAr
     ends = np.cumsum(advance)
     lsn_array = b.lsn + ends - advance
     b.lsn += int(ends[-1])
+    commits: npt.NDArray[np.int64] = lsn_array[gap]
+    commits[prepared] = lsn_array[last[prepared] - 1]  # COMMIT PREPARED's gap
+    if not b.payloads:
+        return commits
     lsns = lsn_array.tolist()
     for at, flags, content, message_xid in message_at:
         records[at] = Message(flags, lsns[at], prefix, content, xid=message_xid).encode()
-    commits = lsn_array[gap]
     unprepared = np.nonzero(~prepared)[0]
     if len(unprepared):
         commit_lsn, ts = commits[unprepared], units.ts[unprepared]
@@ -483,7 +509,5 @@ def frame(b: _Block, units: Units, payload: npt.NDArray[np.object_]) -> npt.NDAr
             records[end] = CommitPrepared(0, finish_lsn, done, ts_u, xid, gid).encode()
         else:
             records[end] = RollbackPrepared(0, end_lsn, done, ts_u, ts_u, xid, gid).encode()
-        commits[u] = finish_lsn
     b.out += compress(zip(lsns, records.tolist(), strict=True), (sizes >= 0).tolist())
-    out: npt.NDArray[np.int64] = commits.astype(np.int64)
-    return out
+    return commits

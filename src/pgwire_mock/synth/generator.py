@@ -65,6 +65,7 @@ from pgwire_mock.synth.fastblock import (
     PREPARED_ROLLBACK,
     UPD,
     Framed,
+    Item,
     Units,
     emit_units,
     frame,
@@ -96,7 +97,8 @@ _XID_SPACE: Final = (1 << 32) - 3  # xids 0-2 are reserved (Invalid, Bootstrap, 
 _OID = struct.Struct("!I")
 _XID = struct.Struct("!I")
 _COUNT = struct.Struct("!h")
-_NO_PAYLOAD: Final = np.empty(0, dtype=object)  # emit_plain frames explicit items only
+# emit_plain frames explicit items only, no slots of the block.
+_NO_SLOTS: Final = (np.empty(0, dtype=object), np.empty(0, dtype=np.int64))
 
 
 class SynthError(ValueError):
@@ -456,6 +458,8 @@ class _Block:
         # With a RowLog: each drawn chunk's index in the log, and the last row's picks and
         # TOAST entries (what the log needs of the row just made).
         self.log = log
+        #: Whether the block makes its payloads: not when it only logs rows.
+        self.payloads = log is None
         self.bases = [0] * len(synth.tables)
         self.row_at = NO_ROW
         self.toast_at: tuple[int, ...] = ()
@@ -545,7 +549,7 @@ class _Block:
     def reset_unit(self, tables: list[_Table]) -> None:
         """Block 0 / truncate blocks: TRUNCATE (after block 0) and insert the hot rows."""
         xid = self.next_xid()
-        body: list[bytes | tuple[int, bytes, int | None]] = []
+        body: list[Item] = []
         local: set[int] = set()
         truncated = [t for t in tables if self.b > 0]
         for t in truncated:
@@ -678,6 +682,17 @@ class _Block:
             values.append(value)
         return list(map(operator.add, heads, out)), at, toast, values
 
+    def row_sizes(
+        self, t: _Table, kids: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The TupleData sizes of rows for ``kids`` of a table without TOAST columns, and
+        their rows' indexes for the log (what :meth:`rows` would make, unmade)."""
+        chunk = self.draw_rows(t, len(kids))
+        self.cursor[t.index] = len(kids)
+        base = self.bases[t.index]
+        at = np.arange(base, base + len(kids), dtype=np.int64)
+        return chunk.sizes() + t.key.many_column_sizes(kids), at
+
     def insert(self, t: _Table, kid: int, xb: bytes, *, committed: bool) -> bytes:
         data, values = self.row(t, kid, update=False)
         if committed:
@@ -780,7 +795,7 @@ class _Block:
         codes: list[int],
         xid_bytes: bytes,
         committed: bool,
-        items: list[bytes | tuple[int, bytes, int | None]],
+        items: list[Item],
         local: set[int] | None,
         used: set[int],
         pre: list[bytes] | None,
@@ -871,12 +886,10 @@ class _Block:
         # Layout: 'M', flags, lsn (8), prefix\0, length, content.
         self.put(template[:2] + struct.pack("!Q", self.lsn) + template[10:])
 
-    def emit_plain(
-        self, items: list[bytes | tuple[int, bytes, int | None]], xid: int, kind: int
-    ) -> None:
+    def emit_plain(self, items: list[Item], xid: int, kind: int) -> None:
         """Begin/Commit (or the two-phase messages) around ``items``."""
         ts = self.timestamp()
-        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items)), _NO_PAYLOAD).tolist()
+        [commit_lsn] = frame(self, Units.one(Framed(kind, xid, ts, items)), *_NO_SLOTS).tolist()
         if self.log is not None:
             if kind == PREPARED_ROLLBACK:
                 self.log.abort()
@@ -931,7 +944,7 @@ class _Block:
         chunk = self.s.spec.large.chunk
         used: set[int] = set()
         pre: list[bytes] = []
-        plan: list[tuple[int, list[bytes | tuple[int, bytes, int | None]]]] = []
+        plan: list[tuple[int, list[Item]]] = []
         for committed, own, codes in segments:
             aborted_sub = 0
             if kind == ABORT:
@@ -941,7 +954,7 @@ class _Block:
                 live = False
             else:
                 sub, live = (self.next_xid() if own else top), True
-            items: list[bytes | tuple[int, bytes, int | None]] = []
+            items: list[Item] = []
             self.body(codes, _XID.pack(sub), live, items, None, used, pre)
             if live:
                 self.done += len(codes)
@@ -967,7 +980,7 @@ class _Block:
                     in_chunk = 0
                 if isinstance(item, bytes):
                     put(item)
-                else:
+                elif isinstance(item, tuple):  # (slots, ints, are fastblock's alone)
                     self.message(item[0], item[1], item[2])
                 in_chunk += 1
             relations = []
@@ -1004,7 +1017,7 @@ class _Block:
         """Without streaming the server decodes a large transaction at its commit: only
         the committed changes, in one Begin … Commit; nothing at all for an abort."""
         xid = self.next_xid()
-        items: list[bytes | tuple[int, bytes, int | None]] = []
+        items: list[Item] = []
         local: set[int] = set()
         pre: list[bytes] = []
         for committed, _own, codes in segments:

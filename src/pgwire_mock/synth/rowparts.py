@@ -29,15 +29,24 @@ __all__ = ["RowChunk", "RowParts"]
 
 class RowChunk:
     """``m`` drawn rows: ``picks[j]`` is the pool index of each pool column of row ``j``
-    (in column order); ``parts[r]`` the pieces of run ``r``, one sequence per column (run
-    0 starts with the column count), which :attr:`runs` joins row by row on first use."""
+    (in column order). Their bytes are gathered only when asked for (a generator that
+    only logs rows needs their sizes alone): :attr:`parts` ``[r]`` holds the pieces of
+    run ``r``, one sequence per column (run 0 starts with the column count), and
+    :attr:`runs` joins them row by row."""
 
-    __slots__ = ("_runs", "parts", "picks")
+    __slots__ = ("_parts", "_runs", "picks", "source")
 
-    def __init__(self, picks: npt.NDArray[np.int64], parts: list[list[Sequence[bytes]]]):
+    def __init__(self, source: RowParts, picks: npt.NDArray[np.int64]):
+        self.source = source
         self.picks = picks
-        self.parts = parts
+        self._parts: list[list[Sequence[bytes]]] | None = None
         self._runs: list[list[bytes]] | None = None
+
+    @property
+    def parts(self) -> list[list[Sequence[bytes]]]:
+        if self._parts is None:
+            self._parts = self.source.gather(self.picks)
+        return self._parts
 
     @property
     def runs(self) -> list[list[bytes]]:
@@ -46,6 +55,10 @@ class RowChunk:
             m = len(self.picks)
             self._runs = [_join(parts, m) for parts in self.parts]
         return self._runs
+
+    def sizes(self) -> npt.NDArray[np.int64]:
+        """Each row's size in bytes, without its dynamic columns."""
+        return self.source.row_sizes(self.picks)
 
 
 def _join(parts: list[Sequence[bytes]], m: int) -> list[bytes]:
@@ -71,6 +84,7 @@ class RowParts:
         self.runs = runs
         self.head = head
         self.columns = [_objects([data for _, data in pool]) for pool in pools]
+        self.lengths = [np.array([len(data) for _, data in pool], np.int64) for pool in pools]
 
     def draw(self, rng: np.random.Generator, m: int) -> RowChunk:
         """``m`` rows: each pool column's entry drawn uniformly and independently."""
@@ -81,14 +95,25 @@ class RowParts:
             picks = rng.integers(0, high, size=(m, len(self.pools)))
         else:
             picks = np.zeros((m, 0), np.int64)
+        return RowChunk(self, picks)
+
+    def gather(self, picks: npt.NDArray[np.int64]) -> list[list[Sequence[bytes]]]:
+        """The pieces of each run of the rows ``picks`` (see :attr:`RowChunk.parts`)."""
         # A take from an object array, then tolist: measured 2.4x faster than itemgetter.
         by_column = picks.T
         pools = self.columns
         parts: list[list[Sequence[bytes]]] = [
             [pools[c].take(by_column[c]).tolist() for c in columns] for columns in self.runs
         ]
-        parts[0].insert(0, (self.head,) * m)
-        return RowChunk(picks, parts)
+        parts[0].insert(0, (self.head,) * len(picks))
+        return parts
+
+    def row_sizes(self, picks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The size of each row of ``picks``: its head and pool columns."""
+        total = np.full(len(picks), len(self.head), np.int64)
+        for c, lengths in enumerate(self.lengths):
+            total += lengths.take(picks[:, c])
+        return total
 
 
 def _objects(items: list[bytes]) -> npt.NDArray[np.object_]:

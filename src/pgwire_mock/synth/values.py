@@ -22,6 +22,9 @@ from decimal import Decimal
 from ipaddress import IPv4Interface, IPv4Network
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from codec.values import (
     TYPES,
     Interval,
@@ -41,6 +44,7 @@ _INT4 = struct.Struct("!i")
 _INT8 = struct.Struct("!q")
 #: ``t`` + length, for text values up to 20 bytes (every int8 printed in decimal).
 _TEXT_HEADS: Final = tuple(b"t" + _LENGTH.pack(n) for n in range(21))
+_POWERS_OF_TEN: Final = np.array([10**k for k in range(1, 19)], np.int64)  # 10 .. 10**18
 
 #: (Python value, TupleData column bytes: ``n``, or ``t``/``b`` + length + data).
 PoolEntry = tuple[object, bytes]
@@ -221,6 +225,15 @@ class KeyCodec:
             digits = "\n".join(map(str, key_ids)).encode().split(b"\n")
             return [map(_TEXT_HEADS.__getitem__, map(len, digits)), digits]
         return [map(self.column_bytes, key_ids)]
+
+    def many_column_sizes(self, key_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``len(column_bytes(id))`` of each id; integer text keys by arithmetic."""
+        if self.type_name in ("int4", "int8") and not self.binary:
+            # 't', a 4-byte length, then the decimal digits (and a sign).
+            digits = 1 + np.searchsorted(_POWERS_OF_TEN, np.abs(key_ids), side="right")
+            sizes: npt.NDArray[np.int64] = 5 + digits + (key_ids < 0)
+            return sizes
+        return np.fromiter(map(len, map(self.column_bytes, key_ids.tolist())), np.int64)
 
     def column_bytes(self, key_id: int) -> bytes:
         name = self.type_name
