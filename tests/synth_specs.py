@@ -28,7 +28,10 @@ def small_specs(draw: st.DrawFn) -> dict[str, Any]:
                  "null_ratio": draw(st.sampled_from([0.0, 0.3, 1.0]))}
             )  # fmt: skip
         if draw(st.booleans()):
-            columns.append({"name": "big", "type": "text", "toast_ratio": 0.5, "toast_size": 2100})
+            toast = draw(st.sampled_from([0.5, 1.0]))
+            columns.append(
+                {"name": "big", "type": "text", "toast_ratio": toast, "toast_size": 2100}
+            )
         return {
             "name": f"s.t{i}",
             "columns": columns,

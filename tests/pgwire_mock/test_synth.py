@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -47,6 +48,8 @@ from pgwire_mock.synth import (
     SynthError,
     parse_spec,
 )
+from pgwire_mock.synth.generator import _Block
+from pgwire_mock.synth.rowlog import RowLog
 from synth_specs import small_specs
 
 FULL_SPEC = """
@@ -495,3 +498,34 @@ def test_random_small_specs(data: dict[str, Any], seed: int, changes: int, n: in
     assert all(a < b for a, b in itertools.pairwise(lsns))
     _check_relations_first(events)
     _check_state(synth, events)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    small_specs(),
+    st.integers(0, 2**32),
+    st.lists(st.tuples(st.integers(-50, 10**6), st.booleans()), min_size=1, max_size=20),
+    st.booleans(),
+)
+def test_rows_made_at_once_equal_rows_made_one_by_one(
+    data: dict[str, Any], seed: int, rows: list[tuple[int, bool]], track: bool
+) -> None:
+    """The block-at-a-time rows (bytes, sizes only, TOAST entries, values) are what the
+    change-at-a-time path assembles from the same draws."""
+    synth = Synth(parse_spec(json.dumps(data), json_only=True), seed, 10)
+    kids = np.array([kid for kid, _ in rows], np.int64)
+    updates = np.array([update for _, update in rows])
+    for t in synth.tables:
+        block = _Block(synth, 0, StateDelta() if track else None)
+        made = block.rows(t, kids, updates, [b"H"] * len(rows))
+        sized = _Block(synth, 0, None, RowLog([t.index])).rows(t, kids, updates, None)
+        chunk = block.chunks[t.index]
+        assert chunk is not None and made.data is not None and sized.sizes is not None
+        for j, (kid, update) in enumerate(rows):
+            row, values = block.assemble(t, chunk, j, kid, update)
+            assert made.data[j] == b"H" + row
+            assert sized.sizes[j] == len(row)
+            assert (made.toast or sized.toast or [()] * len(rows))[j] == block.toast_at
+            assert made.toast == sized.toast
+            if track:
+                assert made.values is not None and made.values[j] == values

@@ -90,33 +90,30 @@ def emit_units(
         with_row = row_at.tolist()
         deleted = np.nonzero(mine & (send == DEL))[0]
         key_size = len(t.key_before) + len(t.key_after)  # a key tuple, less its key column
-        moved_head = b"U" + oid + b"K"
-        if with_row and not b.payloads and t.simple:
-            moved = send[row_at] == KUPD
-            head_size = 6 + moved * (key_size + 1 + t.key.many_column_sizes(old[row_at]))
-            row_size, picks_at = b.row_sizes(t, key[row_at])
-            slot_size[row_at] = head_size + row_size
-            picks_slot[row_at] = picks_at
-        elif with_row:
-            sends = send[row_at].tolist()
-            # Each change's header; a key update's also holds its old key.
-            by_op = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N", KUPD: b""}
-            heads = list(map(by_op.__getitem__, sends))
-            olds = old[row_at].tolist()
-            for j in np.nonzero(send[row_at] == KUPD)[0].tolist():
-                heads[j] = moved_head + b.key_tuple(t, olds[j]) + b"N"
-            made, picks, toast, values = b.rows(
-                t, key[row_at].tolist(), [x == UPD for x in sends], heads
-            )
-            slots[row_at] = made
-            if not b.payloads:
-                slot_size[row_at] = np.fromiter(map(len, made), np.int64, len(made))
-            picks_slot[row_at] = picks
-            if not t.simple:
-                for k, entries in zip(with_row, toast, strict=True):
+        if with_row:
+            sends = send[row_at]
+            moved = sends == KUPD
+            heads: list[bytes] | None = None
+            if b.payloads:
+                # Each change's header; a key update's also holds its old key.
+                by_op = {INS: b"I" + oid + b"N", UPD: b"U" + oid + b"N", KUPD: b""}
+                heads = list(map(by_op.__getitem__, sends.tolist()))
+                olds = old[row_at].tolist()
+                for j in np.nonzero(moved)[0].tolist():
+                    heads[j] = b"U" + oid + b"K" + b.key_tuple(t, olds[j]) + b"N"
+            made = b.rows(t, key[row_at], sends == UPD, heads)
+            if made.data is not None:
+                slots[row_at] = made.data
+            else:
+                assert made.sizes is not None
+                head_size = 6 + moved * (key_size + 1 + t.key.many_column_sizes(old[row_at]))
+                slot_size[row_at] = head_size + made.sizes
+            picks_slot[row_at] = made.at
+            if made.toast is not None:
+                for k, entries in zip(with_row, made.toast, strict=True):
                     toast_slot[k] = entries
-            if b.deltas is not None:
-                values_slot.update(zip(with_row, values, strict=True))
+            if made.values is not None:
+                values_slot.update(zip(with_row, made.values, strict=True))
         if len(deleted) and not b.payloads:
             slot_size[deleted] = 6 + key_size + t.key.many_column_sizes(key[deleted])
         elif len(deleted):

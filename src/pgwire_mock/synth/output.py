@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterable
-from typing import IO
+from itertools import chain, islice, repeat
+from typing import IO, Final
 
-from codec.values import LSN
 from pgwire_mock.synth.generator import StreamItem
 from pgwire_mock.synth.state import ExpectedState
 
@@ -24,17 +25,34 @@ def write_recording(
     :func:`pgwire_mock.streamfile.read_stream` reads); return the number of events."""
     out.write(json.dumps({"meta": meta}) + "\n")
     count = 0
-    lines: list[str] = []
-    for lsn, payload in events:
-        lines.append(f'{{"lsn": "{LSN(lsn)}", "data": "{payload.hex()}"}}\n')
-        count += 1
-        if len(lines) >= 4096:
-            out.write("".join(lines))
-            lines.clear()
-        if progress is not None and count % every == 0:
-            progress(count)
-    out.write("".join(lines))
+    reported = 0
+    events = iter(events)
+    while batch := list(islice(events, _BATCH)):
+        out.write(_lines(batch))
+        count += len(batch)
+        if progress is not None and count - reported >= every:
+            reported = count - count % every
+            progress(reported)
     return count
+
+
+# One line per event, the LSN printed as codec.values.LSN prints it (X/Y, upper-case hex).
+_LINE: Final = '{"lsn": "%X/%X", "data": "%s"}\n'
+_BATCH: Final = 4096
+_LOW: Final = 0xFFFFFFFF
+
+
+def _lines(batch: list[StreamItem]) -> str:
+    """The lines of ``batch``: one ``%`` over a template repeated per event (measured
+    several times faster than an f-string per line)."""
+    lsns = [lsn for lsn, _ in batch]
+    fields = zip(
+        map(operator.rshift, lsns, repeat(32)),
+        map(operator.and_, lsns, repeat(_LOW)),
+        map(bytes.hex, map(operator.itemgetter(1), batch)),
+        strict=True,
+    )
+    return _LINE * len(batch) % tuple(chain.from_iterable(fields))
 
 
 def write_expected(out: IO[str], state: ExpectedState) -> int:

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from pgwire_mock.synth.values import PoolEntry
+from pgwire_mock.synth.values import PoolEntry, mix64_array
 
-__all__ = ["RowChunk", "RowParts"]
+__all__ = ["RowChunk", "RowParts", "ToastColumn"]
 
 
 class RowChunk:
@@ -84,6 +84,7 @@ class RowParts:
         self.runs = runs
         self.head = head
         self.columns = [_objects([data for _, data in pool]) for pool in pools]
+        self.values = [_objects([value for value, _ in pool]) for pool in pools]
         self.lengths = [np.array([len(data) for _, data in pool], np.int64) for pool in pools]
 
     def draw(self, rng: np.random.Generator, m: int) -> RowChunk:
@@ -116,7 +117,54 @@ class RowParts:
         return total
 
 
-def _objects(items: list[bytes]) -> npt.NDArray[np.object_]:
-    array = np.empty(len(items), dtype=object)
-    array[:] = items
-    return array
+def _objects(items: Sequence[object]) -> npt.NDArray[np.object_]:
+    """A 1-d object array of ``items`` as they are (lists and tuples stay elements)."""
+    return np.fromiter(items, dtype=object, count=len(items))
+
+
+class ToastColumn:
+    """A TOAST column: each row's entry is a pure function of its key id (so an update
+    can show it unchanged): a hash below ``threshold`` picks one of the ``big`` entries,
+    otherwise one of the ``short`` ones.
+
+    Entries are numbered ``short`` first, then ``big``; :data:`~.rowlog.NO_ROW` (-1)
+    stands for "unchanged TOAST" (``u``), the last item of :attr:`data`."""
+
+    def __init__(
+        self,
+        big: Sequence[PoolEntry],
+        short: Sequence[PoolEntry],
+        threshold: int,
+        salt: int,
+    ) -> None:
+        entries = [*short, *big]
+        self.short = len(short)
+        self.big = big
+        self.short_entries = short
+        self.threshold = threshold
+        self.salt = salt
+        self.data = _objects([data for _, data in entries] + [b"u"])
+        self.values = _objects([value for value, _ in entries])
+        self.sizes = np.array([len(data) for data in self.data.tolist()], np.int64)
+        self._salt = np.array(salt, np.uint64).view(np.int64)
+
+    def entries(self, kids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The entry (index into the values) of each key id's row."""
+        h = mix64_array(kids ^ self._salt)
+        if self.threshold >= 1 << 64:
+            big = np.ones(len(kids), np.bool_)
+        else:
+            big = h < np.uint64(self.threshold)
+        short = (h % np.uint64(self.short)).astype(np.int64)
+        entry: npt.NDArray[np.int64] = np.where(
+            big, self.short + (h & np.uint64(7)).astype(np.int64), short
+        )
+        return entry
+
+    def shown(
+        self, entries: npt.NDArray[np.int64], updates: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.int64]:
+        """What each row sends: its entry, or NO_ROW for a big one an update leaves
+        unchanged."""
+        shown: npt.NDArray[np.int64] = np.where(updates & (entries >= self.short), -1, entries)
+        return shown

@@ -71,6 +71,53 @@ def mix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def mix64_array(x: npt.NDArray[np.int64] | npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """:func:`mix64` of each element (int64 taken as its two's complement, as
+    ``mix64`` masks it): numpy's uint64 arithmetic wraps as the masks do."""
+    x = x.view(np.uint64) + _MIX_ADD
+    x = (x ^ (x >> _S30)) * _MIX_1
+    x = (x ^ (x >> _S27)) * _MIX_2
+    mixed: npt.NDArray[np.uint64] = x ^ (x >> _S31)
+    return mixed
+
+
+_MIX_ADD: Final = np.uint64(0x9E3779B97F4A7C15)
+_MIX_1: Final = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_2: Final = np.uint64(0x94D049BB133111EB)
+_S27, _S30, _S31 = np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+_UUID_HEADS: Final = (b"t" + _LENGTH.pack(36), b"b" + _LENGTH.pack(16))
+_UUID_TEXT: Final = b"%08x-%04x-%04x-%04x-%012x\n"
+_UUID_BINARY: Final = np.dtype([("high", ">i8"), ("low", ">i8")])
+
+
+def _uuids(key_ids: list[int], binary: bool) -> list[bytes]:
+    """``uuid.UUID(int=id & (2**128 - 1))`` of each id, as bytes (16) or text (36): an id
+    is an int64, so its upper 64 bits are all zeros or all ones."""
+    ids = np.array(key_ids, np.int64)
+    high = ids >> 63  # 0 or -1
+    if binary:
+        both = np.empty(len(ids), _UUID_BINARY)
+        both["high"], both["low"] = high, ids
+        raw: list[bytes] = both.view("V16").tolist()
+        return raw
+    low = ids.view(np.uint64)
+    top = high.view(np.uint64)  # (mixing int64 and uint64 would give floats)
+    fields = np.stack(
+        [
+            top & np.uint64(0xFFFFFFFF),
+            top & np.uint64(0xFFFF),
+            top & np.uint64(0xFFFF),
+            (low >> np.uint64(48)) & np.uint64(0xFFFF),
+            low & np.uint64(0xFFFFFFFFFFFF),
+        ]
+    )
+    text = (_UUID_TEXT * len(ids) % tuple(fields.T.ravel().tolist())).split(b"\n")
+    text.pop()  # the empty piece after the last newline
+    return text
+
+
 def _column_bytes(text_or_binary: str | bytes) -> bytes:
     if isinstance(text_or_binary, str):
         data = text_or_binary.encode("utf-8", "surrogateescape")
@@ -226,6 +273,8 @@ class KeyCodec:
             digits = (b"%d\n" * len(key_ids) % tuple(key_ids)).split(b"\n")
             digits.pop()  # the empty piece after the last newline
             return [map(_TEXT_HEADS.__getitem__, map(len, digits)), digits]
+        if self.type_name == "uuid" and key_ids:
+            return [[_UUID_HEADS[self.binary]] * len(key_ids), _uuids(key_ids, self.binary)]
         return [map(self.column_bytes, key_ids)]
 
     def many_column_sizes(self, key_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
