@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from codec.values import encode_text
 
@@ -73,6 +73,31 @@ class StateDelta:
         return out
 
 
+class _Texts:
+    """One column's values in text form, each value object encoded once while it is in
+    the cache: rows share their values with the generator's pools, so most repeat (by
+    identity; every row, and so every value, stays alive while the state is written).
+    The cache is emptied when full, so columns of unique values (keys) stay bounded."""
+
+    __slots__ = ("done", "oid")
+    LIMIT: Final = 1 << 16
+
+    def __init__(self, oid: int) -> None:
+        self.oid = oid
+        self.done: dict[int, str | None] = {}
+
+    def of(self, value: object) -> str | None:
+        text = self.done.get(id(value), _MISSING)
+        if text is _MISSING:
+            if len(self.done) >= self.LIMIT:
+                self.done.clear()
+            text = self.done[id(value)] = None if value is None else encode_text(self.oid, value)
+        return text  # type: ignore[return-value]
+
+
+_MISSING: Final = object()
+
+
 @dataclass(frozen=True, slots=True)
 class ExpectedState:
     """The rows each table holds after the stream: table → {key value: row}.
@@ -104,14 +129,11 @@ class ExpectedState:
         """One JSON-ready dict per row: values in PostgreSQL's text form (NULL = null)."""
         for name, rows in self.tables.items():
             names = self.columns[name]
-            oids = self.type_oids[name]
+            texts = [_Texts(oid) for oid in self.type_oids[name]]
             for row in rows.values():
                 yield {
                     "table": name,
-                    "row": {
-                        n: None if v is None else encode_text(o, v)
-                        for n, o, v in zip(names, oids, row, strict=True)
-                    },
+                    "row": dict(zip(names, map(_Texts.of, texts, row), strict=True)),
                 }
 
     def write_jsonl(self, out: IO[str]) -> int:
