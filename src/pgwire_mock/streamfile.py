@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from codec import DecodeError
 from codec.replication import PrimaryKeepalive, XLogData, decode_server_copy_data
@@ -108,8 +108,18 @@ def json_line_hex(line: bytes) -> bytes | None:
 
 
 def _read_wire(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry]:
+    for _, entry in read_wire(chunks, name):
+        yield entry
+
+
+def read_wire(
+    chunks: Iterable[bytes], name: str, start: int = 0
+) -> Iterator[tuple[int, StreamEntry]]:
+    """(byte offset of its CopyData message, entry) for each XLogData of wire-format
+    bytes that begin at offset ``start`` of the file, so that a reader can seek to any
+    entry's offset and read on from there."""
     reader = BackendReader()
-    offset = 0
+    offset = start  # of the next message
     for chunk in chunks:
         reader.feed(chunk)
         try:
@@ -117,14 +127,19 @@ def _read_wire(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry]:
                 if not isinstance(message, CopyData):
                     raise StreamFileError(
                         f"{name}: expected only CopyData messages, found {type(message).__name__}"
+                        f" at byte {offset}"
                     )
+                at = offset
+                offset += _COPY_DATA_HEADER + len(message.data)
                 copied = decode_server_copy_data(bytes(message.data))
                 if isinstance(copied, XLogData):
-                    yield StreamEntry(copied.wal_start, bytes(copied.data))
+                    yield at, StreamEntry(copied.wal_start, bytes(copied.data))
                 elif not isinstance(copied, PrimaryKeepalive):  # pragma: no cover - registry
                     raise StreamFileError(f"{name}: unexpected {type(copied).__name__}")
         except DecodeError as err:
             raise StreamFileError(f"{name}: near byte {offset}: {err}") from None
-        offset += len(chunk)
     if reader.buffered:
         raise StreamFileError(f"{name}: ends in the middle of a message")
+
+
+_COPY_DATA_HEADER: Final = 5  # 'd' and the Int32 length

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import pytest
 
+from codec import replication, wire
 from codec.pgoutput import Decoder, Insert, Relation
 from pgwire_mock.spark import (
     ChangeDecoder,
@@ -131,19 +135,38 @@ def test_key_changes_carry_the_old_key() -> None:
     assert change["_before"]["id"] == 1
 
 
+def as_wire(stream: list[tuple[int, bytes]]) -> bytes:
+    """A stream as a walsender sends it (what `pgwire-mock record` writes): CopyData
+    messages of XLogData, a keepalive after each."""
+    out = bytearray()
+    for lsn, payload in stream:
+        xlog = replication.XLogData(wal_start=lsn, wal_end=lsn, send_time=0, data=payload)
+        out += wire.encode(wire.CopyData(replication.encode(xlog)))
+        keepalive = replication.PrimaryKeepalive(lsn, 0, False)
+        out += wire.encode(wire.CopyData(replication.encode(keepalive)))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("layout", ["json-lines", "wire"])
 @pytest.mark.parametrize("partitions", [1, 2, 4])
 @pytest.mark.parametrize("scenario", ["streaming", "two_phase", "types"])
 def test_partitions_at_transaction_boundaries_give_the_same_rows(
-    scenario: str, partitions: int
+    scenario: str, partitions: int, layout: str, tmp_path: Path
 ) -> None:
-    """Cutting a file and decoding each piece with the Relations before it preloaded."""
+    """Cutting a file (at byte offsets, each piece read from its own offset) and decoding
+    each piece with the Relations before it preloaded."""
     table = {"streaming": "public.pgwm_stream", "two_phase": "public.pgwm_2pc"}.get(
         scenario, "public.pgwm_types"
     )
     options = DecodeOptions(tables=frozenset({table}), array_dims={"c_int4_2d": 2})
     path = golden(MAJOR, scenario, "v4-parallel-2pc-bin")
     whole = decode_stream(entries(path), options)[table].to_pylist()
+    if layout == "wire":
+        path = tmp_path / "stream.bin"
+        path.write_bytes(as_wire(entries(golden(MAJOR, scenario, "v4-parallel-2pc-bin"))))
     plans, _ = plan_partitions(str(path), table, partitions)
+    assert plans[0].start == 0 and plans[-1].stop == path.stat().st_size
+    assert all(a.stop == b.start for a, b in itertools.pairwise(plans))
     pieces = [b for plan in plans for b in read_partition(plan, options)]
     rows = [r for b in pieces for r in b.to_pylist()]
     assert same(rows, whole)

@@ -43,6 +43,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Final
 
@@ -90,16 +91,16 @@ from pgwire_mock.spark.synthetic import (
     read_synthetic,
 )
 from pgwire_mock.spark.types import to_spark_type
-from pgwire_mock.streamfile import StreamFileError, json_line_hex, read_stream
+from pgwire_mock.streamfile import StreamFileError, json_line_hex, read_wire
 
 __all__ = ["PgOutputDataSource", "StreamPartition", "plan_partitions", "register", "spark_schema"]
 
 
 @dataclass(frozen=True, slots=True)
 class StreamPartition(InputPartition):
-    """One piece of one file: for JSON Lines the lines that begin in bytes
-    ``[start, stop)``, for wire files the entries ``[start, stop)`` (re-read from the
-    file's start); with the Relation and Type messages sent before it."""
+    """One piece of one file: the lines (JSON Lines) or CopyData messages (wire) that
+    begin in bytes ``[start, stop)``; with the Relation and Type messages sent before
+    it."""
 
     path: str
     start: int
@@ -173,11 +174,14 @@ def _unhex(data: bytes, path: str) -> bytes:
         raise StreamFileError(f"{path}: a payload is not hex: {err}") from None
 
 
-def _wire_entries(path: str) -> Iterator[bytes]:
-    """The hex payload of each entry of a wire-format file."""
+def _wire_entries(path: str, start: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, hex payload) of each entry of a wire-format file from ``start`` (the
+    offset of an entry) on. (Hex, as JSON Lines hold them, so both formats share the scan
+    and the partition reader.)"""
     with open(path, "rb") as f:
-        for entry in read_stream(f, path):
-            yield entry.payload.hex().encode()
+        f.seek(start)
+        for at, entry in read_wire(iter(partial(f.read, 1 << 16), b""), path, start):
+            yield at, entry.payload.hex().encode()
 
 
 # Hex of the tags a scan need not decode: changes and logical messages.
@@ -194,8 +198,8 @@ _SCAN_CHUNK: Final = 1 << 24
 
 @dataclass(frozen=True, slots=True)
 class _Cut:
-    """A place where no transaction is open: a byte offset (JSON Lines) or an entry
-    index (wire), and which snapshot of the Relation / Type caches holds there."""
+    """A place where no transaction is open: a byte offset, and which snapshot of the
+    Relation / Type caches holds there."""
 
     at: int
     caches: int
@@ -206,7 +210,7 @@ class _Scan:
     """What the driver learns from one file, for every table at once."""
 
     json_lines: bool
-    end: int  # bytes (JSON Lines) or entries (wire)
+    end: int  # the file's size in bytes
     cuts: list[_Cut]
     caches: list[tuple[tuple[Relation, ...], tuple[Type, ...]]]
     first: dict[str, tuple[Relation, dict[int, tuple[str, str]]]]
@@ -217,7 +221,7 @@ class _Scanner:
     """Follows which transactions are open and the Relation / Type caches, from the
     messages that move them (Begin and Commit by tag alone).
 
-    Cuts are kept at least ``gap`` apart (bytes or entries): a plan needs only a few,
+    Cuts are kept at least ``gap`` bytes apart: a plan needs only a few,
     near even fractions of the file, and a recording has a cut per transaction."""
 
     def __init__(
@@ -246,7 +250,7 @@ class _Scanner:
         self.next_cut = at + max(self.gap, 1)
 
     def entry(self, at: int, data: bytes) -> None:
-        """The entry at ``at`` (byte offset or index) with hex payload ``data``."""
+        """The entry at byte offset ``at`` with hex payload ``data``."""
         self.at = at
         # The fast scan does not see every Begin, so in_txn can be stale there: it cuts
         # at Begins only (_begin).
@@ -303,20 +307,19 @@ class _Scanner:
             first[0].replica_identity,
             first[0].columns,
         ) != (relation.replica_identity, relation.columns):
-            where = f"byte {self.at}" if self.scan.json_lines else f"entry {self.at}"
             self.scan.changed[name] = (
                 f"{self.path}: table {name} changed schema mid-stream (the Relation message "
-                f"at {where}); read the parts before and after the change separately"
+                f"at byte {self.at}); read the parts before and after the change separately"
             )
 
 
 def _scan(path: str) -> _Scan:
     if not _is_json_lines(path):
-        scanner = _Scanner(path, json_lines=False)
-        count = 0
-        for count, data in enumerate(_wire_entries(path), start=1):
-            scanner.entry(count - 1, data)
-        scanner.scan.end = count
+        size = Path(path).stat().st_size
+        scanner = _Scanner(path, json_lines=False, gap=size >> 12)
+        for at, data in _wire_entries(path):
+            scanner.entry(at, data)
+        scanner.scan.end = size
         return scanner.scan
     return _scan_json_fast(path) or _scan_json_lines(path)
 
@@ -408,7 +411,7 @@ def _scan_cached(path: str) -> _Scan:
 
 def plan_partitions(path: str, table: str, partitions: int) -> tuple[list[StreamPartition], _Scan]:
     """Cut one file into at most ``partitions`` pieces at transaction boundaries, as
-    even in size (bytes of JSON Lines, entries of wire files) as the cuts allow."""
+    even in bytes as the cuts allow."""
     scan = _scan_cached(path)
     if table in scan.changed:
         raise SchemaChangeError(scan.changed[table])
@@ -568,11 +571,10 @@ def read_partition(
 def _partition_entries(partition: StreamPartition) -> Iterator[bytes]:
     """The hex payloads of one partition's entries."""
     if not partition.json_lines:
-        for index, data in enumerate(_wire_entries(partition.path)):
-            if index >= partition.stop:
+        for at, data in _wire_entries(partition.path, partition.start):
+            if at >= partition.stop:
                 return
-            if index >= partition.start:
-                yield data
+            yield data
         return
     with open(partition.path, "rb") as f:
         f.seek(partition.start)
