@@ -78,7 +78,6 @@ from pgwire_mock.synth.values import (
     PoolEntry,
     column_pool,
     derive_seed,
-    mix64,
     toast_pool,
 )
 
@@ -189,21 +188,17 @@ class _Table:
         self.simple = all(kind != 2 for kind, *_ in self.plan)
         pools: list[tuple[PoolEntry, ...]] = []
         runs: list[list[int]] = [[]]
-        #: The key and TOAST columns, in order: each ends a run of pool columns.
-        self.dynamic: list[tuple[int, object, object, object, object]] = []
+        #: The key and TOAST columns (None for the key), in order: each ends a run of pool
+        #: columns.
+        self.toasts: list[ToastColumn | None] = []
         for kind, a, b, c, d in self.plan:
             if kind == 1:
                 runs[-1].append(len(pools))
                 pools.append(a)  # type: ignore[arg-type]
             else:
-                self.dynamic.append((kind, a, b, c, d))
+                self.toasts.append(None if kind == 0 else ToastColumn(a, b, c, d))  # type: ignore[arg-type]
                 runs.append([])
         self.parts = RowParts(self.count_bytes, pools, runs)
-        #: Per dynamic column: None for the key, else the TOAST column (for rows at once).
-        self.toasts = [
-            None if kind == 0 else ToastColumn(a, b, c, d)  # type: ignore[arg-type]
-            for kind, a, b, c, d in self.dynamic
-        ]
         #: Rows drawn for a block at a time: about one block's worth, then this many more.
         self.chunk = 64
         self.relation_columns = tuple(
@@ -620,22 +615,15 @@ class _Block:
             parts = [runs[0][j]]
             dynamic_values = []
             toast: list[int] = []
-            for r, (kind, a, b, c, d) in enumerate(t.dynamic, 1):
-                if kind == 0:
+            for r, toasted in enumerate(t.toasts, 1):
+                if toasted is None:  # the key
                     value: object = t.key.value(kid) if track else None
                     column = t.key.column_bytes(kid)
                 else:
-                    short: tuple[PoolEntry, ...] = b  # type: ignore[assignment]
-                    h = mix64(kid ^ d)  # type: ignore[operator]
-                    if h < c:  # type: ignore[operator]
-                        value, column = a[h & 7]  # type: ignore[index]
-                        toast.append(len(short) + (h & 7))
-                        if update:
-                            column = b"u"
-                            toast[-1] = NO_ROW
-                    else:
-                        value, column = short[h % len(short)]
-                        toast.append(h % len(short))
+                    entry = toasted.entry(kid)
+                    shown = NO_ROW if update and entry >= toasted.short else entry
+                    value, column = toasted.values[entry], toasted.data[shown]
+                    toast.append(shown)
                 parts.append(column)
                 parts.append(runs[r][j])
                 dynamic_values.append(value)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from pgwire_mock.synth.values import PoolEntry, mix64_array
+from pgwire_mock.synth.values import PoolEntry, mix64, mix64_array
 
 __all__ = ["RowChunk", "RowParts", "ToastColumn"]
 
@@ -139,14 +139,17 @@ class ToastColumn:
     ) -> None:
         entries = [*short, *big]
         self.short = len(short)
-        self.big = big
-        self.short_entries = short
         self.threshold = threshold
         self.salt = salt
         self.data = _objects([data for _, data in entries] + [b"u"])
         self.values = _objects([value for value, _ in entries])
         self.sizes = np.array([len(data) for data in self.data.tolist()], np.int64)
         self._salt = np.array(salt, np.uint64).view(np.int64)
+
+    def entry(self, kid: int) -> int:
+        """The entry of key id ``kid``'s row (:meth:`entries` of one id)."""
+        h = mix64(kid ^ self.salt)
+        return self.short + (h & 7) if h < self.threshold else h % self.short
 
     def entries(self, kids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The entry (index into the values) of each key id's row."""
