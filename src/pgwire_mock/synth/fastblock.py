@@ -73,7 +73,7 @@ def emit_units(
     # --- payloads ------------------------------------------------------------------------
     # Filled table by table through an object array: a scatter without a Python loop. A
     # block that only logs rows (b.payloads false) needs just each payload's size, for
-    # the LSNs: rows of tables without TOAST columns are then sized, not made.
+    # the LSNs: its rows are then sized, not made.
     slots = np.full(n, _GAP, dtype=object)
     slot_size = np.zeros(n, np.int64)
     # For the log: each slot's row (its index among the rows drawn) and TOAST entries.
