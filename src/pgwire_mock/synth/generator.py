@@ -716,12 +716,12 @@ class _Block:
     ) -> list[list[object]]:
         """Column by column, the values of rows (for the tracked state)."""
         columns: list[list[object]] = []
-        pools = iter(range(len(t.parts.values)))
+        pool = 0
         dynamic = iter(zip(t.toasts, entries, strict=True))
         for kind, *_ in t.plan:
             if kind == 1:
-                c = next(pools)
-                columns.append(t.parts.values[c][chunk.picks[:, c]].tolist())
+                columns.append(t.parts.values[pool][chunk.picks[:, pool]].tolist())
+                pool += 1
                 continue
             toast, entry = next(dynamic)
             if toast is None or entry is None:
