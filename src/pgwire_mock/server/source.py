@@ -17,13 +17,14 @@ and for a Begin / Begin Prepare / first Stream Start followed by an Origin messa
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeAlias
 
+from codec import DecodeError
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.resume import RecordedStream, resume
 from pgwire_mock.server.state import PublicationState, SlotState
 from pgwire_mock.server.versions import PgOutputOptions, split_identifier_string
 from pgwire_mock.streamfile import StreamEntry, read_meta, read_stream
@@ -100,53 +101,41 @@ class StreamSource(Protocol):
 
 # --- recordings ----------------------------------------------------------------------------
 
-_LSN: Final = struct.Struct("!Q")
 _CHANGES: Final = frozenset(b"IUDT")
 _SCHEMA: Final = frozenset(b"RY")
+_DECODED: Final = _CHANGES | _SCHEMA  # where pgoutput has looked the publications up
 # Unit starts and the message that closes each.
 _CLOSERS: Final = {ord("B"): ord("C"), ord("b"): ord("P"), ord("S"): ord("E")}
 
 
 @dataclass(slots=True)
 class _Unit:
-    entries: list[StreamEntry]
-    decision_lsn: int
+    """A run of recorded messages sent together (a transaction, a block, one message)."""
+
+    entries: Sequence[tuple[int, bytes]]
     emits: tuple[Emit, ...] = ()
     """One :class:`Emit` per entry, built once: replaying a unit only hands them out."""
     has_change: bool = False
 
     def __post_init__(self) -> None:
         entries = self.entries
-        tags = [e.payload[0] for e in entries]
+        tags = [payload[0] for _, payload in entries]
         self.has_change = any(tag in _CHANGES for tag in tags)
         # wal_start is 0/0 for a schema message and for a message followed by Origin
         # (WalSndPrepareWrite with last_write false; see the module docstring).
         follows_origin = [*(tag == ord("O") for tag in tags[1:]), False]
         self.emits = tuple(
-            Emit(0 if tag in _SCHEMA or before_origin else e.lsn, e.lsn, e.payload)
-            for e, tag, before_origin in zip(entries, tags, follows_origin, strict=True)
+            Emit(0 if tag in _SCHEMA or before_origin else lsn, lsn, payload)
+            for (lsn, payload), tag, before_origin in zip(
+                entries, tags, follows_origin, strict=True
+            )
         )
 
 
-def _decision_lsn(entry: StreamEntry) -> int:
-    """The LSN that says whether a unit committed before the start point."""
-    data = entry.payload
-    tag = data[0]
-    try:
-        if tag == ord("C") or tag == ord("K"):  # flags, commit_lsn
-            return int(_LSN.unpack_from(data, 2)[0])
-        if tag == ord("P"):  # flags, prepare_lsn
-            return int(_LSN.unpack_from(data, 2)[0])
-        if tag == ord("c"):  # xid, flags, commit_lsn
-            return int(_LSN.unpack_from(data, 6)[0])
-    except struct.error:
-        pass
-    return entry.lsn
-
-
 def _units(entries: Sequence[StreamEntry]) -> list[_Unit]:
+    """The recording as sent on a straight read, cut where one unit ends."""
     units: list[_Unit] = []
-    current: list[StreamEntry] | None = None
+    current: list[tuple[int, bytes]] | None = None
     closer = 0
     for entry in entries:
         if not entry.payload:
@@ -154,29 +143,27 @@ def _units(entries: Sequence[StreamEntry]) -> list[_Unit]:
         tag = entry.payload[0]
         if current is None:
             if tag in _CLOSERS:
-                current = [entry]
+                current = [(entry.lsn, entry.payload)]
                 closer = _CLOSERS[tag]
             else:
-                units.append(_Unit([entry], _decision_lsn(entry)))
+                units.append(_Unit([(entry.lsn, entry.payload)]))
             continue
-        current.append(entry)
+        current.append((entry.lsn, entry.payload))
         if tag == closer:
-            last = max((e.lsn for e in current), default=0)
-            decision = _decision_lsn(entry) if tag != ord("E") else last
-            units.append(_Unit(current, decision))
+            units.append(_Unit(current))
             current = None
     if current:
-        units.append(_Unit(current, max(e.lsn for e in current)))
+        units.append(_Unit(current))
     return units
 
 
 class RecordingSource:
-    """Replays recorded pgoutput payloads byte for byte, whatever the client's options.
+    """Replays recorded pgoutput payloads, whatever the client's options.
 
-    Resuming skips whole transactions (Begin…Commit, Begin Prepare…Prepare, one Stream
-    Start…Stop block, or a single message) whose commit/prepare LSN is before the start
-    point; Relation/Type messages of skipped units are sent again before the first
-    change that follows, as a new walsender session would.
+    A client reading from the recording's start gets it byte for byte. A client that
+    resumes later gets what a new PostgreSQL walsender would send from there
+    (:mod:`pgwire_mock.server.resume`): the recording is parsed into transactions the
+    first time that happens.
     """
 
     def __init__(
@@ -198,6 +185,7 @@ class RecordingSource:
             PublicationState(p, all_tables=True) for p in publications
         )
         self._units = _units(self.entries)
+        self._parsed: RecordedStream | None = None
 
     @classmethod
     def from_file(cls, path: Path) -> RecordingSource:
@@ -220,36 +208,41 @@ class RecordingSource:
         return cls(entries, major=major, publications=publications, name=str(path))
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
-        carried: dict[bytes, StreamEntry] = {}  # schema messages of skipped units
+        if from_lsn <= self.start_lsn:
+            units: Iterable[_Unit] = self._units
+        else:
+            try:
+                parsed = self._parse()
+            except DecodeError as err:
+                yield SourceError(
+                    ServerError("ERROR", "XX000", f"{self.name} cannot be resumed: {err}")
+                )
+                return
+            units = (_Unit(out) for out in resume(parsed, from_lsn, major=major))
         checked = False
-        for unit in self._units:
-            if unit.decision_lsn < from_lsn:
-                for entry in unit.entries:
-                    if entry.payload[0] in _SCHEMA:
-                        carried[entry.payload[:5]] = entry
-                continue
-            if checked and not carried:
-                # The usual case, once streaming runs: nothing to look up or to send
-                # again, so the unit's messages go out as they are (the replay hot path).
+        for unit in units:
+            if checked:
+                # The usual case, once streaming runs: the unit's messages go out as they
+                # are (the replay hot path).
                 yield from unit.emits
                 continue
-            entries = unit.entries
-            if not checked and unit.has_change and major >= 15:
+            if unit.has_change and major >= 15:
                 # 15+ sends BEGIN lazily, with the first change: the lookup comes first.
                 checked = True
-                yield CheckPublications(entries[0].lsn)
-            for entry, emit in zip(entries, unit.emits, strict=True):
-                tag = entry.payload[0]
-                if tag in _SCHEMA:
-                    carried.pop(entry.payload[:5], None)
-                if (tag in _CHANGES or tag in _SCHEMA) and not checked:
+                yield CheckPublications(unit.emits[0].lsn)
+                yield from unit.emits
+                continue
+            for emit in unit.emits:
+                if not checked and emit.payload[0] in _DECODED:
                     checked = True
-                    yield CheckPublications(entry.lsn)
-                if tag in _CHANGES and carried:
-                    for old in carried.values():
-                        yield Emit(0, 0, old.payload)
-                    carried.clear()
+                    yield CheckPublications(emit.lsn)
                 yield emit
+
+    def _parse(self) -> RecordedStream:
+        """The recording as transactions, parsed once (raises DecodeError)."""
+        if self._parsed is None:
+            self._parsed = RecordedStream(self.entries)
+        return self._parsed
 
 
 # --- scripts -------------------------------------------------------------------------------
