@@ -6,12 +6,24 @@ resume check; these tests pin the rules on the golden corpus without a server.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from codec.pgoutput import Decoder, Relation, StreamStart
 from conformance.replay import replay
+from pgwire_mock.script import (
+    Script,
+    Send,
+    StreamOptions,
+    column,
+    encode_stream,
+    insert,
+    rollback_to_savepoint,
+    savepoint,
+)
 from pgwire_mock.script.recording import _final_lsns
 from pgwire_mock.server.resume import RecordedStream, resume
 from pgwire_mock.streamfile import StreamEntry, read_stream
@@ -44,19 +56,67 @@ def test_every_resume_point_delivers_each_transaction_once(path: Path) -> None:
     carry the xid, each transaction's first block has first_segment set, and each
     relation is described before its first change."""
     major, entries = _load(path)
-    if not entries:
+    _check_resumes([(e.lsn, e.payload) for e in entries], lambda at: _resumed(entries, major, at))
+
+
+def _big_script() -> Script:
+    """Transactions over logical_decoding_work_mem (64kB) with savepoints rolled back
+    before, between and after the blocks are streamed, around small ones."""
+    script = Script(pg_version=16, logical_decoding_work_mem=64).table(
+        "public.t", columns=[column("id", "int4", key=True), column("v", "text")]
+    )
+    script = script.publication("pub", tables=["public.t"])
+    ids = iter(range(1, 100_000))
+    for rounds in (1, 3):
+        script = script.transaction([insert("public.t", id=next(ids), v="small")])
+        changes: list[Any] = []
+        for r in range(rounds):
+            changes += [insert("public.t", id=next(ids), v="x" * 400) for _ in range(150)]
+            changes += [savepoint(f"s{r}")]
+            changes += [insert("public.t", id=next(ids), v="y" * 400) for _ in range(100)]
+            changes += [rollback_to_savepoint(f"s{r}")]
+        script = script.transaction(changes)
+        script = script.transaction([insert("public.t", id=next(ids), v="after")])
+    return script
+
+
+@pytest.mark.parametrize("streaming", ["on", "parallel"])
+def test_a_script_resumed_anywhere_delivers_each_transaction_once(streaming: str) -> None:
+    """The script encoder follows the same rules as a resumed recording."""
+    script = _big_script()
+    options = StreamOptions(proto_version=4, publication_names=("pub",), streaming=streaming)
+
+    def encoded(at: int) -> list[tuple[int, bytes]]:
+        return [
+            (e.wal_start, e.payload)
+            for e in encode_stream(script, options, from_lsn=at)
+            if isinstance(e, Send)
+        ]
+
+    whole = encoded(0)
+    assert sum(1 for _, p in whole if p[:1] == b"S") > 4  # it does stream, in blocks
+    _check_resumes(whole, encoded)
+
+
+def _check_resumes(
+    whole: list[tuple[int, bytes]], resumed_at: Callable[[int], list[tuple[int, bytes]]]
+) -> None:
+    if not whole:
         return
     decoder = Decoder()
-    messages = [decoder.decode(e.payload) for e in entries]
+    messages = [decoder.decode(payload) for _, payload in whole]
     final = _final_lsns(
-        tuple((e.lsn, e.payload, m) for e, m in zip(entries, messages, strict=True))
+        tuple((lsn, payload, m) for (lsn, payload), m in zip(whole, messages, strict=True))
     )
-    whole = replay(e.payload for e in entries)
-    for at in sorted({e.lsn for e in entries if e.lsn}):
-        resumed = _resumed(entries, major, at)
-        before = [e.payload for e, f in zip(entries, final, strict=True) if f < at]
-        tables = replay([*before, *(payload for _, payload in resumed)])
-        assert _rows(tables) == _rows(whole), f"resumed at {at:X}"
+    tables = _rows(replay(payload for _, payload in whole))
+    lsns = sorted({lsn for lsn, _ in whole if lsn})
+    # Long streams: every boundary (commits, block edges, aborts), every 7th position.
+    edges = {lsn for lsn, payload in whole if payload[:1] in (b"C", b"c", b"A", b"S", b"E")}
+    for at in sorted(edges.union(lsns[:: 1 if len(lsns) <= 200 else 7]) - {0}):
+        resumed = resumed_at(at)
+        before = [payload for (_, payload), f in zip(whole, final, strict=True) if f < at]
+        got = replay([*before, *(payload for _, payload in resumed)])
+        assert _rows(got) == tables, f"resumed at {at:X}"
         decoder = Decoder()
         described: set[int] = set()
         started: set[int] = set()

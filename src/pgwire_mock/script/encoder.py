@@ -27,7 +27,11 @@ with the PostgreSQL source it comes from:
 * Origin after Begin / Begin Prepare / the first Stream Start (with LSN 0 there);
   ``origin=none`` (16+) skips transactions that have an origin.
 * Resuming: a transaction whose commit (or prepare) record starts before ``from_lsn`` is
-  skipped, as ``SnapBuildXactNeedsSkip`` does (``ptr < start_decoding_at``).
+  skipped, as ``SnapBuildXactNeedsSkip`` does (``ptr < start_decoding_at``). One still
+  in progress there is decoded again from its first change; it may be streamed only from
+  a change at or after ``from_lsn`` (``ReorderBufferCanStartStreaming``), so its first
+  block then holds everything before (first_segment set), and one not streamed again
+  before its commit is sent as an ordinary transaction.
 
 The memory accounting is per transaction (a real server counts all transactions in
 progress); block boundaries are therefore close to, not exactly, a real server's.
@@ -340,6 +344,7 @@ def encode_stream(
 class _TxnState:
     pending: list[WChange] = field(default_factory=list)
     memory: int = 0
+    spilled: int = 0  # pending[:spilled] went to disk (counted in memory no more)
     streamed: bool = False
     streamed_subs: set[int] = field(default_factory=set)  # id() of SubTxn
     invalidated: set[int] = field(default_factory=set)  # table OIDs, flushed at the end
@@ -434,13 +439,15 @@ class _Session:
             if isinstance(item, WChange):
                 state.pending.append(item)
                 state.memory += item.size
-                if (
-                    streamable
-                    and txn.stream == "auto"
-                    and state.memory >= self.limit
-                    and item.lsn >= self.from_lsn
-                ):
-                    yield from self.stream_block(txn, state)
+                if streamable and txn.stream == "auto" and state.memory >= self.limit:
+                    if item.lsn >= self.from_lsn:
+                        yield from self.stream_block(txn, state)
+                    else:
+                        # ReorderBufferCanStartStreaming: a resumed walsender may not
+                        # stream before the start point; it spills the transaction to
+                        # disk, which empties its memory as streaming would.
+                        state.memory = 0
+                        state.spilled = len(state.pending)
                 continue
             aborted = {id(s) for s in item.subs}
             if (
@@ -451,7 +458,9 @@ class _Session:
             ):
                 yield from self.stream_block(txn, state)
             kept = [c for c in state.pending if id(c.sub) not in aborted]
-            state.memory -= sum(c.size for c in state.pending if id(c.sub) in aborted)
+            in_memory = state.pending[state.spilled :]
+            state.memory -= sum(c.size for c in in_memory if id(c.sub) in aborted)
+            state.spilled -= sum(1 for c in state.pending[: state.spilled] if id(c.sub) in aborted)
             state.pending = kept
             sent = False
             for sub in item.subs:
@@ -527,6 +536,7 @@ class _Session:
         state.streamed = True
         state.pending = []
         state.memory = 0
+        state.spilled = 0
         self.flush_invalidations(state)
 
     def flush_invalidations(self, state: _TxnState) -> None:
