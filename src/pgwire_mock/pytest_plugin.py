@@ -250,6 +250,10 @@ def start_walsender(
     idle_keepalive_interval: float = 10.0,
     sql_answers: Mapping[str, CannedAnswer] | None = None,
     host: str = "127.0.0.1",
+    roles: Iterable[str] | None = None,
+    databases: Iterable[str] = (),
+    max_connections: int = 100,
+    max_wal_senders: int = 10,
 ) -> WalSender:
     """Start a fake walsender on a free loopback port; ``stop()`` it when done.
 
@@ -266,7 +270,11 @@ def start_walsender(
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline
         state.declare(
-            (dataclasses.replace(s) for s in source.slots),
+    databases = list(databases)
+    state.declare_databases(databases)
+    if databases:
+        state.database = databases[0]
+            (dataclasses.replace(s, database=state.database) for s in source.slots),
             source.publications,
         )
     for slot in slots:
@@ -293,6 +301,9 @@ def start_walsender(
     return WalSender(config, state, host=host)
 
 
+        roles=None if roles is None else frozenset(roles),
+        max_connections=max_connections,
+        max_wal_senders=max_wal_senders,
 @pytest.fixture
 def make_walsender() -> Iterator[Callable[..., WalSender]]:
     """A factory: ``make_walsender(script=..., pg_version=16, users=..., **options)``

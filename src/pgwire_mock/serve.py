@@ -9,6 +9,7 @@ and a Twisted endpoint. It is the only place that touches the global reactor.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -172,7 +173,44 @@ def add_serve_command(
         type=_user,
         action="append",
         default=[],
-        help="a role that may connect (repeatable; none given: any user, no password)",
+        help="a role that may connect (repeatable; none given and no --role: any user, "
+        "no password)",
+    )
+    who.add_argument(
+        "--role",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a role that exists, without a password (repeatable). Once a --role or --user is "
+        "given, other user names get FATAL 28000 'role \"x\" does not exist', as PostgreSQL "
+        "says; e.g. --role postgres for initdb's only role",
+    )
+    catalog = serve.add_argument_group("databases and connection limits")
+    catalog.add_argument(
+        "--database",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="a database that exists (repeatable; the first is where --slot and the script's "
+        "slots live). Once one is given the server has postgres, template0, template1 and "
+        "these: others get FATAL 3D000, and START_REPLICATION of a slot made in another "
+        "database 55000. None given: every database name reaches the same database",
+    )
+    catalog.add_argument(
+        "--max-connections",
+        type=int,
+        default=100,
+        metavar="N",
+        help="non-replication connections at once (default 100, as PostgreSQL); one more "
+        "gets FATAL 53300 'sorry, too many clients already'",
+    )
+    catalog.add_argument(
+        "--max-wal-senders",
+        type=int,
+        default=10,
+        metavar="N",
+        help="replication connections at once (default 10, as PostgreSQL); one more gets "
+        "FATAL 53300 'number of requested standby connections exceeds max_wal_senders'",
     )
     who.add_argument(
         "--auth",
@@ -349,13 +387,18 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
     except ValueError as err:
         raise ServeError(str(err)) from None
     fresh = args.state_file is None or not args.state_file.exists()
+    state.declare_databases(args.database)
+    if args.database:
+        state.database = args.database[0]
     if source is not None:
         if fresh:
             state.wal_lsn = source.start_lsn
         if isinstance(source, ScriptSource) and fresh:
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline
-        state.declare(source.slots, source.publications)
+        # A script's slots name no database of their own: they live in the default one.
+        slots = (dataclasses.replace(s, database=state.database) for s in source.slots)
+        state.declare(slots, source.publications)
     for name, lsn in args.slot:
         point = state.wal_lsn if lsn is None else lsn
         state.declare([SlotState(name, "pgoutput", state.database, point, point)], [])
@@ -366,6 +409,9 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
         users={u.name: u for u in args.user},
         wal_sender_timeout=args.wal_sender_timeout,
         idle_keepalive_interval=args.idle_keepalive_interval,
+        roles=frozenset(args.role) if args.role else None,
+        max_connections=args.max_connections,
+        max_wal_senders=args.max_wal_senders,
         sql_answers=_canned(args.sql_answers) if args.sql_answers else {},
         source=source,
         tls=args.tls_cert is not None,

@@ -204,6 +204,13 @@ class SessionConfig:
     major: int = 16
     auth: AuthMethod = "trust"
     users: Mapping[str, User] = field(default_factory=dict)
+    roles: frozenset[str] | None = None
+    """Roles that exist besides ``users``; others get 28000. None: only ``users`` when
+    some are given, else any name (a fake that does not model roles)."""
+    max_connections: int = 100
+    """Plain (non-replication) connections at once; one more gets 53300."""
+    max_wal_senders: int = 10
+    """Replication connections (logical and physical) at once; one more gets 53300."""
     tls: bool = False
     wal_sender_timeout: float = 60.0
     """Seconds; 0 disables the timeout and the reply-requested keepalives."""
@@ -538,6 +545,7 @@ class WalSenderSession:
             self._log(f"dropped temporary slots {', '.join(dropped)}")
         self.state.release_all(self.pid)
         self.state.sessions.pop(self.pid, None)
+        self.state.backends.pop(self.pid, None)
         self.phase = Phase.CLOSED
         self.close_requested = True
 
@@ -627,6 +635,8 @@ class WalSenderSession:
             f"connection: user={user} database={self.database} replication={self.replication}"
             f" application_name={self.application_name!r}"
         )
+        if not self._admit():
+            return
         exchange = start_exchange(
             self.config.auth, user, self.config.users, self.config.random_bytes
         )
@@ -637,6 +647,20 @@ class WalSenderSession:
         self.phase = Phase.AUTHENTICATING
         self._reader.expect_password_for(exchange.first)
         self._send(exchange.first)
+
+    def _admit(self) -> bool:
+        """InitProcess: a free PGPROC, walsenders from their own max_wal_senders pool
+        (all roles are superusers, so no reserved slots apply). Before authentication."""
+        walsender = self.replication != "plain"
+        busy = sum(1 for w in self.state.backends.values() if w == walsender)
+        if walsender and busy >= self.config.max_wal_senders:
+            self._fatal(error(self.major, "too_many_walsenders", max=self.config.max_wal_senders))
+            return False
+        if not walsender and busy >= self.config.max_connections:
+            self._fatal(error(self.major, "too_many_clients"))
+            return False
+        self.state.backends[self.pid] = walsender
+        return True
 
     def _on_password(self, message: PasswordMessage | SASLInitialResponse | SASLResponse) -> None:
         assert self._exchange is not None
@@ -664,9 +688,15 @@ class WalSenderSession:
     def _authenticated(self) -> None:
         self._exchange = None
         self._send(AuthenticationOk())
-        if self.config.users and self.user not in self.config.users:
+        roles, users = self.config.roles, self.config.users
+        closed = roles is not None or bool(users)
+        if closed and self.user not in users and self.user not in (roles or ()):
             # InitializeSessionUserId, after authentication succeeded (trust).
-            self._fatal(ServerError("FATAL", "28000", f'role "{self.user}" does not exist'))
+            self._fatal(error(self.major, "role_does_not_exist", role=self.user))
+            return
+        if self.replication != "physical" and not self.state.has_database(self.database):
+            # InitPostgres; a physical walsender connects to no database.
+            self._fatal(error(self.major, "database_does_not_exist", database=self.database))
             return
         overrides = {"session_authorization": self.user}
         reported = {name.lower(): name for name, _ in self.facts.parameter_status}
@@ -692,6 +722,8 @@ class WalSenderSession:
         self.state.sessions[self.pid] = self
         settings = gucs_for(self.major, round(self.config.wal_sender_timeout * 1000))
         settings.update(dict(params))
+        settings["max_connections"] = str(self.config.max_connections)
+        settings["max_wal_senders"] = str(self.config.max_wal_senders)
         self._sql = SqlLayer(
             self.major,
             self.state,
@@ -699,6 +731,7 @@ class WalSenderSession:
             settings=settings,
             user=self.user,
             database=self.database,
+            pid=self.pid,
         )
         self._ready()
 
@@ -829,7 +862,9 @@ class WalSenderSession:
             self._send(
                 RowDescription(
                     tuple(
-                        FieldDescription(c.name, 0, 0, c.type_oid, c.type_size, -1, 0)
+                        FieldDescription(
+                            c.name, c.table_oid, c.column_number, c.type_oid, c.type_size, -1, 0
+                        )
                         for c in result.columns
                     )
                 )
@@ -973,6 +1008,7 @@ class WalSenderSession:
                 two_phase=two_phase and command.kind == "logical",
                 failover=failover,
                 owner_pid=self.pid,
+                database=self.database,
             )
         except SlotExistsError:
             raise error(self.major, "slot_already_exists", slot=command.slot_name) from None
@@ -1080,6 +1116,8 @@ class WalSenderSession:
                         "55000",
                         "cannot use physical replication slot for logical decoding",
                     ) from None
+            if self.state.databases_declared and slot.database != self.database:
+                raise error(self.major, "slot_other_database", slot=slot.name)
             options = validate_start_replication(self.major, slot.name, command.options)
         except (ServerError, BackendCrashError):
             self.state.release(slot.name, self.pid)

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 __all__ = [
+    "ANY",
+    "DEFAULT_DATABASES",
     "DEFAULT_SYSTEM_IDENTIFIER",
     "PublicationState",
     "ServerState",
@@ -28,6 +30,11 @@ __all__ = [
     "SlotState",
     "StateError",
 ]
+
+DEFAULT_DATABASES: Final = frozenset({"postgres", "template0", "template1"})
+"""What ``initdb`` creates."""
+ANY: Final = "*"
+"""In ``ServerState.databases``: every name exists."""
 
 DEFAULT_SYSTEM_IDENTIFIER: Final = 7_301_234_567_890_123_456
 """A plausible pg_control system identifier (a real one is time << 32 | pid-ish bits)."""
@@ -109,6 +116,11 @@ class ServerState:
     system_identifier: int = DEFAULT_SYSTEM_IDENTIFIER
     timeline: int = 1
     database: str = "postgres"
+    """The default database: where declared slots that name none live."""
+    databases: set[str] = field(default_factory=lambda: {ANY})
+    """Databases that exist (``pg_database``): a connection to another gets 3D000 and a
+    slot serves only its own. ``{ANY}`` until some are declared: one database that
+    answers to every name (the fake's behaviour before it modelled databases)."""
     wal_lsn: int = 0x1000000
     """The server's WAL flush position: IDENTIFY_SYSTEM's xlogpos, pg_current_wal_lsn(),
     a new slot's consistent point. Streaming a source moves it up to what was sent."""
@@ -125,6 +137,9 @@ class ServerState:
     # --- sessions --------------------------------------------------------------------
 
     def allocate_pid(self) -> int:
+    backends: dict[int, bool] = field(default_factory=dict, repr=False)
+    """Live backends by PID, True for a walsender (max_connections, max_wal_senders);
+    never saved."""
         self.next_pid += 1
         return self.next_pid
 
@@ -148,6 +163,20 @@ class ServerState:
 
     def create_slot(
         self,
+    @property
+    def databases_declared(self) -> bool:
+        return ANY not in self.databases
+
+    def has_database(self, name: str) -> bool:
+        return name in self.databases or ANY in self.databases
+
+    def declare_databases(self, names: Iterable[str]) -> None:
+        """These databases exist; the first declaration also creates initdb's."""
+        names = set(names)
+        if names and not self.databases_declared:
+            self.databases = {*DEFAULT_DATABASES, *(self.databases - {ANY})}
+        self.databases |= names
+
         name: str,
         plugin: str | None,
         *,
@@ -159,11 +188,12 @@ class ServerState:
         if name in self.slots:
             raise SlotExistsError(name)
         slot = SlotState(
+        database: str | None = None,
             name=name,
             plugin=plugin,
-            database=self.database if plugin is not None else None,
-            confirmed_flush=self.wal_lsn if plugin is not None else 0,
-            restart_lsn=self.wal_lsn,
+            database=(database or self.database) if plugin is not None else None,
+            confirmed_flush=start if plugin is not None else 0,
+            restart_lsn=start,
             two_phase=two_phase,
             temporary=temporary,
             failover=failover,
@@ -251,6 +281,8 @@ class ServerState:
 
     # --- persistence -------------------------------------------------------------------
 
+            if slot.database is not None:
+                self.databases.add(slot.database)
     def to_json(self) -> dict[str, Any]:
         return {
             "format": _FORMAT,
@@ -262,6 +294,7 @@ class ServerState:
                 {
                     **{
                         k: v
+            "databases": sorted(self.databases),
                         for k, v in asdict(s).items()
                         if k not in ("active_pid", "owner_pid", "persisted_flush")
                     },
@@ -310,8 +343,12 @@ class ServerState:
                 slot = SlotState(**raw)
                 state.slots[slot.name] = slot
             for raw in data["publications"]:
+            # Files from before databases were kept: every name, as then.
+            state.databases = {str(d) for d in data.get("databases", [ANY])}
                 pub = PublicationState(**{**raw, "tables": tuple(raw["tables"])})
                 state.publications[pub.name] = pub
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a pgwire-mock state file: {err}") from None
+                if slot.database is not None:
+                    state.databases.add(slot.database)
         return state
