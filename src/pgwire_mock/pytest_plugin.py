@@ -248,12 +248,13 @@ def start_walsender(
     faults: Iterable[Fault | str] = (),
     wal_sender_timeout: float = 60.0,
     idle_keepalive_interval: float = 10.0,
+    idle_wal_advance: int = 0,
     sql_answers: Mapping[str, CannedAnswer] | None = None,
-    host: str = "127.0.0.1",
     roles: Iterable[str] | None = None,
     databases: Iterable[str] = (),
     max_connections: int = 100,
     max_wal_senders: int = 10,
+    host: str = "127.0.0.1",
 ) -> WalSender:
     """Start a fake walsender on a free loopback port; ``stop()`` it when done.
 
@@ -261,24 +262,32 @@ def start_walsender(
     ``users``: name → password (or ``User`` objects); none: anyone may connect.
     ``slots``: names (confirmed at the stream's start) or (name, LSN) pairs.
     ``faults``: applied to every streaming connection, like ``serve --fault``.
+    ``idle_wal_advance``: bytes of WAL written per idle keepalive (a busy server's
+    background records); 0, as an idle PostgreSQL, keeps the end of WAL still.
+    ``roles``, ``databases``, ``max_connections``, ``max_wal_senders``: as ``serve --role``,
+    ``--database`` (the first holds the declared slots), ``--max-connections`` and
+    ``--max-wal-senders``.
     """
     source = _source(script) if script is not None else None
     state = ServerState()
-    if source is not None:
-        state.wal_lsn = source.start_lsn
-        if isinstance(source, ScriptSource):
-            state.system_identifier = source.system_identifier
-            state.timeline = source.timeline
-        state.declare(
     databases = list(databases)
     state.declare_databases(databases)
     if databases:
         state.database = databases[0]
+    if source is not None:
+        state.wal_lsn = source.start_lsn
+        state.advance_wal(getattr(source, "end_lsn", source.start_lsn))  # its WAL is written
+        state.new_slot_lsn = source.start_lsn
+        if isinstance(source, ScriptSource):
+            state.system_identifier = source.system_identifier
+            state.timeline = source.timeline
+        state.declare(
             (dataclasses.replace(s, database=state.database) for s in source.slots),
             source.publications,
         )
     for slot in slots:
-        name, lsn = (slot, state.wal_lsn) if isinstance(slot, str) else slot
+        start = state.new_slot_lsn or state.wal_lsn
+        name, lsn = (slot, start) if isinstance(slot, str) else slot
         state.declare([SlotState(name, "pgoutput", state.database, lsn, lsn)], [])
     state.declare([], [PublicationState(p, all_tables=True) for p in publications])
     if users is None:
@@ -292,8 +301,12 @@ def start_walsender(
         major=major,
         auth=auth,
         users=user_map,
+        roles=None if roles is None else frozenset(roles),
+        max_connections=max_connections,
+        max_wal_senders=max_wal_senders,
         wal_sender_timeout=wal_sender_timeout,
         idle_keepalive_interval=idle_keepalive_interval,
+        idle_wal_advance=idle_wal_advance,
         sql_answers=dict(sql_answers or {}),
         source=source,
         faults=tuple(Fault.parse(f) if isinstance(f, str) else f for f in faults),
@@ -301,9 +314,6 @@ def start_walsender(
     return WalSender(config, state, host=host)
 
 
-        roles=None if roles is None else frozenset(roles),
-        max_connections=max_connections,
-        max_wal_senders=max_wal_senders,
 @pytest.fixture
 def make_walsender() -> Iterator[Callable[..., WalSender]]:
     """A factory: ``make_walsender(script=..., pg_version=16, users=..., **options)``

@@ -393,6 +393,8 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
     if source is not None:
         if fresh:
             state.wal_lsn = source.start_lsn
+        state.advance_wal(getattr(source, "end_lsn", source.start_lsn))  # its WAL is written
+        state.new_slot_lsn = source.start_lsn
         if isinstance(source, ScriptSource) and fresh:
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline
@@ -400,18 +402,18 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
         slots = (dataclasses.replace(s, database=state.database) for s in source.slots)
         state.declare(slots, source.publications)
     for name, lsn in args.slot:
-        point = state.wal_lsn if lsn is None else lsn
+        point = (state.new_slot_lsn or state.wal_lsn) if lsn is None else lsn
         state.declare([SlotState(name, "pgoutput", state.database, point, point)], [])
     state.declare([], [PublicationState(p, all_tables=True) for p in args.publication])
     config = SessionConfig(
         major=major,
         auth=args.auth,
         users={u.name: u for u in args.user},
-        wal_sender_timeout=args.wal_sender_timeout,
-        idle_keepalive_interval=args.idle_keepalive_interval,
         roles=frozenset(args.role) if args.role else None,
         max_connections=args.max_connections,
         max_wal_senders=args.max_wal_senders,
+        wal_sender_timeout=args.wal_sender_timeout,
+        idle_keepalive_interval=args.idle_keepalive_interval,
         sql_answers=_canned(args.sql_answers) if args.sql_answers else {},
         source=source,
         tls=args.tls_cert is not None,

@@ -155,7 +155,7 @@ def test_error_reaches_psycopg2_with_its_sqlstate(
 def test_pause_stops_even_keepalives_then_streaming_resumes(
     make_walsender: Callable[..., WalSender],
 ) -> None:
-    server = make_walsender(shop(3), idle_keepalive_interval=0.1)
+    server = make_walsender(shop(3), idle_keepalive_interval=0.1, idle_wal_advance=56)
     reader = Reader(server)
     reader.read(1.0)
     moving = reader.cur.wal_end
@@ -177,13 +177,19 @@ def test_stop_keepalives_leaves_wal_end_at_the_last_message(
     make_walsender: Callable[..., WalSender], major: int
 ) -> None:
     """A client that takes its flush position from keepalives never moves past the data."""
-    healthy = make_walsender(shop(2), pg_version=major, idle_keepalive_interval=0.1)
+    healthy = make_walsender(
+        shop(2), pg_version=major, idle_keepalive_interval=0.1, idle_wal_advance=56
+    )
     reader = Reader(healthy)
     reader.read(1.0)
     assert reader.cur.wal_end > reader.commits[-1]  # idle keepalives move wal_end on
     reader.close()
     stalled = make_walsender(
-        shop(2), pg_version=major, idle_keepalive_interval=0.1, faults=["stop_keepalives"]
+        shop(2),
+        pg_version=major,
+        idle_keepalive_interval=0.1,
+        idle_wal_advance=56,
+        faults=["stop_keepalives"],
     )
     reader = Reader(stalled)
     reader.read(1.0)

@@ -6,19 +6,26 @@ resume check; these tests pin the rules on the golden corpus without a server.
 
 from __future__ import annotations
 
+import select
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
+from psycopg2 import extras
 
 from codec.pgoutput import Decoder, Relation, StreamStart
+from codec.values import LSN
 from conformance.replay import replay
+from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.script import (
     Script,
     Send,
     StreamOptions,
     column,
+    compile_script,
     encode_stream,
     insert,
     rollback_to_savepoint,
@@ -136,3 +143,35 @@ def _check_resumes(
 
 def _rows(tables: dict[int, object]) -> dict[int, list[object]]:
     return {oid: sorted(map(repr, t.rows)) for oid, t in tables.items()}  # type: ignore[attr-defined]
+
+
+def test_identify_system_and_keepalives_report_the_end_of_wal(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    """IDENTIFY_SYSTEM's xlogpos is the end of the WAL the fake holds (a client streaming
+    to it gets everything), and once caught up the keepalives carry that position and do
+    not move while nothing is written."""
+    script = _big_script()
+    server = make_walsender(script, pg_version=16, slots=["s"], idle_keepalive_interval=0.05)
+    end = compile_script(script).end_lsn
+    conn = psycopg2.connect(server.dsn(), connection_factory=extras.LogicalReplicationConnection)
+    cur = conn.cursor()
+    cur.execute("IDENTIFY_SYSTEM")
+    assert LSN.parse(cur.fetchone()[2]) == end
+    cur.start_replication(
+        slot_name="s", decode=False, options={"proto_version": "1", "publication_names": "pub"}
+    )
+    commits: list[int] = []
+    deadline = time.monotonic() + 10
+    while cur.wal_end < end and time.monotonic() < deadline:
+        message = cur.read_message()
+        if message is None:
+            select.select([conn], [], [], 0.05)
+        elif bytes(message.payload)[:1] == b"C":
+            commits.append(message.data_start)
+    assert cur.wal_end == end == commits[-1]
+    time.sleep(0.3)
+    while cur.read_message() is not None:
+        pass
+    assert cur.wal_end == end  # idle: the end of WAL stays where it is
+    conn.close()

@@ -733,8 +733,14 @@ def test_status_updates_reset_the_timeout_and_reply_requests_are_answered() -> N
     assert client.tick(1)[0].reply_requested  # type: ignore[attr-defined]
 
 
-def test_idle_keepalives_advance_wal_end() -> None:
-    client, _ = connect(16, source=recording(16), idle_keepalive_interval=2.0, wal_sender_timeout=0)
+def test_idle_keepalives_advance_wal_end_only_on_a_server_writing_wal() -> None:
+    client, _ = connect(
+        16,
+        source=recording(16),
+        idle_keepalive_interval=2.0,
+        wal_sender_timeout=0,
+        idle_wal_advance=56,
+    )
     start(client, 16)
     first = client.pump()[-1]
     assert isinstance(first, PrimaryKeepalive)

@@ -216,9 +216,9 @@ class SessionConfig:
     """Seconds; 0 disables the timeout and the reply-requested keepalives."""
     idle_keepalive_interval: float = 10.0
     """Seconds between the reply_requested=0 keepalives of an idle stream."""
-    idle_wal_advance: int = 56
-    """Bytes of WAL an idle server writes between idle keepalives (a running-xacts
-    record); 0 keeps wal_end still."""
+    idle_wal_advance: int = 0
+    """Bytes of WAL an idle server writes between idle keepalives; 0 (PostgreSQL with
+    nothing to do writes none) keeps wal_end at the end of WAL."""
     sql_answers: Mapping[str, CannedAnswer] = field(default_factory=dict)
     source: StreamSource | None = None
     faults: tuple[Fault, ...] = ()

@@ -88,6 +88,8 @@ class StreamSource(Protocol):
 
     #: Where the source's WAL starts: slots created before streaming begin here.
     start_lsn: int
+    #: Where it ends: the server's end of WAL (IDENTIFY_SYSTEM's xlogpos).
+    end_lsn: int
     #: PostgreSQL major the source was made for (None: any).
     major: int | None
     #: Slots and publications that exist when the server starts.
@@ -179,6 +181,11 @@ class RecordingSource:
         self.major = major
         lsns = [e.lsn for e in self.entries if e.lsn]
         self.start_lsn = min(lsns) if lsns else 0x1000000
+        first = self.entries[0].payload if self.entries else b""
+        if first[:2] == b"M\x00" or first[:1] == b"r":
+            # A non-transactional message or ROLLBACK PREPARED carries its record's end,
+            # and a slot confirmed there would skip it: the slot starts before it.
+            self.start_lsn -= 8
         self.end_lsn = max(lsns) if lsns else self.start_lsn
         self.slots: Sequence[SlotState] = ()
         self.publications: Sequence[PublicationState] = tuple(
@@ -257,6 +264,7 @@ class ScriptSource:
         server = script.server
         self.major: int | None = int(server.pg_version)
         self.start_lsn = int(server.start_lsn)
+        self.end_lsn = self._end_lsn()
         self.system_identifier = int(server.system_identifier)
         self.timeline = int(server.timeline)
         self.slots: Sequence[SlotState] = tuple(
@@ -274,6 +282,13 @@ class ScriptSource:
             PublicationState(p.name, all_tables=bool(p.all_tables), tables=tuple(p.tables))
             for p in script.publications
         )
+
+    def _end_lsn(self) -> int:
+        from pgwire_mock.script import compile_script  # noqa: PLC0415 - see from_file
+
+        if not hasattr(self.script, "steps"):  # a recording given as a script
+            return self.start_lsn
+        return int(compile_script(self.script).end_lsn)
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptSource:

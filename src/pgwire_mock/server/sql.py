@@ -10,7 +10,9 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
   command and gives the same reply);
 * ``BEGIN`` / ``START TRANSACTION`` / ``COMMIT`` / ``END`` / ``ROLLBACK`` / ``ABORT``
   with PostgreSQL's warnings when there is (no) transaction in progress;
-* ``SELECT version()``, ``SELECT pg_current_wal_lsn()``, ``SELECT <integer>``;
+* ``SELECT version()`` (the emulated release's text), ``pg_current_wal_lsn()``,
+  ``pg_is_in_recovery()``, ``current_database()``, ``current_user`` / ``session_user`` /
+  ``user``, ``current_setting('n')``, ``pg_backend_pid()``, ``SELECT <integer>``;
 * ``SELECT cols|*|count(*|1|col) FROM pg_replication_slots | pg_publication |
   pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared state;
 * ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``.
@@ -18,6 +20,7 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +59,9 @@ OID: Final = {
 class Column:
     name: str
     type: str = "text"
+    table_oid: int = 0
+    """A catalog column's relation and attribute number (RowDescription); 0 otherwise."""
+    column_number: int = 0
 
     @property
     def type_oid(self) -> int:
@@ -248,6 +254,14 @@ _IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
 _COUNT: Final = re.compile(r"(?:pg_catalog\.)?count ?\( ?(\*|[0-9]+|[^()\s]+) ?\)", re.I)
 
 
+# The relations RowDescription names for catalog columns (read from the pinned builds):
+# the catalog pg_publication has a fixed OID; a system view's depends on initdb's order.
+_RELATION_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
+    "pg_publication": {14: 6104, 15: 6104, 16: 6104, 17: 6104},
+    "pg_replication_slots": {14: 12466, 15: 12257, 16: 12257, 17: 12257},
+}
+
+
 def _ident(quoted: str | None, bare: str | None) -> str:
     if quoted is not None:
         return quoted.replace('""', '"')
@@ -266,6 +280,7 @@ class SqlLayer:
         settings: Mapping[str, str] | None = None,
         user: str = "postgres",
         database: str = "postgres",
+        pid: int = 0,
     ) -> None:
         self.major = major
         self.state = state
@@ -273,6 +288,7 @@ class SqlLayer:
         self.settings = dict(settings or gucs_for(major, 60000))
         self.user = user
         self.database = database
+        self.pid = pid
         self._handlers: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Result]], ...] = (
             (re.compile(r"(?:begin|start transaction)(?: .*)?", re.I), self._begin),
             (re.compile(r"(?:commit|end)(?: transaction| work)?", re.I), self._commit),
@@ -288,12 +304,28 @@ class SqlLayer:
                 ),
                 self._set_config,
             ),
+            (re.compile(r"set (?:session )?(time zone) (.+)", re.I), self._set),
             (re.compile(r"set (?:session )?(\S+) ?(?:to|=) ?(.+)", re.I), self._set),
             (re.compile(r"show (\S+)", re.I), self._show),
             (re.compile(r"select (?:pg_catalog\.)?version ?\( ?\)", re.I), self._version),
             (
                 re.compile(r"select (?:pg_catalog\.)?pg_current_wal_lsn ?\( ?\)", re.I),
                 self._current_lsn,
+            ),
+            (
+                re.compile(
+                    r"select (?:pg_catalog\.)?(pg_is_in_recovery|current_database|pg_backend_pid)"
+                    r" ?\( ?\)",
+                    re.I,
+                ),
+                self._function,
+            ),
+            (re.compile(r"select (current_user|session_user|user)", re.I), self._user),
+            (
+                re.compile(
+                    r"select (?:pg_catalog\.)?current_setting ?\( ?" + _LITERAL + r" ?\)", re.I
+                ),
+                self._current_setting,
             ),
             (re.compile(r"select (-?[0-9]{1,9})", re.I), self._select_int),
             (
@@ -399,6 +431,8 @@ class SqlLayer:
         name = match.group(1)
         raw = match.group(2).strip()
         value = raw[1:-1].replace("''", "'") if raw.startswith("'") and raw.endswith("'") else raw
+        if name.lower() == "time zone":  # SET TIME ZONE x is SET timezone = x
+            name = "TimeZone"
         if name.lower() == "datestyle" and value.upper() == "ISO":
             value = "ISO, MDY"
         self.settings[self._canonical(name)] = value
@@ -407,11 +441,25 @@ class SqlLayer:
     # --- functions ----------------------------------------------------------------------
 
     def _version(self, _: re.Match[str]) -> Result:
-        version = (
-            f"PostgreSQL {VERSIONS[self.major].server_version} on x86_64-pc-linux-gnu, "
-            "compiled by gcc (GCC) 12.2.0, 64-bit"
-        )
-        return Result("SELECT 1", (Column("version"),), ((version,),))
+        return Result("SELECT 1", (Column("version"),), ((VERSIONS[self.major].version_text,),))
+
+    def _function(self, match: re.Match[str]) -> Result:
+        name = match.group(1).lower()
+        if name == "pg_is_in_recovery":
+            column, value = Column(name, "bool"), "f"  # a primary, never a standby
+        elif name == "current_database":
+            column, value = Column(name, "name"), self.database
+        else:
+            column, value = Column(name, "int4"), str(self.pid)
+        return Result("SELECT 1", (column,), ((value,),))
+
+    def _user(self, match: re.Match[str]) -> Result:
+        # SQL-standard functions without parentheses, each column named as written.
+        return Result("SELECT 1", (Column(match.group(1).lower(), "name"),), ((self.user,),))
+
+    def _current_setting(self, match: re.Match[str]) -> Result:
+        key = self._canonical(match.group(1).replace("''", "'"))
+        return Result("SELECT 1", (Column("current_setting"),), ((self.settings[key],),))
 
     def _current_lsn(self, _: re.Match[str]) -> Result:
         return Result(
@@ -508,6 +556,12 @@ class SqlLayer:
             all_rows = [tuple(f(p) for _, f in pspec) for p in self.state.publications.values()]
         else:
             all_columns, all_rows = self._publication_table_rows()
+        relation = _RELATION_OIDS.get(view, {}).get(self.major, 0)
+        if relation:
+            all_columns = [
+                dataclasses.replace(c, table_oid=relation, column_number=i)
+                for i, c in enumerate(all_columns, 1)
+            ]
         names = [c.name for c in all_columns]
         wanted = [w.strip() for w in match.group(1).split(",")]
         rows = [r for r in all_rows if self._where(match.group(3), names, r)]

@@ -122,8 +122,12 @@ class ServerState:
     slot serves only its own. ``{ANY}`` until some are declared: one database that
     answers to every name (the fake's behaviour before it modelled databases)."""
     wal_lsn: int = 0x1000000
-    """The server's WAL flush position: IDENTIFY_SYSTEM's xlogpos, pg_current_wal_lsn(),
-    a new slot's consistent point. Streaming a source moves it up to what was sent."""
+    """The end of the WAL the server holds: IDENTIFY_SYSTEM's xlogpos,
+    pg_current_wal_lsn(), the keepalive position of a walsender that caught up."""
+    new_slot_lsn: int | None = None
+    """Where a slot a client creates starts. PostgreSQL's start at the end of WAL
+    (None here); a fake serving a stream sets the stream's start, so that a consumer
+    that creates its own slot reads the stream (docs/clients.md). Never saved."""
     slots: dict[str, SlotState] = field(default_factory=dict)
     publications: dict[str, PublicationState] = field(default_factory=dict)
     path: Path | None = None
@@ -133,13 +137,13 @@ class ServerState:
     """Live sessions by PID (for CancelRequest); never saved."""
     fired: set[tuple[str, str, int]] = field(default_factory=set, repr=False)
     """Script faults that happened: (slot, fault, LSN); never saved."""
+    backends: dict[int, bool] = field(default_factory=dict, repr=False)
+    """Live backends by PID, True for a walsender (max_connections, max_wal_senders);
+    never saved."""
 
     # --- sessions --------------------------------------------------------------------
 
     def allocate_pid(self) -> int:
-    backends: dict[int, bool] = field(default_factory=dict, repr=False)
-    """Live backends by PID, True for a walsender (max_connections, max_wal_senders);
-    never saved."""
         self.next_pid += 1
         return self.next_pid
 
@@ -159,10 +163,6 @@ class ServerState:
         self.snapshots += 1
         return f"{3:08X}-{xid:08X}-{self.snapshots}"
 
-    # --- slots -----------------------------------------------------------------------
-
-    def create_slot(
-        self,
     @property
     def databases_declared(self) -> bool:
         return ANY not in self.databases
@@ -177,6 +177,10 @@ class ServerState:
             self.databases = {*DEFAULT_DATABASES, *(self.databases - {ANY})}
         self.databases |= names
 
+    # --- slots -----------------------------------------------------------------------
+
+    def create_slot(
+        self,
         name: str,
         plugin: str | None,
         *,
@@ -184,11 +188,12 @@ class ServerState:
         two_phase: bool = False,
         failover: bool = False,
         owner_pid: int | None = None,
+        database: str | None = None,
     ) -> SlotState:
         if name in self.slots:
             raise SlotExistsError(name)
+        start = self.wal_lsn if self.new_slot_lsn is None else self.new_slot_lsn
         slot = SlotState(
-        database: str | None = None,
             name=name,
             plugin=plugin,
             database=(database or self.database) if plugin is not None else None,
@@ -276,25 +281,25 @@ class ServerState:
         """Add what a stream source declares, keeping what a state file already holds."""
         for slot in slots:
             self.slots.setdefault(slot.name, slot)
+            if slot.database is not None:
+                self.databases.add(slot.database)
         for publication in publications:
             self.publications.setdefault(publication.name, publication)
 
     # --- persistence -------------------------------------------------------------------
 
-            if slot.database is not None:
-                self.databases.add(slot.database)
     def to_json(self) -> dict[str, Any]:
         return {
             "format": _FORMAT,
             "system_identifier": str(self.system_identifier),
             "timeline": self.timeline,
             "database": self.database,
+            "databases": sorted(self.databases),
             "wal_lsn": self.wal_lsn,
             "slots": [
                 {
                     **{
                         k: v
-            "databases": sorted(self.databases),
                         for k, v in asdict(s).items()
                         if k not in ("active_pid", "owner_pid", "persisted_flush")
                     },
@@ -338,17 +343,17 @@ class ServerState:
             state.system_identifier = int(data["system_identifier"])
             state.timeline = int(data["timeline"])
             state.database = str(data["database"])
+            # Files from before databases were kept: every name, as then.
+            state.databases = {str(d) for d in data.get("databases", [ANY])}
             state.wal_lsn = int(data["wal_lsn"])
             for raw in data["slots"]:
                 slot = SlotState(**raw)
                 state.slots[slot.name] = slot
+                if slot.database is not None:
+                    state.databases.add(slot.database)
             for raw in data["publications"]:
-            # Files from before databases were kept: every name, as then.
-            state.databases = {str(d) for d in data.get("databases", [ANY])}
                 pub = PublicationState(**{**raw, "tables": tuple(raw["tables"])})
                 state.publications[pub.name] = pub
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a pgwire-mock state file: {err}") from None
-                if slot.database is not None:
-                    state.databases.add(slot.database)
         return state

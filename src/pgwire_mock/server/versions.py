@@ -59,10 +59,18 @@ class VersionFacts:
     pgoutput_requires_options: bool
 
     @property
+    def version_text(self) -> str:
+        """What ``SELECT version()`` returns (the compiler of the pinned builds)."""
+        return f"PostgreSQL {self.server_version} on x86_64-pc-linux-gnu, compiled by {_CC}, 64-bit"
+
+    @property
     def identify_system_types(self) -> tuple[int, int, int, int]:
         """Type OIDs of systemid, timeline, xlogpos, dbname."""
         return (OID_TEXT, self.identify_system_timeline_oid, OID_TEXT, OID_TEXT)
 
+
+# The compiler the pinned builds (conformance.provision) name in version().
+_CC: Final = "gcc (Ubuntu 7.5.0-3ubuntu1~18.04) 7.5.0"
 
 _PARAMS_14_15: Final = (
     "application_name",
@@ -244,6 +252,52 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "slot.c",
         "ReplicationSlotCreate",
         _v(v17=374),
+    ),
+    # Connection start (InitProcess, then InitPostgres after authentication).
+    "too_many_clients": _ErrorFact(
+        "53300",
+        "sorry, too many clients already",
+        "proc.c",
+        "InitProcess",
+        _v(v14=361, v15=359, v16=353, v17=357),
+        severity="FATAL",
+    ),
+    "too_many_walsenders": _ErrorFact(
+        "53300",
+        {
+            14: "number of requested standby connections exceeds max_wal_senders (currently {max})",
+            15: "number of requested standby connections exceeds max_wal_senders (currently {max})",
+            16: "number of requested standby connections exceeds max_wal_senders (currently {max})",
+            17: 'number of requested standby connections exceeds "max_wal_senders" '
+            "(currently {max})",
+        },
+        "proc.c",
+        "InitProcess",
+        _v(v14=358, v15=356, v16=350, v17=354),
+        severity="FATAL",
+    ),
+    "role_does_not_exist": _ErrorFact(
+        "28000",
+        'role "{role}" does not exist',
+        "miscinit.c",
+        "InitializeSessionUserId",
+        _v(v14=755, v15=770, v16=801, v17=799),
+        severity="FATAL",
+    ),
+    "database_does_not_exist": _ErrorFact(
+        "3D000",
+        'database "{database}" does not exist',
+        "postinit.c",
+        "InitPostgres",
+        _v(v14=890, v15=950, v16=1023, v17=1034),
+        severity="FATAL",
+    ),
+    "slot_other_database": _ErrorFact(
+        "55000",
+        'replication slot "{slot}" was not created in this database',
+        "logical.c",
+        "CreateDecodingContext",
+        _v(v14=510, v15=513, v16=528, v17=534),
     ),
     # Walsender.
     "logical_decoding_requires_database": _ErrorFact(

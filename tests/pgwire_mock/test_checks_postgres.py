@@ -1,0 +1,302 @@
+"""Connection checks and everyday SQL, asked of real PostgreSQL and of the fake alike.
+
+The same raw-socket client (codec.wire) talks to a real server and to the fake emulating
+its major; what it sees must be equal: message kinds in order, every ErrorResponse field
+(SQLSTATE, message, source file, line, routine), RowDescription fields and rows.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pytest
+from psycopg import conninfo
+
+from codec.wire import (
+    BackendReader,
+    CommandComplete,
+    DataRow,
+    ErrorResponse,
+    Query,
+    ReadyForQuery,
+    RowDescription,
+    StartupMessage,
+)
+from conformance.provision import Server
+from pgwire_mock.pytest_plugin import WalSender, start_walsender
+
+pytestmark = pytest.mark.postgres
+
+
+class Raw:
+    """A frontend that records every message, one startup or query at a time."""
+
+    def __init__(self, host: str, port: int, params: Sequence[tuple[str, str]]) -> None:
+        self.sock = socket.create_connection((host, port))
+        self.sock.settimeout(30)
+        self.reader = BackendReader()
+        self.sock.sendall(StartupMessage(tuple(params)).encode())
+        self.startup = self._until_ready()
+
+    @property
+    def ok(self) -> bool:
+        return isinstance(self.startup[-1], ReadyForQuery)
+
+    def _until_ready(self) -> list[object]:
+        out: list[object] = []
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                out.append("EOF")
+                return out
+            self.reader.feed(data)
+            for message in self.reader:
+                out.append(message)
+                if isinstance(message, ReadyForQuery):
+                    return out
+
+    def query(self, text: str) -> list[object]:
+        self.sock.sendall(Query(text).encode())
+        return self._until_ready()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def seen(messages: Sequence[object], *, values: bool = True) -> list[object]:
+    """What a client can compare: kinds, error fields, column descriptions, rows, tags."""
+    out: list[object] = []
+    for m in messages:
+        if isinstance(m, ErrorResponse):
+            out.append(("Error", m.fields))
+        elif isinstance(m, RowDescription):
+            out.append(
+                [
+                    (f.name, f.table_oid, f.column_number, f.type_oid, f.type_size, f.type_modifier)
+                    for f in m.fields
+                ]
+            )
+        elif isinstance(m, DataRow):
+            out.append(m.values if values else "DataRow")
+        elif isinstance(m, CommandComplete):
+            out.append(m.command_tag)
+        else:
+            out.append(m if isinstance(m, str) else type(m).__name__)
+    return out
+
+
+def _address(server: Server) -> tuple[str, int]:
+    info = conninfo.conninfo_to_dict(server.dsn)
+    return str(info["host"]), int(str(info["port"]))
+
+
+@pytest.fixture
+def fake(pg_server: Server) -> Iterator[WalSender]:
+    """The fake emulating the real server's major, with a real cluster's catalog."""
+    server = start_walsender(
+        pg_version=pg_server.version,
+        roles=["postgres"],
+        databases=["postgres", "other_db"],
+        slots=["other_slot"],
+        max_wal_senders=20,  # what conformance.provision configures
+    )
+    yield server
+    server.stop()
+
+
+def startup(host: str, port: int, **params: str) -> list[object]:
+    conn = Raw(host, port, list(params.items()))
+    conn.close()
+    return seen(conn.startup)
+
+
+START_PARAMS = [
+    pytest.param({"user": "postgres", "database": "nodb"}, id="unknown-database"),
+    pytest.param({"user": "norole", "database": "postgres"}, id="unknown-role"),
+    pytest.param({"user": "norole", "database": "nodb"}, id="unknown-role-and-database"),
+    pytest.param({"user": "norole"}, id="unknown-role-default-database"),
+    pytest.param({"user": "postgres", "database": "template1"}, id="template1"),
+]
+
+
+@pytest.mark.parametrize("replication", [None, "database", "true"])
+@pytest.mark.parametrize("params", START_PARAMS)
+def test_unknown_roles_and_databases_as_postgres_reports_them(
+    pg_server: Server, fake: WalSender, params: dict[str, str], replication: str | None
+) -> None:
+    """After AuthenticationOk: 28000 for an unknown role first, then 3D000 for an unknown
+    database, except on a physical walsender (replication=true), which needs none."""
+    if replication is not None:
+        params = {**params, "replication": replication}
+    real = startup(*_address(pg_server), **params)
+    mock = startup(fake.host, fake.port, **params)
+    if real[-1] == "ReadyForQuery":
+        # ParameterStatus values (TimeZone, ...) are compared elsewhere; the kinds here.
+        assert [m for m in mock if isinstance(m, str)] == [m for m in real if isinstance(m, str)]
+    else:
+        assert mock == real
+
+
+def test_a_slot_from_another_database_is_refused_at_start_replication(
+    pg_server: Server, fake: WalSender
+) -> None:
+    """START_REPLICATION of a slot created in another database: 55000 from
+    CreateDecodingContext, before CopyBoth; the connection stays usable."""
+    with pg_server.connect() as conn:
+        conn.execute("DROP DATABASE IF EXISTS other_db")
+        conn.execute("CREATE DATABASE other_db")
+        conn.execute("SELECT pg_create_logical_replication_slot('other_slot', 'pgoutput')")
+    try:
+        command = (
+            "START_REPLICATION SLOT other_slot LOGICAL 0/0"
+            " (proto_version '1', publication_names 'p')"
+        )
+        replies = []
+        for host, port in (_address(pg_server), (fake.host, fake.port)):
+            conn = Raw(
+                host,
+                port,
+                [("user", "postgres"), ("database", "other_db"), ("replication", "database")],
+            )
+            replies.append(seen(conn.query(command)) + seen(conn.query("SELECT 1")))
+            conn.close()
+        assert replies[1] == replies[0]
+        assert replies[0][0][1][2] == ("C", "55000")  # type: ignore[index]
+    finally:
+        with pg_server.connect() as conn:
+            conn.execute("SELECT pg_drop_replication_slot('other_slot')")
+            conn.execute("DROP DATABASE IF EXISTS other_db")
+
+
+def _fill(host: str, port: int, limit: int, **params: str) -> tuple[int, list[object]]:
+    """Open connections until one is refused: (how many were accepted, the refusal)."""
+    opened: list[Raw] = []
+    try:
+        for _ in range(limit + 5):
+            conn = Raw(host, port, list(params.items()))
+            if not conn.ok:
+                conn.close()
+                return len(opened), seen(conn.startup)
+            opened.append(conn)
+        raise AssertionError(f"{limit + 5} connections and no refusal")
+    finally:
+        for conn in opened:
+            conn.close()
+
+
+@pytest.mark.parametrize(
+    ("replication", "limit"), [("database", 20), ("true", 20), (None, 100)], ids=str
+)
+def test_connection_limits_refuse_with_53300_before_authentication(
+    pg_server: Server, fake: WalSender, replication: str | None, limit: int
+) -> None:
+    """max_wal_senders counts replication connections, max_connections the others; one
+    more gets FATAL 53300 from InitProcess, with no AuthenticationOk before it."""
+    params = {"user": "postgres", "database": "postgres"}
+    if replication is not None:
+        params["replication"] = replication
+    _, real = _fill(*_address(pg_server), limit, **params)
+    accepted, mock = _fill(fake.host, fake.port, limit, **params)
+    assert mock == real
+    assert accepted == limit  # the real server may have had other clients already
+
+
+SQL = [
+    "SELECT pg_is_in_recovery()",
+    "SELECT current_database()",
+    "select pg_catalog.current_database();",
+    "SELECT version()",
+    "SHOW TimeZone",
+    "SHOW timezone",
+    "show TIMEZONE",
+    "SHOW server_version",
+    "SHOW server_version_num",
+    "SHOW server_encoding",
+    "SHOW client_encoding",
+    "SHOW DateStyle",
+    "SHOW integer_datetimes",
+    "SHOW standard_conforming_strings",
+    "SHOW transaction_isolation",
+    "SHOW statement_timeout",
+    "SET statement_timeout = 0",
+    "SET TIME ZONE 'UTC'",
+    "SHOW wal_level",
+    "SHOW max_connections",
+    "SHOW max_wal_senders",
+    "SELECT current_user",
+    "SELECT session_user",
+    "SELECT user",
+    "SELECT current_setting('server_version_num')",
+    "SELECT 1",
+    "SHOW no_such_setting",
+]
+
+
+@pytest.mark.parametrize("replication", ["database", None], ids=["replication", "plain"])
+def test_everyday_sql_is_answered_as_postgres_answers(
+    pg_server: Server, fake: WalSender, replication: str | None
+) -> None:
+    """What Debezium, pgjdbc and psycopg run beside replication: same columns (name,
+    type OID, size), same values, same tags, on a replication and on a plain connection."""
+    params = [("user", "postgres"), ("database", "postgres")]
+    if replication is not None:
+        params.append(("replication", replication))
+    replies = []
+    for host, port in (_address(pg_server), (fake.host, fake.port)):
+        conn = Raw(host, port, params)
+        replies.append({text: seen(conn.query(text)) for text in SQL})
+        replies[-1]["pid"] = seen(conn.query("SELECT pg_backend_pid()"), values=False)
+        conn.close()
+    real, mock = replies
+    for text in real:
+        assert mock[text] == _unlocated(real[text]) or mock[text] == real[text], text
+
+
+def _unlocated(messages: list[object]) -> list[object]:
+    """Errors the fake raises without the real F/L/R fields (unknown settings)."""
+    out: list[object] = []
+    for m in messages:
+        if isinstance(m, tuple) and m and m[0] == "Error":
+            out.append(("Error", tuple(f for f in m[1] if f[0] not in "FLR")))
+        else:
+            out.append(m)
+    return out
+
+
+def test_pg_publication_shows_publications_as_they_were_created(
+    pg_server: Server, fake: WalSender
+) -> None:
+    """puballtables and the publish flags as CREATE PUBLICATION set them; pg_publication's
+    columns with the catalog's relation OID and attribute numbers."""
+    suffix = uuid.uuid4().hex[:8]
+    table = f"pub_t_{suffix}"
+    with pg_server.connect() as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    names = [f"pa_{suffix}", f"pt_{suffix}", f"pi_{suffix}"]
+    statements = [
+        f"CREATE PUBLICATION {names[0]} FOR ALL TABLES",
+        f"CREATE PUBLICATION {names[1]} FOR TABLE {table}",
+        f"CREATE PUBLICATION {names[2]} FOR TABLE {table} WITH (publish = 'insert')",
+    ]
+    wanted = "pubname, pubowner, puballtables, pubinsert, pubupdate, pubdelete, pubtruncate"
+    selects = [f"SELECT {wanted} FROM pg_publication WHERE pubname = '{n}'" for n in names]
+    params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    replies = []
+    try:
+        for host, port in (_address(pg_server), (fake.host, fake.port)):
+            conn = Raw(host, port, params)
+            replies.append([seen(conn.query(text)) for text in [*statements, *selects]])
+            star = seen(conn.query(f"SELECT * FROM pg_publication WHERE pubname = '{names[0]}'"))
+            replies[-1].append(star[0])  # the RowDescription
+            conn.close()
+    finally:
+        with pg_server.connect() as conn:
+            for name in names:
+                conn.execute(f"DROP PUBLICATION IF EXISTS {name}")
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    assert replies[1] == replies[0]
