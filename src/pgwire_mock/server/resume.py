@@ -101,6 +101,8 @@ class _Block:
 
     index: int
     """Where the block is in the recording's unit order."""
+    position: int
+    """Which of its transaction's blocks it is (0: the first)."""
     start_lsn: int
     stop_lsn: int
     origin: bytes | None
@@ -240,7 +242,7 @@ class RecordedStream:
                 plain = None
             elif isinstance(message, StreamStart):
                 block_txn = streamed.setdefault(message.xid, _Streamed(message.xid))
-                block = _Block(len(units), entry.lsn, entry.lsn, None)
+                block = _Block(len(units), len(block_txn.blocks), entry.lsn, entry.lsn, None)
             elif tag == ord("E") and block is not None and block_txn is not None:
                 block.stop_lsn = entry.lsn
                 block_txn.blocks.append(block)
@@ -396,7 +398,7 @@ class _Plan:
 
     def block(self, cache: _SchemaCache, block: _Block) -> list[Out]:
         blocks = self.txn.blocks
-        position = blocks.index(block)
+        position = block.position
         if self.first < 0 or position < self.first:
             return []  # spilled; sent with a later block or at the end
         covered = blocks[: position + 1] if position == self.first else [block]
