@@ -763,15 +763,57 @@ def _count_subxacts(top: SubTxn) -> int:
     return len(_released_with_xid(top))
 
 
+# Fixed-length built-in types on disk: OID → (typlen, typalign) (pg_type.dat).
+_FIXED_TYPES: Final = {
+    16: (1, 1),  # bool
+    18: (1, 1),  # char
+    19: (64, 1),  # name
+    20: (8, 8),  # int8
+    21: (2, 2),  # int2
+    23: (4, 4),  # int4
+    26: (4, 4),  # oid
+    28: (4, 4),  # xid
+    700: (4, 4),  # float4
+    701: (8, 8),  # float8
+    790: (8, 8),  # money
+    1082: (4, 4),  # date
+    1083: (8, 8),  # time
+    1114: (8, 8),  # timestamp
+    1184: (8, 8),  # timestamptz
+    1186: (16, 8),  # interval
+    1266: (12, 8),  # timetz
+    2950: (16, 1),  # uuid
+    3220: (8, 8),  # pg_lsn
+}
+_ENUM: Final = (4, 4)  # an enum value is its label's OID on disk
+
+
 def _tuple_size(table: TableVersion, row: Row | None) -> int:
-    """Estimated heap tuple length (t_len): header plus values."""
+    """The heap tuple's length (t_len) as heap_form_tuple lays it out: a MAXALIGNed
+    header (with a null bitmap when a value is null), then each value at its type's
+    alignment; a varlena of up to 126 bytes takes a 1-byte header and no alignment.
+    Values whose disk form differs from their binary send form (numeric, jsonb, arrays,
+    composites) are counted at their send length."""
     if row is None:
         return 0
-    size = 24
+    header = 23 + ((len(row) + 7) // 8 if any(v is None for v in row) else 0)
+    size = _align(header)
     for c, v in zip(table.published, row, strict=True):
         if v is None or v is UNCHANGED_TOAST:
             continue
-        size += len(encode_value(c.ctype, v, binary=True)) + 1
+        ctype = c.ctype
+        while ctype.kind == "domain" and ctype.base is not None:
+            ctype = ctype.base
+        fixed = _ENUM if ctype.kind == "enum" else _FIXED_TYPES.get(ctype.oid)
+        if fixed is not None:
+            length, align = fixed
+            size = -(-size // align) * align + length
+            continue
+        length = len(encode_value(c.ctype, v, binary=True))
+        if length + 1 <= 127:
+            size += length + 1
+        else:
+            size = -(-size // 4) * 4 + length + 4
     return size
 
 
