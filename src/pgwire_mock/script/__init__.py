@@ -21,9 +21,10 @@ byte for byte. The format is documented in ``docs/script-format.md``.
 ['Begin', 'Relation', 'Insert', 'Commit']
 """
 
-from pgwire_mock.script.compile import compile_script
+from pgwire_mock.script.compile import CompiledScript, Compiler, compile_script
 from pgwire_mock.script.encoder import (
     MAX_PROTO_VERSION,
+    EndOfWal,
     Fault,
     Send,
     Sleep,
@@ -32,7 +33,7 @@ from pgwire_mock.script.encoder import (
     encode_stream,
 )
 from pgwire_mock.script.errors import OptionError, PublicationMissingError, ScriptError
-from pgwire_mock.script.loader import dump_script, load_script, loads_script
+from pgwire_mock.script.loader import dump_script, load_script, loads_script, loads_steps
 from pgwire_mock.script.model import (
     FAULT_NAMES,
     FORMAT_VERSION,
@@ -54,6 +55,7 @@ from pgwire_mock.script.model import (
     Transaction,
     Truncate,
     Update,
+    WaitFor,
     alter_table,
     column,
     delete,
@@ -74,7 +76,10 @@ __all__ = [
     "AlterTable",
     "Column",
     "CommitPrepared",
+    "CompiledScript",
+    "Compiler",
     "Delete",
+    "EndOfWal",
     "Fault",
     "Insert",
     "LogicalMessage",
@@ -98,6 +103,7 @@ __all__ = [
     "Transaction",
     "Truncate",
     "Update",
+    "WaitFor",
     "alter_table",
     "column",
     "compile_script",
@@ -108,6 +114,7 @@ __all__ = [
     "load_recording",
     "load_script",
     "loads_script",
+    "loads_steps",
     "message",
     "release_savepoint",
     "rollback_to_savepoint",

@@ -47,6 +47,7 @@ from pgwire_mock.script.model import (
     Transaction,
     Truncate,
     Update,
+    WaitFor,
 )
 from pgwire_mock.script.types import (
     ColumnType,
@@ -57,7 +58,7 @@ from pgwire_mock.script.types import (
     encode_value,
 )
 
-__all__ = ["CompiledScript", "compile_script"]
+__all__ = ["CompiledScript", "Compiler", "compile_script"]
 
 FIRST_USER_OID: Final = 16384
 _IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "n"}
@@ -237,24 +238,29 @@ class WMessage:
 
 @dataclass(eq=False)
 class WMarker:
-    """A sleep or fault step, at the WAL position where the script reaches it."""
+    """A sleep, fault or wait_for step, at the WAL position where the script reaches it."""
 
-    kind: str  # sleep, fault
+    kind: str  # sleep, fault, wait
     lsn: int
-    step: Sleep | Fault
+    step: Sleep | Fault | WaitFor
 
 
 WalItem = WTxn | WFinishPrepared | WMessage | WMarker
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class CompiledScript:
     script: Script
     catalog: TypeCatalog
     publications: Mapping[str, frozenset[str] | None]  # None: all tables
-    wal: tuple[WalItem, ...]
+    wal: list[WalItem]
     end_lsn: int
     slots_confirmed: Mapping[str, int]
+    live: bool = False
+    """A served script's WAL grows: steps are appended, and a wait_for step holds back
+    what follows it until its condition holds. Only the first ``available`` items of a
+    live WAL are written; a walsender that reaches them waits for more."""
+    available: int = 0
 
 
 # --- the compiler ----------------------------------------------------------------------
@@ -262,13 +268,15 @@ class CompiledScript:
 
 def compile_script(script: Script) -> CompiledScript:
     """Check ``script`` and lay out its WAL; raise ScriptError naming the first problem."""
-    try:
-        return _Compiler(script).run()
-    except ScriptError as err:
-        raise err.located(script.source) from err.__cause__
+    return Compiler.start(script).compiled
 
 
-class _Compiler:
+class Compiler:
+    """Lays out a script's WAL (:attr:`compiled`), and steps appended to it later
+    (:meth:`append`), each where the WAL ended: the compiler of a live WAL."""
+
+    compiled: CompiledScript
+
     def __init__(self, script: Script) -> None:
         self.script = script
         server = script.server
@@ -289,6 +297,32 @@ class _Compiler:
         self.wal: list[WalItem] = []
         self.prepared: dict[str, WTxn] = {}
         self.tables: dict[str, TableVersion] = {}
+
+    @classmethod
+    def start(cls, script: Script) -> Compiler:
+        """Compile ``script``; raise ScriptError naming the first problem."""
+        try:
+            compiler = cls(script)
+            compiler.compiled = compiler.run()
+        except ScriptError as err:
+            raise err.located(script.source) from err.__cause__
+        return compiler
+
+    def append(self, step: Step) -> None:
+        """Compile ``step`` after the others and add it to the script; ScriptError (and
+        nothing changed) if it does not fit the script (an unknown table, a bad value)."""
+        where = f"steps[{len(self.script.steps)}]"
+        saved = (self.lsn, self.next_xid, self.clock, self.next_oid, len(self.wal))
+        used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
+        try:
+            self.step(step, where)
+        except ScriptError as err:
+            self.lsn, self.next_xid, self.clock, self.next_oid, count = saved
+            self.used_oids, self.prepared, self.tables = used_oids, prepared, tables
+            del self.wal[count:]
+            raise err.located(self.script.source) from err.__cause__
+        self.script.steps.append(step)
+        self.compiled.end_lsn = self.lsn
 
     # helpers
 
@@ -395,7 +429,7 @@ class _Compiler:
 
         for i, step in enumerate(script.steps):
             self.step(step, f"steps[{i}]")
-        return CompiledScript(script, self.catalog, publications, tuple(self.wal), self.lsn, slots)
+        return CompiledScript(script, self.catalog, publications, self.wal, self.lsn, slots)
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")
@@ -473,6 +507,11 @@ class _Compiler:
                 names = ", ".join(sorted(FAULT_NAMES))
                 raise ScriptError(f"unknown fault {step.name!r} (expected one of {names})", where)
             self.wal.append(WMarker("fault", self.lsn, step))
+        elif isinstance(step, WaitFor):
+            for name, value in (("seconds", step.seconds), ("timeout", step.timeout)):
+                if value is not None and (not isinstance(value, int | float) or value < 0):
+                    raise ScriptError(f"expected {name} >= 0, got {value!r}", where)
+            self.wal.append(WMarker("wait", self.lsn, step))
         else:  # pragma: no cover - the loader builds only the classes above
             raise ScriptError(f"unknown step {type(step).__name__}", where)
 

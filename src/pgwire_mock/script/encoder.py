@@ -76,11 +76,13 @@ from pgwire_mock.script.compile import (
     encode_row,
 )
 from pgwire_mock.script.errors import OptionError, PublicationMissingError
+from pgwire_mock.script.model import Fault as ScriptFault
 from pgwire_mock.script.model import Script
 from pgwire_mock.script.model import Sleep as ScriptSleep
 
 __all__ = [
     "MAX_PROTO_VERSION",
+    "EndOfWal",
     "Fault",
     "Send",
     "Sleep",
@@ -128,7 +130,14 @@ class Fault:
     lsn: int = 0
 
 
-StreamEvent: TypeAlias = Send | Sleep | Fault
+@dataclass(frozen=True, slots=True)
+class EndOfWal:
+    """A live WAL's end so far (``lsn``): the stream goes on when more is written."""
+
+    lsn: int
+
+
+StreamEvent: TypeAlias = Send | Sleep | Fault | EndOfWal
 
 
 # --- options --------------------------------------------------------------------------------
@@ -315,7 +324,7 @@ def _split_identifiers(text: str) -> tuple[str, ...]:
 
 
 def encode_stream(
-    source: Script | Any,
+    source: Script | CompiledScript | Any,
     options: StreamOptions,
     *,
     server_version: int | None = None,
@@ -323,7 +332,9 @@ def encode_stream(
 ) -> Iterator[StreamEvent]:
     """What pgoutput sends to a client with ``options`` that starts at ``from_lsn``.
 
-    ``source`` is a :class:`~pgwire_mock.script.Script` or a recording from
+    ``source`` is a :class:`~pgwire_mock.script.Script`, a compiled one (a live WAL:
+    at the end of what is written so far the stream yields :class:`EndOfWal` and goes on
+    when resumed after more is written), or a recording from
     :func:`~pgwire_mock.script.load_recording`. ``server_version`` defaults to the
     script's ``pg_version``; ``from_lsn`` is the effective start point (the server has
     already moved it up to the slot's confirmed_flush). Raises :class:`ScriptError` for
@@ -331,11 +342,14 @@ def encode_stream(
     :class:`PublicationMissingError` when the first change is decoded if a requested
     publication does not exist — the same point a real server reports it.
     """
-    if not isinstance(source, Script):
+    if isinstance(source, CompiledScript):
+        compiled = source
+    elif isinstance(source, Script):
+        compiled = compile_script(source)
+    else:
         yield from source.encode(options, server_version=server_version, from_lsn=from_lsn)
         return
-    compiled = compile_script(source)
-    version = server_version if server_version is not None else source.server.pg_version
+    version = server_version if server_version is not None else compiled.script.server.pg_version
     options.check(version)
     yield from _Session(compiled, options, version, from_lsn).run()
 
@@ -413,7 +427,19 @@ class _Session:
     # the walk
 
     def run(self) -> Iterator[StreamEvent]:
-        for item in self.compiled.wal:
+        compiled = self.compiled
+        wal = compiled.wal
+        i = 0
+        while True:
+            if i >= (compiled.available if compiled.live else len(wal)):
+                if not compiled.live:
+                    return
+                # The end of the WAL written so far: the caller resumes this generator
+                # once more is written.
+                yield EndOfWal(compiled.end_lsn)
+                continue
+            item = wal[i]
+            i += 1
             if isinstance(item, WTxn):
                 yield from self.txn(item)
             elif isinstance(item, WFinishPrepared):
@@ -425,7 +451,7 @@ class _Session:
                 step = item.step
                 if isinstance(step, ScriptSleep):
                     yield Sleep(float(step.seconds), item.lsn)
-                else:
+                elif isinstance(step, ScriptFault):
                     yield Fault(step.name, dict(step.params), item.lsn)
 
     def txn(self, txn: WTxn) -> Iterator[StreamEvent]:

@@ -44,10 +44,11 @@ from pgwire_mock.script.model import (
     Truncate,
     Update,
     UserTypeDecl,
+    WaitFor,
 )
 from pgwire_mock.script.types import ColumnType, convert, is_plain, to_plain
 
-__all__ = ["dump_script", "load_script", "loads_script"]
+__all__ = ["dump_script", "load_script", "loads_script", "loads_steps"]
 
 T = TypeVar("T")
 
@@ -87,6 +88,29 @@ def load_script(path: str | Path) -> Script:
 
 def loads_script(text: str, *, source: str = "<script>", json_only: bool = False) -> Script:
     """Parse script text (YAML, or JSON when ``json_only``) and check it."""
+    data = _parse(text, source, json_only)
+    if not isinstance(data, Mapping):
+        raise ScriptError("expected a mapping at the top level", source=source)
+    script = script_from_dict(data, source)
+    compile_script(script)
+    return script
+
+
+def loads_steps(text: str, *, source: str = "<steps>") -> list[Step]:
+    """Parse steps written as in a script's ``steps`` (YAML or JSON): a list of steps, one
+    step, or a mapping with a ``steps`` list. They are checked when they are compiled
+    (against a script's tables), not here."""
+    data = _parse(text, source, json_only=False)
+    if isinstance(data, Mapping) and "steps" in data and len(data) == 1:
+        data = data["steps"]
+    raw = data if isinstance(data, list) else [data]
+    try:
+        return [_step(step, f"steps[{i}]") for i, step in enumerate(raw)]
+    except ScriptError as err:
+        raise err.located(source) from None
+
+
+def _parse(text: str, source: str, json_only: bool) -> object:
     try:
         data = json.loads(text) if json_only else yaml.load(text, Loader=_Loader)
     except json.JSONDecodeError as err:
@@ -96,11 +120,7 @@ def loads_script(text: str, *, source: str = "<script>", json_only: bool = False
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ScriptError(f"not valid YAML: {problem}", where, source) from None
-    if not isinstance(data, Mapping):
-        raise ScriptError("expected a mapping at the top level", source=source)
-    script = script_from_dict(data, source)
-    compile_script(script)
-    return script
+    return data
 
 
 def dump_script(script: Script) -> str:
@@ -176,6 +196,10 @@ def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ScriptError(f"expected a number, got {_show(value)}", where)
     return float(value)
+
+
+def _opt_number(value: object, where: str) -> float | None:
+    return None if value is None else _number(value, where)
 
 
 def _lsn(value: object, where: str) -> int:
@@ -383,6 +407,7 @@ _STEP_KEYS = (
     "alter_table",
     "sleep",
     "fault",
+    "wait_for",
 )
 
 
@@ -409,12 +434,31 @@ def _step(raw: object, where: str) -> Step:
         step = _alter(r)
     elif kind == "sleep":
         step = Sleep(r.need(kind, _number))
+    elif kind == "wait_for":
+        step = _wait_for(r)
     else:
         name = r.need(kind, _str)
         params = {k: v for k, v in r.data.items() if k != "fault"}
         r.used.update(params)
         step = Fault(name, params)
     r.done()
+    return step
+
+
+def _wait_for(r: _Reader) -> WaitFor:
+    body = r.data["wait_for"]
+    r.used.add("wait_for")
+    if body == "confirmed":
+        return WaitFor()
+    w = _Reader(body, r.at("wait_for"))
+    seconds = w.get("seconds", _number, 0.0)
+    step = WaitFor(
+        w.get("confirmed", _bool, "seconds" not in w.data),
+        w.get("slot", _opt_str, None),
+        seconds,
+        w.get("timeout", _opt_number, None),
+    )
+    w.done()
     return step
 
 
@@ -715,7 +759,19 @@ def _step_dict(step: Step, plain: _Plain) -> dict[str, Any]:
         return _alter_dict(step)
     if isinstance(step, Sleep):
         return {"sleep": step.seconds}
+    if isinstance(step, WaitFor):
+        return {"wait_for": _wait_dict(step)}
     return {"fault": step.name, **dict(step.params)}
+
+
+def _wait_dict(step: WaitFor) -> str | dict[str, Any]:
+    if step == WaitFor():
+        return "confirmed"
+    d: dict[str, Any] = {"confirmed": step.confirmed}
+    for key, value in (("slot", step.slot), ("seconds", step.seconds), ("timeout", step.timeout)):
+        if value:
+            d[key] = value
+    return d
 
 
 def _change_dict(change: Change, plain: _Plain) -> dict[str, Any]:

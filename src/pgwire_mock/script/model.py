@@ -49,6 +49,7 @@ __all__ = [
     "Transaction",
     "Truncate",
     "Update",
+    "WaitFor",
     "alter_table",
     "column",
     "delete",
@@ -287,8 +288,33 @@ class Fault:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class WaitFor:
+    """Hold the rest of the WAL back until a condition holds (a served script only).
+
+    Unlike :class:`Sleep`, which pauses one client's stream, this holds the server's WAL:
+    what follows is written (the end of WAL moves, clients receive it) only once the
+    condition holds. ``confirmed``: the slot ``slot`` (every logical slot when None, and
+    at least one must exist) has confirmed_flush at or past this point; ``seconds``: at
+    least that long after the WAL reached this step. ``timeout``: stop waiting for the
+    confirmation after that many seconds (the server logs it) and write on.
+    """
+
+    confirmed: bool = True
+    slot: str | None = None
+    seconds: float = 0.0
+    timeout: float | None = None
+
+
 Step: TypeAlias = (
-    Transaction | CommitPrepared | RollbackPrepared | LogicalMessage | AlterTable | Sleep | Fault
+    Transaction
+    | CommitPrepared
+    | RollbackPrepared
+    | LogicalMessage
+    | AlterTable
+    | Sleep
+    | Fault
+    | WaitFor
 )
 
 
@@ -483,6 +509,18 @@ class Script:
 
     def fault(self, name: str, **params: Any) -> Script:
         self.steps.append(Fault(name, params))
+        return self
+
+    def wait_for(
+        self,
+        *,
+        confirmed: bool = True,
+        slot: str | None = None,
+        seconds: float = 0.0,
+        timeout: float | None = None,
+    ) -> Script:
+        """Hold the rest of the WAL back until the condition holds (see :class:`WaitFor`)."""
+        self.steps.append(WaitFor(confirmed, slot, seconds, timeout))
         return self
 
     # serialisation (implemented in pgwire_mock.script.loader)

@@ -1,0 +1,73 @@
+"""A live WAL: a script whose WAL is written while clients stream it.
+
+A served script is written up to its first ``wait_for`` step; what follows is written when
+the server finds the step's condition met (:meth:`LiveWal.release`), and steps appended
+later (:meth:`LiveWal.append`: a test committing transactions) are written at once unless
+a wait holds them back too. Every walsender streams the same compiled WAL, each from its
+own start point; one that reaches the end of what is written waits there
+(:class:`~pgwire_mock.script.encoder.EndOfWal`) until more is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pgwire_mock.script.compile import CompiledScript, Compiler, WMarker
+from pgwire_mock.script.model import Script, Step, WaitFor
+
+__all__ = ["LiveWal"]
+
+
+class LiveWal:
+    """A script's WAL that grows: :meth:`append` and :meth:`release` write more of it."""
+
+    def __init__(self, script: Script) -> None:
+        self._compiler = Compiler.start(script)
+        self.compiled: CompiledScript = self._compiler.compiled
+        self.compiled.live = True
+        self._write()
+
+    @property
+    def end_lsn(self) -> int:
+        """The end of the WAL written so far (IDENTIFY_SYSTEM's xlogpos)."""
+        held = self.held
+        return held.lsn if held is not None else self.compiled.end_lsn
+
+    @property
+    def held(self) -> WMarker | None:
+        """The wait_for step holding the rest of the WAL back, if any."""
+        compiled = self.compiled
+        if compiled.available < len(compiled.wal):
+            item = compiled.wal[compiled.available]
+            if isinstance(item, WMarker):  # always: _write stops at a wait only
+                return item
+        return None
+
+    def wait(self) -> WaitFor | None:
+        held = self.held
+        return held.step if held is not None and isinstance(held.step, WaitFor) else None
+
+    def append(self, steps: Iterable[Step]) -> int:
+        """Compile ``steps`` after the script's (ScriptError for one that does not fit; the
+        ones before it stay), write what no wait holds back; returns :attr:`end_lsn`."""
+        for step in steps:
+            self._compiler.append(step)
+        self._write()
+        return self.end_lsn
+
+    def release(self) -> None:
+        """The held wait_for step's condition holds: write on, to the next one."""
+        if self.held is not None:
+            self.compiled.available += 1
+            self._write()
+
+    def _write(self) -> None:
+        compiled = self.compiled
+        wal = compiled.wal
+        i = compiled.available
+        while i < len(wal):
+            item = wal[i]
+            if isinstance(item, WMarker) and item.kind == "wait":
+                break
+            i += 1
+        compiled.available = i
