@@ -316,16 +316,28 @@ class ScriptSource:
             two_phase=options.two_phase,
             origin=options.origin,
         )
+        held: Emit | None = None  # the last message, until we know what follows it
         try:
             for event in encode_stream(
                 self.script, stream_options, server_version=major, from_lsn=from_lsn
             ):
                 if isinstance(event, Send):
-                    yield Emit(event.wal_start, event.wal_start, event.payload)
-                elif isinstance(event, Sleep):
+                    payload = event.payload
+                    lsn = event.wal_start
+                    if held is not None:
+                        # A message followed by Origin is not written last: 0/0.
+                        yield Emit(0, 0, held.payload) if payload[:1] == b"O" else held
+                    held = Emit(0 if payload[0] in _SCHEMA else lsn, lsn, payload)
+                    continue
+                if held is not None:
+                    yield held
+                    held = None
+                if isinstance(event, Sleep):
                     yield Pause(event.seconds)
                 elif isinstance(event, Fault):
                     yield FaultEvent(event.name, dict(event.params), event.lsn)
+            if held is not None:
+                yield held
         except PublicationMissingError:
             # The encoder stops where pgoutput looks the publications up; the session
             # reports the missing one with the server's exact fields.
