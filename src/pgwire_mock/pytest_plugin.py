@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import pytest
 
 from codec.replication import StandbyStatusUpdate
+from pgwire_mock.script.model import Change, Script, Step, Transaction
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
 from pgwire_mock.server.protocol import WalSenderFactory, listen
@@ -162,6 +163,41 @@ class WalSender:
         streaming connection now (True), or else to the next one that starts (False)."""
         value = Fault.parse(fault) if isinstance(fault, str) else fault
         return self._call(lambda: self._factory.inject(value))
+
+    # --- a live WAL ---------------------------------------------------------------------
+
+    @property
+    def end_of_wal(self) -> int:
+        """The end of the WAL written so far (IDENTIFY_SYSTEM's xlogpos)."""
+        return self._call(lambda: self._state.wal_lsn)
+
+    def commit(self, changes: Sequence[Change], **options: Any) -> int:
+        """Commit one transaction now, while clients stream: ``changes`` and ``options``
+        (origin, commit_time, stream, prepare, rollback, ...) as for
+        ``Script.transaction``. Streaming clients receive it at once. Returns the new end
+        of WAL: the position a consumer confirms once it has applied the transaction."""
+        return self.append(Transaction(tuple(changes), **options))
+
+    def append(self, *steps: Step | Script) -> int:
+        """Write steps after the script's while clients stream (a ``Script``'s steps are
+        taken in order, so a builder can give them): transactions, ``commit_prepared``,
+        messages, ``alter_table``, ``wait_for``... Raises ScriptError for a step that does
+        not fit the served script (the steps before it are written). Returns the new end
+        of WAL."""
+        flat: list[Step] = []
+        for step in steps:
+            flat.extend(step.steps if isinstance(step, Script) else [step])
+        writer = self._factory.wal_writer
+        if writer is None:
+            raise TypeError("the served stream is not a script, so it cannot grow")
+        return self._call(lambda: writer.append(flat))
+
+    def wait_confirmed(self, slot: str, lsn: int | None = None, timeout: float = 10.0) -> None:
+        """Wait until ``slot``'s confirmed_flush reaches ``lsn`` (default: the end of WAL)."""
+        target = self.end_of_wal if lsn is None else lsn
+        self.wait_until(
+            lambda s: slot in s.slots and s.slots[slot].confirmed_flush >= target, timeout
+        )
 
     def with_state(self, function: Callable[[ServerState], T]) -> T:
         """Run ``function`` on the server state, on the reactor thread."""

@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer  # type: ignore[import-untyped]  # no stubs shipped
 
 from pgwire_mock.server.faults import Fault
+from pgwire_mock.server.live import WalWriter
 from pgwire_mock.server.session import SessionConfig, WalSenderSession
 from pgwire_mock.server.state import ServerState
 
@@ -117,6 +118,10 @@ class WalSenderProtocol(Protocol):
             return
         session.receive_data(data, self.clock.seconds())
         self._after()
+        # An acknowledgement or a new slot may meet a wait_for step's condition.
+        writer = self.factory.wal_writer
+        if writer is not None:
+            writer.check()
 
     def connectionLost(self, reason: Failure | None = None) -> None:  # noqa: N802
         for call in (self._timer, self._pump_call):
@@ -164,6 +169,13 @@ class WalSenderProtocol(Protocol):
             return False
         self._after()
         return True
+
+    def wake(self) -> None:
+        """More WAL was written: stream it if this connection waits at the old end."""
+        session = self.session
+        if session is not None and session.streaming:
+            session.wake()
+            self._after()
 
     def _after(self) -> None:
         """Flush the session's output, then act on what it asks for."""
@@ -257,6 +269,23 @@ class WalSenderFactory(Factory):
         self.connections = 0
         if tls is not None:
             config.tls = True
+        wal = getattr(config.source, "wal", None)
+        #: Writes a served script's live WAL (None: a recording, or nothing served).
+        self.wal_writer = (
+            WalWriter(wal, state, clock, self._wal_written, self.log) if wal is not None else None
+        )
+
+    def startFactory(self) -> None:  # noqa: N802 - Twisted's name
+        if self.wal_writer is not None:
+            self.wal_writer.check()  # a script may start with a wait_for step
+
+    def stopFactory(self) -> None:  # noqa: N802 - Twisted's name
+        if self.wal_writer is not None:
+            self.wal_writer.stop()
+
+    def _wal_written(self) -> None:
+        for protocol in list(self.protocols):
+            protocol.wake()
 
     def tls_context(self) -> Any:
         if self._tls_context is None:

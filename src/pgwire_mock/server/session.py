@@ -104,6 +104,7 @@ from pgwire_mock.server.grammar import (
     parse_command,
 )
 from pgwire_mock.server.source import (
+    CaughtUp,
     CheckPublications,
     Emit,
     FaultEvent,
@@ -421,8 +422,11 @@ class WalSenderSession:
                 self.state.advance_wal(top)
                 if produced >= max_bytes:
                     break  # the run used up the budget; its last event was sent
-            if event is None:
+            if event is None or type(event) is CaughtUp:
+                # The end of the WAL: for good, or of a live WAL until wake() is called.
                 s.exhausted = True
+                if event is None:
+                    s.events = None
                 self._caught_up(now)
                 break
             if isinstance(event, Emit):
@@ -457,6 +461,12 @@ class WalSenderSession:
                 break
         faults.spent(produced, now)
         return produced
+
+    def wake(self) -> None:
+        """More WAL was written: a walsender waiting at the end of a live WAL goes on."""
+        s = self._stream
+        if self.phase is Phase.STREAMING and s is not None and s.events is not None:
+            s.exhausted = False
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` next has something to do (None: nothing pending)."""

@@ -3,7 +3,8 @@
 A source turns one client's START_REPLICATION (its pgoutput options, the emulated
 major, the effective start point) into :data:`StreamEvent`\\ s: :class:`Emit` (one
 pgoutput message), :class:`Pause`, :class:`FaultEvent`, :class:`CheckPublications`
-(here a real server would look the publications up) and :class:`SourceError`.
+(here a real server would look the publications up), :class:`CaughtUp` (the end of a
+live WAL so far) and :class:`SourceError`.
 
 Two adapters: :class:`RecordingSource` replays a captured stream (JSON Lines from
 ``pgwire-mock capture`` or raw CopyData, via :func:`pgwire_mock.streamfile.read_stream`)
@@ -30,6 +31,7 @@ from pgwire_mock.server.versions import PgOutputOptions, split_identifier_string
 from pgwire_mock.streamfile import StreamEntry, read_meta, read_stream
 
 __all__ = [
+    "CaughtUp",
     "CheckPublications",
     "Emit",
     "FaultEvent",
@@ -74,13 +76,21 @@ class CheckPublications:
 
 
 @dataclass(frozen=True, slots=True)
+class CaughtUp:
+    """The end of the WAL written so far (``lsn``): a live source goes on when more is
+    written (the session waits to be woken); a source that simply ends returns."""
+
+    lsn: int
+
+
+@dataclass(frozen=True, slots=True)
 class SourceError:
     """The source found an error the server reports in the stream (then stops)."""
 
     error: ServerError
 
 
-StreamEvent: TypeAlias = Emit | Pause | FaultEvent | CheckPublications | SourceError
+StreamEvent: TypeAlias = Emit | Pause | FaultEvent | CheckPublications | CaughtUp | SourceError
 
 
 class StreamSource(Protocol):
@@ -88,8 +98,12 @@ class StreamSource(Protocol):
 
     #: Where the source's WAL starts: slots created before streaming begin here.
     start_lsn: int
-    #: Where it ends: the server's end of WAL (IDENTIFY_SYSTEM's xlogpos).
-    end_lsn: int
+
+    @property
+    def end_lsn(self) -> int:
+        """Where its WAL ends so far: the server's end of WAL (IDENTIFY_SYSTEM's xlogpos)."""
+        ...
+
     #: PostgreSQL major the source was made for (None: any).
     major: int | None
     #: Slots and publications that exist when the server starts.
@@ -256,15 +270,24 @@ class RecordingSource:
 
 
 class ScriptSource:
-    """The script encoder (:func:`pgwire_mock.script.encode_stream`) as a source."""
+    """The script encoder (:func:`pgwire_mock.script.encode_stream`) as a source.
+
+    The script's WAL is live (:attr:`wal`, a :class:`pgwire_mock.script.live.LiveWal`):
+    steps appended to it while clients stream are written at once, a ``wait_for`` step
+    holds what follows until the server releases it, and a walsender that reaches the end
+    of what is written gets :class:`CaughtUp` and goes on when more is.
+    """
 
     def __init__(self, script: Any, *, name: str = "<script>") -> None:
+        from pgwire_mock.script.live import LiveWal  # noqa: PLC0415 - see from_file
+
         self.script = script
         self.name = name
         server = script.server
         self.major: int | None = int(server.pg_version)
         self.start_lsn = int(server.start_lsn)
-        self.end_lsn = self._end_lsn()
+        # A recording given as a script (pgwire_mock.script.load_recording) is not live.
+        self.wal = LiveWal(script) if hasattr(script, "steps") else None
         self.system_identifier = int(server.system_identifier)
         self.timeline = int(server.timeline)
         self.slots: Sequence[SlotState] = tuple(
@@ -283,12 +306,9 @@ class ScriptSource:
             for p in script.publications
         )
 
-    def _end_lsn(self) -> int:
-        from pgwire_mock.script import compile_script  # noqa: PLC0415 - see from_file
-
-        if not hasattr(self.script, "steps"):  # a recording given as a script
-            return self.start_lsn
-        return int(compile_script(self.script).end_lsn)
+    @property
+    def end_lsn(self) -> int:
+        return self.wal.end_lsn if self.wal is not None else self.start_lsn
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptSource:
@@ -299,6 +319,7 @@ class ScriptSource:
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
         from pgwire_mock.script import (  # noqa: PLC0415 - see from_file
+            EndOfWal,
             Fault,
             PublicationMissingError,
             Send,
@@ -316,10 +337,11 @@ class ScriptSource:
             two_phase=options.two_phase,
             origin=options.origin,
         )
+        source = self.wal.compiled if self.wal is not None else self.script
         held: Emit | None = None  # the last message, until we know what follows it
         try:
             for event in encode_stream(
-                self.script, stream_options, server_version=major, from_lsn=from_lsn
+                source, stream_options, server_version=major, from_lsn=from_lsn
             ):
                 if isinstance(event, Send):
                     payload = event.payload
@@ -332,7 +354,9 @@ class ScriptSource:
                 if held is not None:
                     yield held
                     held = None
-                if isinstance(event, Sleep):
+                if isinstance(event, EndOfWal):
+                    yield CaughtUp(event.lsn)
+                elif isinstance(event, Sleep):
                     yield Pause(event.seconds)
                 elif isinstance(event, Fault):
                     yield FaultEvent(event.name, dict(event.params), event.lsn)

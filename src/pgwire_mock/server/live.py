@@ -1,0 +1,131 @@
+"""The server side of a live WAL: writing a served script's WAL while clients stream it.
+
+:class:`WalWriter` writes steps a test appends (the pytest handle's ``commit`` and
+``append``, ``serve --control``'s ``POST /wal``) and, when a ``wait_for`` step holds the
+rest of the script back, checks its condition whenever a client's message may have
+changed it (an acknowledgement, a new slot) and when its time comes. Each write moves the
+server's end of WAL (IDENTIFY_SYSTEM, ``pg_current_wal_lsn()``, idle keepalives) and wakes
+the walsenders waiting at the old end, so they stream the new transactions at once, as
+PostgreSQL's walsenders do when WAL is flushed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from pgwire_mock.server.grammar import format_lsn
+from pgwire_mock.server.state import ServerState
+
+if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
+    from pgwire_mock.script.live import LiveWal
+    from pgwire_mock.script.model import Step, WaitFor
+
+__all__ = ["WalWriter"]
+
+
+class WalWriter:
+    """Writes a :class:`LiveWal` for one server; ``wake`` tells its walsenders."""
+
+    def __init__(
+        self,
+        wal: LiveWal,
+        state: ServerState,
+        clock: Any,
+        wake: Callable[[], None],
+        log: Callable[[str], None],
+    ) -> None:
+        self.wal = wal
+        self.state = state
+        self.clock = clock
+        self._wake = wake
+        self._log = log
+        self._held_since: float | None = None
+        self._timer: Any = None
+
+    @property
+    def end_lsn(self) -> int:
+        return self.wal.end_lsn
+
+    def append(self, steps: Iterable[Step]) -> int:
+        """Write ``steps`` (after any held back); returns the end of WAL. ScriptError for
+        a step that does not fit the script: the steps before it are written."""
+        try:
+            self.wal.append(steps)
+        finally:
+            self._written()
+            self.check()
+        return self.wal.end_lsn
+
+    def check(self) -> None:
+        """Write on past every wait_for step whose condition holds now."""
+        while True:
+            held = self.wal.held
+            wait = self.wal.wait()
+            if held is None or wait is None:
+                return
+            now = self.clock.seconds()
+            if self._held_since is None:
+                self._held_since = now
+                self._schedule(wait, now)
+            if not self._met(wait, held.lsn, now):
+                return
+            self._held_since = None
+            self._cancel()
+            self.wal.release()
+            self._written()
+
+    def _met(self, wait: WaitFor, lsn: int, now: float) -> bool:
+        assert self._held_since is not None
+        elapsed = now - self._held_since
+        if elapsed < wait.seconds:
+            return False
+        if not wait.confirmed or self._confirmed(wait.slot, lsn):
+            return True
+        if wait.timeout is not None and elapsed >= wait.timeout:
+            who = f"slot {wait.slot}" if wait.slot else "the slots"
+            self._log(
+                f"wait_for: {who} did not confirm {format_lsn(lsn)} within "
+                f"{wait.timeout:g} s; writing on"
+            )
+            return True
+        return False
+
+    def _confirmed(self, slot: str | None, lsn: int) -> bool:
+        slots = self.state.slots
+        if slot is not None:
+            found = slots.get(slot)
+            return found is not None and found.confirmed_flush >= lsn
+        logical = [s for s in slots.values() if s.logical]
+        return bool(logical) and all(s.confirmed_flush >= lsn for s in logical)
+
+    def _schedule(self, wait: WaitFor, now: float) -> None:
+        """A timer for the times the wait's outcome may change without a message."""
+        delays = [d for d in (wait.seconds, wait.timeout) if d]
+        self._cancel()
+        if delays:
+            # Each firing re-checks and, if still held, schedules the later deadline.
+            held_since = self._held_since if self._held_since is not None else now
+            due = [held_since + d for d in delays if held_since + d > now]
+            if due:
+                self._timer = self.clock.callLater(min(due) - now, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        held = self.wal.held
+        self.check()
+        wait = self.wal.wait()
+        if wait is not None and self.wal.held is held and self._held_since is not None:
+            self._schedule(wait, self.clock.seconds())
+
+    def _cancel(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _written(self) -> None:
+        self.state.advance_wal(self.wal.end_lsn)
+        self._wake()
+
+    def stop(self) -> None:
+        self._cancel()
