@@ -1,0 +1,321 @@
+"""The live-WAL check: a consumer reads transactions committed while it runs, is killed,
+misses more, and restarts — against real PostgreSQL (commits in SQL) and against the fake
+(commits through the pytest handle, ``WalSender.commit``) — and sees the same thing.
+
+The story is the one a CDC consumer's test tells (README, "Testing a consumer's
+restarts"): commit, read and acknowledge; commit, read without acknowledging (the
+consumer dies before its flush); two more commits while it is down; restart from the slot
+and read everything not acknowledged, exactly once. Both sides run the same psycopg2
+consumer with the same pgoutput options.
+
+What is compared (:func:`observed`): every message decoded, with what differs between
+any two servers taken out — xids, LSN values, timestamps and OIDs — and kept as the
+relations a consumer relies on instead: each XLogData's position is 0/0 or not, positions
+never go back, Begin's final_lsn is its Commit's commit_lsn, a Commit arrives at its
+end_lsn, the slot's confirmed_flush after the run is the last acknowledged end_lsn. The
+transactions the consumer applies, in order, must then be equal byte for byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import select
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from codec.pgoutput import Begin, Commit, Decoder, StreamCommit
+
+__all__ = [
+    "OPTION_SETS",
+    "TRANSACTIONS",
+    "LiveRun",
+    "Received",
+    "fake_side",
+    "new_names",
+    "observed",
+    "real_side",
+    "run_story",
+]
+
+#: (kind, id, value) rows of each transaction the story commits, in order. The third is
+#: big enough to be streamed in blocks under a 64 kB logical_decoding_work_mem.
+Row = tuple[str, int, str]
+TRANSACTIONS: tuple[tuple[Row, ...], ...] = (
+    (("insert", 1, "one"), ("insert", 2, "two"), ("insert", 3, "three")),
+    (("update", 1, "uno"),),
+    tuple(("insert", 100 + i, f"row {i:04d} " + "x" * 40) for i in range(600)),
+    (("delete", 2, ""), ("insert", 4, "four"), ("update", 3, "tres")),
+)
+
+#: pgoutput options by the least major that accepts them.
+OPTION_SETS: tuple[tuple[int, Mapping[str, str]], ...] = (
+    (14, {"proto_version": "1"}),
+    (14, {"proto_version": "2", "streaming": "on"}),
+    (16, {"proto_version": "4", "streaming": "parallel", "binary": "true"}),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    wal_start: int
+    wal_end: int
+    payload: bytes
+
+
+@dataclass
+class LiveRun:
+    """What the consumer received in each phase, and the slot's confirmed_flush after."""
+
+    first: list[Received]  # T0 acknowledged, T1 read without acknowledging
+    after_restart: list[Received]
+    confirmed_flush: int
+
+
+@dataclass
+class Side:
+    """One server of the check: where to connect, how to commit, how to read the slot."""
+
+    dsn: str
+    slot: str
+    publication: str
+    commit: Callable[[Sequence[Row]], object]
+    confirmed_flush: Callable[[], int]
+
+
+# --- the consumer ---------------------------------------------------------------------------
+
+
+class Consumer:
+    """A psycopg2 logical replication consumer, as CDC consumers are written with it."""
+
+    def __init__(self, side: Side, options: Mapping[str, str], timeout: float) -> None:
+        import psycopg2  # noqa: PLC0415 - a test-time dependency
+        from psycopg2 import errors, extras  # noqa: PLC0415
+
+        self.timeout = timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            self.conn = psycopg2.connect(
+                side.dsn, connection_factory=extras.LogicalReplicationConnection
+            )
+            self.cur = self.conn.cursor()
+            try:
+                self.cur.start_replication(
+                    slot_name=side.slot,
+                    decode=False,
+                    options={**options, "publication_names": side.publication},
+                )
+                break
+            except errors.ObjectInUse:
+                # PostgreSQL's walsender of the killed consumer may not have released the
+                # slot yet: a restarting consumer retries, as real ones do.
+                self.conn.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def read(self, commits: int, *, acknowledge: bool) -> list[Received]:
+        """Read until ``commits`` transactions ended; acknowledge each commit if told."""
+        out: list[Received] = []
+        deadline = time.monotonic() + self.timeout
+        done = 0
+        while done < commits:
+            message = self.cur.read_message()
+            if message is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{done} of {commits} transactions within the timeout")
+                select.select([self.conn], [], [], min(left, 0.5))
+                continue
+            payload = bytes(message.payload)
+            out.append(Received(message.data_start, message.wal_end, payload))
+            if payload[:1] in (b"C", b"c"):
+                done += 1
+                if acknowledge:
+                    self.cur.send_feedback(flush_lsn=message.data_start, force=True)
+        return out
+
+    def kill(self) -> None:
+        self.conn.close()
+
+
+def run_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) -> LiveRun:
+    """The story of the module docstring, on one side."""
+    consumer = Consumer(side, options, timeout)
+    side.commit(TRANSACTIONS[0])
+    first = consumer.read(1, acknowledge=True)
+    side.commit(TRANSACTIONS[1])
+    first += consumer.read(1, acknowledge=False)
+    consumer.kill()
+    side.commit(TRANSACTIONS[2])
+    side.commit(TRANSACTIONS[3])
+    consumer = Consumer(side, options, timeout)
+    after = consumer.read(3, acknowledge=True)
+    consumer.kill()
+    # The last acknowledgement reaches the slot asynchronously on a real server.
+    last_end = after[-1].wal_start
+    deadline = time.monotonic() + timeout
+    confirmed = side.confirmed_flush()
+    while confirmed < last_end and time.monotonic() < deadline:
+        time.sleep(0.05)
+        confirmed = side.confirmed_flush()
+    return LiveRun(first, after, confirmed)
+
+
+# --- what is compared -----------------------------------------------------------------------
+
+_VOLATILE = ("xid", "lsn", "timestamp", "oid")
+
+
+def _plain(message: Any) -> dict[str, Any]:
+    """A message's fields (a pgoutput message or a Relation's column), with what differs
+    between two servers taken out."""
+    out: dict[str, Any] = {"type": type(message).__name__}
+    for f in dataclasses.fields(message):
+        value = getattr(message, f.name)
+        if any(word in f.name for word in _VOLATILE):
+            value = None if value is None else ("0" if value == 0 else "set")
+        elif isinstance(value, tuple):
+            value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
+        out[f.name] = value
+    return out
+
+
+def observed(run: LiveRun) -> dict[str, Any]:
+    """What a consumer of ``run`` can rely on, equal on any two conforming servers."""
+    phases = {"first": run.first, "after_restart": run.after_restart}
+    out: dict[str, Any] = {}
+    last_commit_end = 0
+    for name, received in phases.items():
+        decoder = Decoder()
+        messages = [decoder.decode(r.payload) for r in received]
+        positions = [r.wal_start for r in received if r.wal_start]
+        begins = [m for m in messages if isinstance(m, Begin)]
+        commits = [(r, m) for r, m in zip(received, messages, strict=True) if isinstance(m, Commit)]
+        out[name] = {
+            "messages": [_plain(m) for m in messages],
+            "at_0/0": [r.wal_start == 0 for r in received],
+            "wal_start_is_wal_end": all(r.wal_start == r.wal_end for r in received),
+            "positions_never_go_back": positions == sorted(positions),
+            "begin_final_lsn_is_commit_lsn": [
+                b.final_lsn == c.commit_lsn for b, (_, c) in zip(begins, commits, strict=False)
+            ],
+            "commit_sent_at_end_lsn": [r.wal_start == c.end_lsn for r, c in commits],
+            "stream_commit_sent_at_end_lsn": [
+                r.wal_start == m.end_lsn
+                for r, m in zip(received, messages, strict=True)
+                if isinstance(m, StreamCommit)
+            ],
+        }
+        ends = [r.wal_start for r in received if r.payload[:1] in (b"C", b"c")]
+        if name == "after_restart" and ends:
+            last_commit_end = ends[-1]
+    out["confirmed_flush_is_last_acknowledged_end"] = run.confirmed_flush == last_commit_end
+    return out
+
+
+# --- the two sides --------------------------------------------------------------------------
+
+
+def new_names() -> tuple[str, str, str]:
+    """A table, publication and slot name no other run uses (both sides take the same:
+    the Relation message carries the table's name)."""
+    tag = uuid.uuid4().hex[:10]
+    return f"live_{tag}", f"live_pub_{tag}", f"live_slot_{tag}"
+
+
+@contextmanager
+def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
+    """A table, publication and slot on a real server (``conformance.provision.Server``);
+    transactions committed in SQL. Everything is dropped afterwards."""
+    from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
+
+    table, publication, slot = names
+    # The fake's scripts run with the least logical_decoding_work_mem, so the big
+    # transaction streams in blocks on both sides.
+    dsn = conninfo.make_conninfo(
+        server.replication_dsn, options="-c logical_decoding_work_mem=64kB"
+    )
+    ident = sql.Identifier(table)
+    with server.connect() as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
+        )
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+
+        def commit(rows: Sequence[Row]) -> None:
+            with conn.transaction():
+                for kind, key, value in rows:
+                    if kind == "insert":
+                        query = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident)
+                        conn.execute(query, (key, value))
+                    elif kind == "update":
+                        query = sql.SQL("UPDATE {} SET v = %s WHERE id = %s").format(ident)
+                        conn.execute(query, (value, key))
+                    else:
+                        query = sql.SQL("DELETE FROM {} WHERE id = %s").format(ident)
+                        conn.execute(query, (key,))
+
+        def confirmed_flush() -> int:
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+                (slot,),
+            ).fetchone()
+            return int(row[0]) if row is not None else 0
+
+        try:
+            yield Side(dsn, slot, publication, commit, confirmed_flush)
+        finally:
+            _drop_slot(conn, slot)
+            conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
+            conn.execute(sql.SQL("DROP TABLE {}").format(ident))
+
+
+def _drop_slot(conn: Any, slot: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            return
+        except Exception:  # the killed consumer's walsender may still hold it
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@contextmanager
+def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
+    """The fake emulating ``major``, serving a script with the same table, publication and
+    slot; transactions committed with ``WalSender.commit``."""
+    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
+    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
+
+    table, publication, slot = names
+    name = f"public.{table}"
+    script = (
+        Script(pg_version=major, logical_decoding_work_mem=64)
+        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
+        .publication(publication, tables=[name])
+        .slot(slot)
+    )
+    server = start_walsender(script)
+    makers: dict[str, Callable[[int, str], Any]] = {
+        "insert": lambda key, value: insert(name, id=key, v=value),
+        "update": lambda key, value: update(name, id=key, v=value),
+        "delete": lambda key, _value: delete(name, key={"id": key}),
+    }
+    try:
+        yield Side(
+            server.dsn(),
+            slot,
+            publication,
+            lambda rows: server.commit([makers[kind](key, value) for kind, key, value in rows]),
+            lambda: server.slots[slot].confirmed_flush,
+        )
+    finally:
+        server.stop()
