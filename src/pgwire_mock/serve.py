@@ -237,6 +237,14 @@ def add_serve_command(
         metavar="SECONDS",
         help="keepalives of an idle stream, with wal_end advancing (default 10; 0: none)",
     )
+    live = serve.add_argument_group("a live WAL (docs/live-wal.md)")
+    live.add_argument(
+        "--control",
+        metavar="ENDPOINT",
+        help="serve an HTTP control interface there, e.g. tcp:8433:interface=127.0.0.1: "
+        "POST /wal writes script steps (YAML/JSON) while clients stream, GET /wal shows "
+        "the end of WAL and the slots, POST /faults injects NAME[:ARGS]",
+    )
     trouble = serve.add_argument_group("fault injection (docs/faults.md)")
     trouble.add_argument(
         "--fault",
@@ -450,6 +458,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     factory = WalSenderFactory(config, state, reactor, tls=tls, log=_log)
     status = {"code": 0}
 
+    def stop() -> None:
+        # A listen can fail before the reactor runs (the Deferred fires at once).
+        if reactor.running:
+            reactor.stop()
+        else:
+            reactor.callWhenRunning(reactor.stop)
+
     def listening(port: Any) -> None:
         address = port.getHost()
         where = (
@@ -469,17 +484,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         status["code"] = 1
-        reactor.stop()
+        stop()
 
     try:
         deferred = listen(reactor, endpoint, factory)
+        control = _listen_control(reactor, args.control, factory) if args.control else None
     except ValueError as err:
-        print(f"pgwire-mock serve: bad endpoint {endpoint!r}: {err}", file=sys.stderr)
+        print(f"pgwire-mock serve: bad endpoint: {err}", file=sys.stderr)
         return 2
     deferred.addCallbacks(listening, failed)
+    if control is not None:
+
+        def controlling(port: Any) -> None:
+            address = port.getHost()
+            where = f"{getattr(address, 'host', '')}:{getattr(address, 'port', '')}"
+            _log(f"control interface on http://{where} (POST /wal, GET /wal, POST /faults)")
+
+        def control_failed(failure: Any) -> None:
+            print(
+                f"pgwire-mock serve: cannot listen on {args.control} for --control: "
+                f"{failure.getErrorMessage()}",
+                file=sys.stderr,
+            )
+            status["code"] = 1
+            stop()
+
+        control.addCallbacks(controlling, control_failed)
     reactor.run()
     state.save()
     return status["code"]
+
+
+def _listen_control(reactor: Any, description: str, factory: Any) -> Any:
+    """Listen for ``--control`` (ValueError for a bad endpoint description)."""
+    from twisted.internet.endpoints import serverFromString  # noqa: PLC0415
+
+    from pgwire_mock.server.control import control_site  # noqa: PLC0415
+
+    if factory.wal_writer is None:
+        _log("--control: the served stream is not a script, so POST /wal will be refused")
+    endpoint: Any = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
+    return endpoint.listen(control_site(factory))
 
 
 def main(argv: list[str] | None = None) -> int:

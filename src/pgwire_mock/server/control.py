@@ -1,0 +1,125 @@
+"""``serve --control``: a small HTTP interface for tests outside Python.
+
+A consumer under test may be written in Java, Go or node, and its test drives the fake
+walsender from there: write transactions while the consumer runs, read the slots, inject
+a fault. The endpoints (JSON answers; positions as ``X/Y``):
+
+``GET /wal``
+    the end of WAL, the wait_for step holding the script back (if any), and each slot's
+    confirmed_flush, restart_lsn and active_pid;
+``POST /wal``
+    a body of script steps (YAML or JSON, as in a script's ``steps``: one step, a list,
+    or ``{"steps": [...]}``) written now; answers the new end of WAL. 400 with the
+    script's one-line error for a step that does not fit (the steps before it are
+    written); 409 when the served stream is a recording;
+``POST /faults``
+    a body ``NAME[:ARGS]`` as ``--fault`` takes it, applied to the newest streaming
+    connection now (``"applied": true``) or else to the next one that starts.
+
+It listens on its own endpoint (``tcp:8433:interface=127.0.0.1``), never on the
+PostgreSQL port, and answers on the reactor thread, so what it reads and writes is
+consistent with the walsenders'.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from pgwire_mock.server.faults import Fault, FaultError
+from pgwire_mock.server.grammar import format_lsn
+from pgwire_mock.server.protocol import WalSenderFactory
+
+__all__ = ["control_site"]
+
+MAX_BODY = 16 << 20
+"""Bytes of a request body read at most (a step file of a few thousand transactions)."""
+
+
+def _answer(request: Any, status: int, body: dict[str, Any]) -> bytes:
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", b"application/json")
+    return (json.dumps(body) + "\n").encode()
+
+
+def _body(request: Any) -> str | None:
+    content = request.content
+    data = content.read(MAX_BODY + 1) if content is not None else b""
+    if len(data) > MAX_BODY:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+class _Wal(Resource):
+    isLeaf = True  # noqa: N815 - Twisted's name
+
+    def __init__(self, factory: WalSenderFactory) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.factory = factory
+
+    def render_GET(self, request: Any) -> bytes:  # noqa: N802 - Twisted's name
+        return _answer(request, 200, self._status())
+
+    def render_POST(self, request: Any) -> bytes:  # noqa: N802 - Twisted's name
+        from pgwire_mock.script import ScriptError, loads_steps  # noqa: PLC0415 - YAML
+
+        writer = self.factory.wal_writer
+        if writer is None:
+            return _answer(request, 409, {"error": "the served stream is not a script"})
+        text = _body(request)
+        if text is None:
+            return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
+        try:
+            writer.append(loads_steps(text, source="POST /wal"))
+        except ScriptError as err:
+            return _answer(request, 400, {"error": str(err), **self._status()})
+        return _answer(request, 200, self._status())
+
+    def _status(self) -> dict[str, Any]:
+        state = self.factory.state
+        writer = self.factory.wal_writer
+        held = writer.wal.held if writer is not None else None
+        return {
+            "end_lsn": format_lsn(state.wal_lsn),
+            "held_at": format_lsn(held.lsn) if held is not None else None,
+            "slots": {
+                slot.name: {
+                    "confirmed_flush": format_lsn(slot.confirmed_flush),
+                    "restart_lsn": format_lsn(slot.restart_lsn),
+                    "active_pid": slot.active_pid,
+                }
+                for slot in state.slots.values()
+            },
+        }
+
+
+class _Faults(Resource):
+    isLeaf = True  # noqa: N815 - Twisted's name
+
+    def __init__(self, factory: WalSenderFactory) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.factory = factory
+
+    def render_POST(self, request: Any) -> bytes:  # noqa: N802 - Twisted's name
+        text = _body(request)
+        if text is None:
+            return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
+        try:
+            fault = Fault.parse(text.strip())
+        except FaultError as err:
+            return _answer(request, 400, {"error": str(err)})
+        return _answer(request, 200, {"applied": self.factory.inject(fault)})
+
+
+def control_site(factory: WalSenderFactory) -> Site:
+    """The HTTP site of ``serve --control`` for the server ``factory`` serves."""
+    # twisted.web is untyped: its resources are zope interfaces mypy cannot check.
+    root: Any = Resource()  # type: ignore[no-untyped-call]
+    root.putChild(b"wal", _Wal(factory))
+    root.putChild(b"faults", _Faults(factory))
+    site = Site(root)  # type: ignore[no-untyped-call]
+    site.displayTracebacks = False
+    return site

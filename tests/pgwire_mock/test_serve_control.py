@@ -1,0 +1,200 @@
+"""``pgwire-mock serve --control``: a test outside Python writes the WAL over HTTP while a
+real client streams, reads the slots and injects faults; bad requests get one-line
+errors, and a control endpoint that cannot listen stops the server with one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+from psycopg2 import extras
+
+SCRIPT = """\
+format_version: 1
+server: {pg_version: 16}
+tables:
+  - name: public.t
+    columns: [{name: id, type: int4, key: true}, {name: v, type: text}]
+publications: [{name: pub, tables: [public.t]}]
+slots: [{name: s}]
+steps:
+  - transaction: [{insert: public.t, values: {id: 1, v: a}}]
+"""
+GOLDEN = Path(__file__).parent.parent / "data" / "golden"
+
+
+class Served:
+    def __init__(self, script: Path, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pgwire_mock.serve",
+                "--port",
+                "0",
+                "--script",
+                str(script),
+                "--control",
+                "tcp:0:interface=127.0.0.1",
+                *extra,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stderr is not None
+        self.log: list[str] = []
+        ports: dict[str, int] = {}
+        deadline = time.monotonic() + 20
+        while len(ports) < 2 and time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            for key, pattern in (
+                ("pg", r"listening on 127\.0\.0\.1:(\d+)"),
+                ("http", r"control interface on http://127\.0\.0\.1:(\d+)"),
+            ):
+                match = re.search(pattern, line)
+                if match:
+                    ports[key] = int(match.group(1))
+        if len(ports) < 2:
+            self.process.kill()
+            raise RuntimeError("serve did not start: " + "".join(self.log))
+        self.port, self.http = ports["pg"], ports["http"]
+
+    def request(self, method: str, path: str, body: str | None = None) -> tuple[int, dict]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.http}{path}",
+            data=None if body is None else body.encode(),
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.communicate(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    path = tmp_path / "live.yaml"
+    path.write_text(SCRIPT)
+    server = Served(path)
+    yield server
+    server.stop()
+
+
+def _commits(cur: object, conn: object, count: int) -> list[bytes]:
+    tags: list[bytes] = []
+    deadline = time.monotonic() + 10
+    while tags.count(b"C") < count:
+        assert time.monotonic() < deadline, tags
+        message = cur.read_message()  # type: ignore[attr-defined]
+        if message is None:
+            select.select([conn], [], [], 0.05)
+            continue
+        tags.append(bytes(message.payload)[:1])
+    return tags
+
+
+def test_post_wal_reaches_a_streaming_client_and_get_wal_shows_positions(
+    served: Served,
+) -> None:
+    status, before = served.request("GET", "/wal")
+    assert status == 200 and before["held_at"] is None
+    assert before["slots"]["s"] == {
+        "confirmed_flush": "0/1500000",
+        "restart_lsn": "0/1500000",
+        "active_pid": None,
+    }
+    conn = psycopg2.connect(
+        f"host=127.0.0.1 port={served.port} user=postgres dbname=postgres",
+        connection_factory=extras.LogicalReplicationConnection,
+    )
+    cur = conn.cursor()
+    cur.start_replication(
+        slot_name="s", decode=False, options={"proto_version": "1", "publication_names": "pub"}
+    )
+    assert _commits(cur, conn, 1) == [b"B", b"R", b"I", b"C"]
+    status, after = served.request(
+        "POST", "/wal", "- transaction: [{update: public.t, values: {id: 1, v: b}}]\n"
+    )
+    assert status == 200 and after["end_lsn"] > before["end_lsn"]
+    assert after["slots"]["s"]["active_pid"] is not None
+    assert _commits(cur, conn, 1) == [b"B", b"U", b"C"]
+    status, answer = served.request(
+        "POST",
+        "/wal",
+        '{"steps": [{"message": {"prefix": "p", "content": "c"}}]}',
+    )
+    assert status == 200 and answer["end_lsn"] > after["end_lsn"]
+    conn.close()
+
+
+def test_bad_steps_and_faults_get_one_line_errors(served: Served) -> None:
+    status, answer = served.request("POST", "/wal", "transaction: [{insert: public.nope}]")
+    assert status == 400 and "no table 'public.nope'" in answer["error"]
+    assert "\n" not in answer["error"]
+    status, answer = served.request("POST", "/wal", "- {sleep: 1, fault: x}")
+    assert status == 400 and "exactly one of" in answer["error"]
+    status, answer = served.request("POST", "/wal", "[unclosed")
+    assert status == 400 and "not valid YAML" in answer["error"]
+    status, answer = served.request("POST", "/faults", "bogus")
+    assert status == 400 and "unknown fault 'bogus'" in answer["error"]
+    assert served.request("POST", "/faults", "pause:1s") == (200, {"applied": False})
+
+
+def test_a_recording_cannot_grow() -> None:
+    server = Served(GOLDEN / "pg16" / "messages.v2-stream.jsonl")
+    try:
+        status, answer = server.request("POST", "/wal", "- sleep: 1")
+        assert status == 409 and "not a script" in answer["error"]
+        assert server.request("GET", "/wal")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_a_control_endpoint_that_cannot_listen_stops_serve(tmp_path: Path) -> None:
+    path = tmp_path / "live.yaml"
+    path.write_text(SCRIPT)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    busy = f"tcp:{taken.getsockname()[1]}:interface=127.0.0.1"
+    for endpoint, code in ((busy, 1), ("nonsense:x", 2)):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pgwire_mock.serve",
+                "--port",
+                "0",
+                "--script",
+                str(path),
+                "--control",
+                endpoint,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        errors = [line for line in result.stderr.splitlines() if "pgwire-mock serve:" in line]
+        assert result.returncode == code, result.stderr
+        assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    taken.close()
