@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +55,29 @@ def test_missing_script_and_auth_without_users(
     assert "cannot read" in capsys.readouterr().err
     assert main(["serve", "--auth", "md5"]) == 1
     assert "--user" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["in use", "bad host"])
+def test_serve_exits_with_one_line_when_it_cannot_listen(where: str) -> None:
+    """Issue #14 item 7: a failed listen used to leave serve running with no listener."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    args = (
+        ["--port", str(taken.getsockname()[1])]
+        if where == "in use"
+        else ["--host", "256.1.1.1", "--port", "5999"]
+    )
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pgwire_mock.serve", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        taken.close()
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pgwire-mock serve: cannot listen on"), lines
