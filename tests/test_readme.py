@@ -26,12 +26,13 @@ def test_readme_example_runs(index: int, capsys: pytest.CaptureFixture[str]) -> 
         os.chdir(cwd)
 
 
-def test_readme_pytest_plugin_example_passes(tmp_path: Path) -> None:
-    """The plugin example is a real test: run it with pytest from the repository root."""
+@pytest.mark.parametrize("marker", ["@pytest.mark.walsender", "def test_my_consumer_applies"])
+def test_readme_pytest_plugin_example_passes(tmp_path: Path, marker: str) -> None:
+    """The plugin examples are real tests: run each with pytest from the repository root."""
     import subprocess
     import sys
 
-    (block,) = [b for b in BLOCKS if "@pytest.mark.walsender" in b]
+    (block,) = [b for b in BLOCKS if marker in b]
     test_file = tmp_path / "test_readme_plugin_example.py"
     test_file.write_text(block)
     result = subprocess.run(
