@@ -735,3 +735,18 @@ def test_recordings_resume_after_committed_transactions() -> None:
     first_commit = next(m for m in everything if isinstance(m, Commit))
     resumed = list(encode_stream(recording, options, from_lsn=first_commit.end_lsn))
     assert len(resumed) == len(everything) - everything.index(first_commit) - 1
+
+
+def test_recordings_resume_by_the_servers_rule_inside_a_streamed_transaction() -> None:
+    """A client resuming inside a streamed transaction gets it again from its first
+    change, the blocks streamed before the start point merged into one first block (a
+    new walsender spills until the start point), not the recording's blocks replayed."""
+    recording = load_recording(GOLDEN / "pg16" / "streaming.v2-stream.jsonl")
+    options = StreamOptions.from_pgoutput(recording.meta["options"], server_version=16)
+    starts = [(lsn, m) for lsn, _, m in recording.entries if isinstance(m, StreamStart)]
+    xid, at = next((m.xid, lsn) for lsn, m in starts if not m.first_segment and lsn)
+    resumed = [e.message for e in encode_stream(recording, options, from_lsn=at)]  # type: ignore[union-attr]
+    blocks = [m for m in resumed if isinstance(m, StreamStart) and m.xid == xid]
+    recorded = [m for _, m in starts if m.xid == xid]
+    assert blocks[0].first_segment
+    assert len(blocks) == len(recorded) - 1

@@ -16,25 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from codec import DecodeError
-from codec.pgoutput import (
-    Begin,
-    BeginPrepare,
-    Commit,
-    CommitPrepared,
-    Decoder,
-    Message,
-    PgOutputMessage,
-    Prepare,
-    RollbackPrepared,
-    StreamAbort,
-    StreamCommit,
-    StreamPrepare,
-    StreamStart,
-    StreamStop,
-)
+from codec.pgoutput import Decoder, PgOutputMessage
 from pgwire_mock.script.encoder import Send, StreamEvent, StreamOptions
 from pgwire_mock.script.errors import OptionError, ScriptError
-from pgwire_mock.streamfile import StreamFileError, read_meta, read_stream
+from pgwire_mock.server.resume import RecordedStream, resume
+from pgwire_mock.streamfile import StreamEntry, StreamFileError, read_meta, read_stream
 
 __all__ = ["Recording", "load_recording"]
 
@@ -59,13 +45,19 @@ class Recording:
         server_version: int | None = None,
         from_lsn: int = 0,
     ) -> Iterator[StreamEvent]:
-        """The recorded payloads, unchanged, minus what ``from_lsn`` skips."""
+        """The recorded payloads, unchanged, from a walsender starting at ``from_lsn``."""
         self.check(options)
-        final = _final_lsns(self.entries)
-        for index, (lsn, payload, message) in enumerate(self.entries):
-            if final[index] < from_lsn:
-                continue
-            yield Send(lsn, message, payload)
+        lsns = [lsn for lsn, _, _ in self.entries if lsn]
+        if not lsns or from_lsn <= min(lsns):
+            for lsn, payload, message in self.entries:
+                yield Send(lsn, message, payload)
+            return
+        stream = RecordedStream([StreamEntry(lsn, payload) for lsn, payload, _ in self.entries])
+        major = server_version or self.pg_version or 16
+        decoder = Decoder()  # again: a resumed stream's blocks are not the recorded ones
+        for unit in resume(stream, from_lsn, major=major):
+            for lsn, payload in unit:
+                yield Send(lsn, decoder.decode(payload), payload)
 
     def check(self, options: StreamOptions) -> None:
         """Raise :class:`OptionError` if ``options`` differ from the recording's."""
@@ -117,47 +109,3 @@ def load_recording(path: str | Path) -> Recording:
     except StreamFileError as err:
         raise ScriptError(str(err)) from None
     return Recording(str(p), meta, tuple(entries))
-
-
-def _final_lsns(entries: tuple[tuple[int, bytes, PgOutputMessage], ...]) -> list[int]:
-    """For each entry, the LSN that decides whether a resuming client gets it: the
-    commit (or prepare, or abort) record's start for messages of a transaction, the
-    message's own LSN for non-transactional messages."""
-    end_of: dict[int, int] = {}  # streamed xid → its commit / prepare / abort LSN
-    for lsn, _, m in entries:
-        if isinstance(m, StreamCommit):
-            end_of[m.xid] = m.commit_lsn
-        elif isinstance(m, StreamPrepare):
-            end_of[m.xid] = m.prepare_lsn
-        elif isinstance(m, StreamAbort) and m.xid == m.subxid:
-            end_of[m.xid] = m.abort_lsn if m.abort_lsn is not None else lsn
-    out: list[int] = []
-    current: int | None = None  # final LSN of the open Begin / Begin Prepare
-    streaming: int | None = None  # xid of the open stream block
-    for lsn, _, m in entries:
-        if isinstance(m, Begin):
-            current = m.final_lsn
-        elif isinstance(m, BeginPrepare):
-            current = m.prepare_lsn
-        elif isinstance(m, StreamStart):
-            streaming = m.xid
-        if isinstance(m, StreamStart | StreamAbort | StreamCommit | StreamPrepare):
-            xid = m.xid
-            out.append(end_of.get(xid, lsn))
-        elif streaming is not None:
-            out.append(end_of.get(streaming, lsn))
-        elif current is not None:
-            out.append(current)
-        elif isinstance(m, Message):
-            out.append(m.lsn)
-        elif isinstance(m, CommitPrepared):
-            out.append(m.commit_lsn)
-        elif isinstance(m, RollbackPrepared):
-            out.append(m.rollback_end_lsn)
-        else:
-            out.append(lsn)
-        if isinstance(m, Commit | Prepare):
-            current = None
-        elif isinstance(m, StreamStop):
-            streaming = None
-    return out
