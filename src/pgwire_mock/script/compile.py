@@ -256,6 +256,8 @@ class CompiledScript:
     wal: list[WalItem]
     end_lsn: int
     slots_confirmed: Mapping[str, int]
+    initial: Mapping[str, tuple[TableVersion, list[Row]]] = field(default_factory=dict)
+    """Each table as declared, with its rows before the first step."""
     live: bool = False
     """A served script's WAL grows: steps are appended, and a wait_for step holds back
     what follows it until its condition holds. Only the first ``available`` items of a
@@ -399,6 +401,18 @@ class Compiler:
             if t.name in self.tables:
                 raise ScriptError(f"table {t.name} is declared twice", f"{where}.name")
             self.tables[t.name] = self._table(t.name, t.columns, t.replica_identity, t.oid, where)
+        initial = {
+            t.name: (
+                self.tables[t.name],
+                [
+                    self.row(
+                        self.tables[t.name], row, f"tables[{i}].rows[{j}]", require_all_keys=True
+                    )
+                    for j, row in enumerate(t.rows)
+                ],
+            )
+            for i, t in enumerate(script.tables)
+        }
 
         publications: dict[str, frozenset[str] | None] = {}
         for i, p in enumerate(script.publications):
@@ -429,7 +443,9 @@ class Compiler:
 
         for i, step in enumerate(script.steps):
             self.step(step, f"steps[{i}]")
-        return CompiledScript(script, self.catalog, publications, self.wal, self.lsn, slots)
+        return CompiledScript(
+            script, self.catalog, publications, self.wal, self.lsn, slots, initial
+        )
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")

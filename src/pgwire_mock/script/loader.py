@@ -261,6 +261,10 @@ def _values(value: object, where: str) -> Mapping[str, object]:
     return dict(value)
 
 
+def _rows(value: list[Any], where: str) -> tuple[Mapping[str, object], ...]:
+    return tuple(_values(row, f"{where}[{j}]") for j, row in enumerate(value))
+
+
 def _opt_values(value: object, where: str) -> Mapping[str, object] | None:
     return None if value is None else _values(value, where)
 
@@ -354,6 +358,7 @@ def _from_dict(data: Mapping[str, Any], source: str) -> Script:
                 r.need("columns", _columns),
                 r.get("replica_identity", _str, "default"),
                 r.get("oid", _opt_int, None),
+                _rows(r.get("rows", _list, []), f"tables[{i}].rows"),
             )
         )
         r.done()
@@ -619,6 +624,7 @@ def script_to_dict(script: Script) -> dict[str, Any]:
         ]
     if script.types:
         out["types"] = [_type_dict(t) for t in script.types]
+    plain = _Plain(compiled)
     if script.tables:
         out["tables"] = [
             _drop_defaults(
@@ -627,13 +633,13 @@ def script_to_dict(script: Script) -> dict[str, Any]:
                     "oid": t.oid,
                     "replica_identity": t.replica_identity,
                     "columns": [_column_dict(c) for c in t.columns],
+                    "rows": [plain.values(t.name, row) for row in t.rows],
                 },
-                {"oid": None, "replica_identity": "default"},
+                {"oid": None, "replica_identity": "default", "rows": []},
             )
             for t in script.tables
         ]
     if script.steps:
-        plain = _Plain(compiled)
         out["steps"] = [_step_dict(s, plain) for s in script.steps]
     return out
 

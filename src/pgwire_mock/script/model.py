@@ -138,12 +138,14 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A table, schema-qualified (``public.users``)."""
+    """A table, schema-qualified (``public.users``); ``rows`` are its rows before the
+    script's first step (what a snapshot taken at the stream's start holds)."""
 
     name: str
     columns: tuple[Column, ...]
     replica_identity: str = "default"
     oid: int | None = None
+    rows: tuple[Values, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,9 +462,10 @@ class Script:
         columns: Sequence[Column | tuple[str, str] | tuple[str, str, bool]],
         replica_identity: str = "default",
         oid: int | None = None,
+        rows: Sequence[Values] = (),
     ) -> Script:
         cols = tuple(c if isinstance(c, Column) else Column(*c) for c in columns)
-        self.tables.append(Table(name, cols, replica_identity, oid))
+        self.tables.append(Table(name, cols, replica_identity, oid, tuple(rows)))
         return self
 
     # steps

@@ -1,0 +1,112 @@
+"""A script's tables as of a WAL position: what a snapshot taken there sees.
+
+A slot's exported snapshot (CREATE_REPLICATION_SLOT … USE_SNAPSHOT / EXPORT_SNAPSHOT)
+shows exactly the transactions the slot will not stream: those whose commit record
+starts before its consistent point (SnapBuildXactNeedsSkip). :func:`tables_at` replays
+the script to such a point: the tables' declared rows, then each transaction committed
+before it in commit order — a prepared one once COMMIT PREPARED is before it — without
+the changes of subtransactions rolled back, TRUNCATE emptying, ALTER TABLE reshaping the
+rows (a new column NULL, a dropped one gone).
+
+Rows are found for UPDATE and DELETE as pgoutput's subscriber finds them: by the replica
+identity — the key columns (the old key when the change carries one, else the new row's)
+or, under REPLICA IDENTITY FULL, the whole old row. An unchanged TOASTed value keeps
+the row's old value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from codec.pgoutput import UNCHANGED_TOAST
+from pgwire_mock.script.compile import (
+    CompiledScript,
+    Row,
+    TableVersion,
+    WChange,
+    WFinishPrepared,
+    WSubAbort,
+    WTxn,
+)
+
+__all__ = ["TableState", "tables_at"]
+
+
+@dataclass(eq=False)
+class TableState:
+    """One table's definition and rows at a point of the WAL."""
+
+    version: TableVersion
+    rows: list[Row] = field(default_factory=list)
+
+
+def tables_at(compiled: CompiledScript, lsn: int) -> dict[str, TableState]:
+    """Every table of ``compiled``, as a snapshot at ``lsn`` sees it (name → state)."""
+    tables = {
+        name: TableState(version, list(rows)) for name, (version, rows) in compiled.initial.items()
+    }
+    written = compiled.available if compiled.live else len(compiled.wal)
+    for item in compiled.wal[:written]:
+        if isinstance(item, WTxn) and item.kind == "commit" and item.lsn < lsn:
+            _apply(tables, item)
+        elif isinstance(item, WFinishPrepared) and item.commit and item.lsn < lsn:
+            _apply(tables, item.txn)
+    return tables
+
+
+def _apply(tables: dict[str, TableState], txn: WTxn) -> None:
+    aborted = {id(sub) for item in txn.items if isinstance(item, WSubAbort) for sub in item.subs}
+    for item in txn.items:
+        if isinstance(item, WChange) and id(item.sub) not in aborted:
+            _change(tables, item)
+
+
+def _change(tables: dict[str, TableState], change: WChange) -> None:
+    if change.kind == "truncate":
+        for version in change.tables:
+            tables[version.name].rows.clear()
+        return
+    if change.kind == "ddl":
+        for version in change.tables:
+            state = tables[version.name]
+            state.rows = [_reshape(state.version, version, row) for row in state.rows]
+            state.version = version
+        return
+    table = change.table
+    if table is None or change.kind not in ("insert", "update", "delete"):
+        return  # a transactional message
+    state = tables[table.name]
+    if change.kind == "insert" and change.new is not None:
+        state.rows.append(change.new)
+        return
+    index = _find(state, change)
+    if index is None:
+        return  # no such row: a subscriber would skip it too
+    if change.kind == "delete":
+        del state.rows[index]
+    elif change.new is not None:
+        old = state.rows[index]
+        state.rows[index] = tuple(
+            o if n is UNCHANGED_TOAST else n for o, n in zip(old, change.new, strict=True)
+        )
+
+
+def _find(state: TableState, change: WChange) -> int | None:
+    columns = state.version.published
+    wanted: Row | None
+    if change.old_kind == "O":
+        wanted, keys = change.old, list(range(len(columns)))
+    else:
+        wanted = change.old if change.old is not None else change.new
+        keys = [i for i, c in enumerate(columns) if c.key]
+    if wanted is None or not keys:
+        return None
+    for index, row in enumerate(state.rows):
+        if all(row[i] == wanted[i] for i in keys):
+            return index
+    return None
+
+
+def _reshape(old: TableVersion, new: TableVersion, row: Row) -> Row:
+    by_name = {c.name: v for c, v in zip(old.published, row, strict=True)}
+    return tuple(by_name.get(c.name) for c in new.published)
