@@ -107,6 +107,9 @@ class WalSenderProtocol(Protocol):
             factory.config, factory.state, now=self.clock.seconds(), log=self._log
         )
         session.on_output = self._after
+        host, port = getattr(peer, "host", None), getattr(peer, "port", None)
+        if isinstance(host, str) and isinstance(port, int):  # not a Unix-domain socket
+            session.client_address = (host, port)
         self.session = session
         factory.connected(self)
         self._log("connection opened")

@@ -121,6 +121,7 @@ from pgwire_mock.server.state import (
     SlotMissingError,
     SlotState,
     StateError,
+    WalSenderStatus,
 )
 from pgwire_mock.server.versions import (
     VERSIONS,
@@ -246,6 +247,7 @@ class _Stream:
     exhausted: bool = False
     next_idle: float | None = None
     faults: ActiveFaults = field(default_factory=ActiveFaults)
+    caught_up: bool = False  # reached the end of WAL once: pg_stat_replication 'streaming'
 
 
 _TRUE_WORDS: Final = ("true", "yes", "on", "1")
@@ -308,6 +310,13 @@ class WalSenderSession:
         self._held = bytearray()  # client bytes a stalled walsender has not read yet
         #: Called when output appears outside receive_data/tick/produce (a cancel).
         self.on_output: Callable[[], None] | None = None
+        #: The client's (host, port), set by the transport; None: a Unix-domain socket.
+        self.client_address: tuple[str, int] | None = None
+        self.backend_start = state.clock()
+        # WalSnd's positions for pg_stat_replication: the last stream (sentPtr outlives
+        # it) and the last status update (write, flush, apply, time), never reset.
+        self._last_stream: _Stream | None = None
+        self._reported = (0, 0, 0, 0)
 
     # --- the transport's side -------------------------------------------------------------
 
@@ -513,6 +522,32 @@ class WalSenderSession:
                 )
                 s.sent_ptr = max(s.sent_ptr, self.state.wal_lsn)
             self._maybe_idle_keepalive(s, now)
+
+    def walsender_status(self) -> WalSenderStatus | None:
+        """This backend's pg_stat_replication row (None unless a replication connection
+        past authentication: InitWalSender gives every walsender its WalSnd slot)."""
+        if self.replication == "plain" or self._sql is None or self.closed:
+            return None
+        s, last = self._stream, self._last_stream
+        state = "startup"
+        if s is not None:
+            state = "stopping" if s.faults.shutdown else "streaming" if s.caught_up else "catchup"
+        write, flush, apply, reply_time = self._reported
+        host, port = self.client_address or (None, None)
+        return WalSenderStatus(
+            pid=self.pid,
+            user=self.user,
+            application_name=self._sql.settings.get("application_name", ""),
+            backend_start=self.backend_start,
+            client_addr=host,
+            client_port=port,
+            state=state,
+            sent_lsn=last.sent_ptr if last is not None else 0,
+            write_lsn=write,
+            flush_lsn=flush,
+            replay_lsn=apply,
+            reply_time=reply_time,
+        )
 
     def cancel(self) -> None:
         """A CancelRequest for this backend: cancels a running START_REPLICATION."""
@@ -990,7 +1025,6 @@ class WalSenderSession:
                     failover = flag
                 else:
                     reserve_wal = flag
-        del reserve_wal  # physical slots reserve nothing here
         self._check_slot_name(command.slot_name)
         if command.kind == "logical":
             if self.replication != "database":
@@ -1019,6 +1053,7 @@ class WalSenderSession:
                 failover=failover,
                 owner_pid=self.pid,
                 database=self.database,
+                reserve_wal=reserve_wal,
             )
         except SlotExistsError:
             raise error(self.major, "slot_already_exists", slot=command.slot_name) from None
@@ -1117,15 +1152,12 @@ class WalSenderSession:
             raise self._slot_error(err) from None
         now = self._now
         try:
+            if self.major < 16 and not slot.restart_lsn:
+                # 14/15 StartLogicalReplication looks at the slot's WAL before its kind
+                # (16 moved the check after it into CreateDecodingContext).
+                raise error(self.major, "slot_invalidated_cannot_read", slot=slot.name)
             if not slot.logical:
-                try:
-                    raise error(self.major, "physical_slot_for_logical_decoding")
-                except KeyError:
-                    raise ServerError(
-                        "ERROR",
-                        "55000",
-                        "cannot use physical replication slot for logical decoding",
-                    ) from None
+                raise error(self.major, "physical_slot_for_logical_decoding")
             if self.state.databases_declared and slot.database != self.database:
                 raise error(self.major, "slot_other_database", slot=slot.name)
             options = validate_start_replication(self.major, slot.name, command.options)
@@ -1148,6 +1180,7 @@ class WalSenderSession:
             sent_ptr=slot.confirmed_flush,
             last_reply=now,
         )
+        self._last_stream = self._stream
         self.phase = Phase.STREAMING
         faults = [*self.config.faults, *self.config.next_faults]
         self.config.next_faults.clear()
@@ -1208,6 +1241,7 @@ class WalSenderSession:
         # xlogpos. WalSndWaitForWal's keepalive carries it, and a client stopping there
         # (pg_recvlogical --endpos) stops at once.
         s.sent_ptr = max(s.sent_ptr, self.state.wal_lsn)
+        s.caught_up = True
         if self.config.idle_keepalive_interval > 0 and not s.faults.shutdown:
             s.next_idle = now + self.config.idle_keepalive_interval
         self._maybe_idle_keepalive(s, now)
@@ -1351,10 +1385,16 @@ class WalSenderSession:
         if isinstance(reply, StandbyStatusUpdate):
             s.client_write = reply.written_lsn
             s.client_flush = reply.flushed_lsn
+            self._reported = (
+                reply.written_lsn,
+                reply.flushed_lsn,
+                reply.applied_lsn,
+                reply.send_time,
+            )
             if self.config.on_status_update is not None:
                 self.config.on_status_update(self.pid, reply)
             if reply.flushed_lsn:
-                self.state.confirm(s.slot.name, reply.flushed_lsn)
+                self.state.confirm(s.slot.name, reply.flushed_lsn, s.sent_ptr)
             if reply.reply_requested:
                 self._keepalive(s, now, reply=False)
             elif s.exhausted:

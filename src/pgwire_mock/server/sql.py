@@ -13,8 +13,9 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
 * ``SELECT version()`` (the emulated release's text), ``pg_current_wal_lsn()``,
   ``pg_is_in_recovery()``, ``current_database()``, ``current_user`` / ``session_user`` /
   ``user``, ``current_setting('n')``, ``pg_backend_pid()``, ``SELECT <integer>``;
-* ``SELECT cols|*|count(*|1|col) FROM pg_replication_slots | pg_publication |
-  pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared state;
+* ``SELECT cols|*|count(*|1|col) FROM pg_replication_slots | pg_stat_replication |
+  pg_publication | pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared
+  state and the live walsenders;
 * ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``.
 """
 
@@ -24,11 +25,13 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
-from pgwire_mock.server.state import PublicationState, ServerState, SlotState
+from pgwire_mock.server.state import PublicationState, ServerState, SlotState, WalSenderStatus
 from pgwire_mock.server.versions import VERSIONS
 
 __all__ = [
@@ -50,7 +53,9 @@ OID: Final = {
     "text": (25, -1),
     "oid": (26, 4),
     "xid": (28, 4),
+    "inet": (869, -1),
     "timestamptz": (1184, 8),
+    "interval": (1186, 16),
     "pg_lsn": (3220, 8),
 }
 
@@ -191,6 +196,38 @@ def _lsn(value: int) -> str | None:
     return format_lsn(value) if value else None
 
 
+_PG_EPOCH: Final = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _zone(name: str) -> tzinfo:
+    if name.upper() in ("UTC", "GMT", "Z", "ETC/UTC"):
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def _timestamptz(moment: datetime, zone: str) -> str:
+    """timestamptz output in ISO DateStyle: microseconds without trailing zeros, the
+    offset as +HH[:MM[:SS]] (``EncodeDateTime``)."""
+    local = moment.astimezone(_zone(zone))
+    text = local.strftime("%Y-%m-%d %H:%M:%S")
+    if local.microsecond:
+        text += f".{local.microsecond:06d}".rstrip("0")
+    offset = local.utcoffset() or timedelta(0)
+    seconds = int(offset.total_seconds())
+    sign = "-" if seconds < 0 else "+"
+    hours, rest = divmod(abs(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    text += f"{sign}{hours:02d}"
+    if minutes or secs:
+        text += f":{minutes:02d}"
+    if secs:
+        text += f":{secs:02d}"
+    return text
+
+
 # First words of SQL statements (gram.y's stmt alternatives).
 _SQL_STARTS: Final = frozenset(
     [
@@ -259,7 +296,16 @@ _COUNT: Final = re.compile(r"(?:pg_catalog\.)?count ?\( ?(\*|[0-9]+|[^()\s]+) ?\
 _RELATION_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
     "pg_publication": {14: 6104, 15: 6104, 16: 6104, 17: 6104},
     "pg_replication_slots": {14: 12466, 15: 12257, 16: 12257, 17: 12257},
+    "pg_stat_replication": {14: 12440, 15: 12227, 16: 12227, 17: 12227},
 }
+# pg_database OIDs: initdb's own databases have fixed ones on 15+ (14 numbered "postgres"
+# after the system objects: 13695 on the pinned build); later ones count from 16384.
+_DATABASE_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
+    "template1": {14: 1, 15: 1, 16: 1, 17: 1},
+    "template0": {14: 13694, 15: 4, 16: 4, 17: 4},
+    "postgres": {14: 13695, 15: 5, 16: 5, 17: 5},
+}
+_FIRST_NORMAL_OID: Final = 16384
 
 
 def _ident(quoted: str | None, bare: str | None) -> str:
@@ -331,7 +377,8 @@ class SqlLayer:
             (
                 re.compile(
                     r"select (.+?) from (?:pg_catalog\.)?"
-                    r"(pg_replication_slots|pg_publication_tables|pg_publication)"
+                    r"(pg_replication_slots|pg_stat_replication|pg_publication_tables"
+                    r"|pg_publication)"
                     r"(?: where (.+))?",
                     re.I,
                 ),
@@ -473,12 +520,28 @@ class SqlLayer:
 
     # --- catalogs --------------------------------------------------------------------------
 
+    def _datoid(self, database: str | None) -> str | None:
+        if database is None:
+            return None
+        fixed = _DATABASE_OIDS.get(database)
+        if fixed is not None:
+            return str(fixed[self.major])
+        created = sorted(d for d in self.state.databases if d not in _DATABASE_OIDS)
+        index = created.index(database) if database in created else 0
+        return str(_FIRST_NORMAL_OID + index)
+
+    def _time(self, unix: float | None) -> str | None:
+        if unix is None:
+            return None
+        moment = datetime.fromtimestamp(unix, UTC)
+        return _timestamptz(moment, self.settings.get("TimeZone", "UTC"))
+
     def _slot_columns(self) -> list[tuple[Column, Callable[[SlotState], str | None]]]:
         cols: list[tuple[Column, Callable[[SlotState], str | None]]] = [
             (Column("slot_name", "name"), lambda s: s.name),
             (Column("plugin", "name"), lambda s: s.plugin),
             (Column("slot_type"), lambda s: "logical" if s.logical else "physical"),
-            (Column("datoid", "oid"), lambda s: "5" if s.database else None),
+            (Column("datoid", "oid"), lambda s: self._datoid(s.database)),
             (Column("database", "name"), lambda s: s.database),
             (Column("temporary", "bool"), lambda s: _bool(s.temporary)),
             (Column("active", "bool"), lambda s: _bool(s.active_pid is not None)),
@@ -490,12 +553,14 @@ class SqlLayer:
             (Column("catalog_xmin", "xid"), lambda s: "750" if s.logical else None),
             (Column("restart_lsn", "pg_lsn"), lambda s: _lsn(s.restart_lsn)),
             (Column("confirmed_flush_lsn", "pg_lsn"), lambda s: _lsn(s.confirmed_flush)),
-            (Column("wal_status"), lambda s: "reserved"),
+            (Column("wal_status"), self.state.wal_status),
             (Column("safe_wal_size", "int8"), lambda s: None),
             (Column("two_phase", "bool"), lambda s: _bool(s.two_phase)),
         ]
         if self.major >= 17:
-            cols.append((Column("inactive_since", "timestamptz"), lambda s: None))
+            cols.append(
+                (Column("inactive_since", "timestamptz"), lambda s: self._time(s.inactive_since))
+            )
         if self.major >= 16:
             cols.append(
                 (Column("conflicting", "bool"), lambda s: _bool(False) if s.logical else None)
@@ -509,6 +574,48 @@ class SqlLayer:
                 ]
             )
         return cols
+
+    def _stat_replication_columns(
+        self,
+    ) -> list[tuple[Column, Callable[[WalSenderStatus], str | None]]]:
+        """pg_stat_replication (system_views.sql; the same columns on 14-17). The lag
+        columns stay NULL: the fake keeps no LagTracker (docs/clients.md)."""
+        zone = self.settings.get("TimeZone", "UTC")
+
+        def reply_time(w: WalSenderStatus) -> str | None:
+            if not w.reply_time:
+                return None
+            return _timestamptz(_PG_EPOCH + timedelta(microseconds=w.reply_time), zone)
+
+        return [
+            (Column("pid", "int4"), lambda w: str(w.pid)),
+            (Column("usesysid", "oid"), lambda w: "10" if w.user == "postgres" else "16384"),
+            (Column("usename", "name"), lambda w: w.user),
+            (Column("application_name"), lambda w: w.application_name),
+            (Column("client_addr", "inet"), lambda w: w.client_addr),
+            (Column("client_hostname"), lambda w: None),
+            (
+                Column("client_port", "int4"),
+                lambda w: "-1" if w.client_port is None else str(w.client_port),
+            ),
+            (Column("backend_start", "timestamptz"), lambda w: self._time(w.backend_start)),
+            (Column("backend_xmin", "xid"), lambda w: None),
+            (Column("state"), lambda w: w.state),
+            (Column("sent_lsn", "pg_lsn"), lambda w: _lsn(w.sent_lsn)),
+            (Column("write_lsn", "pg_lsn"), lambda w: _lsn(w.write_lsn)),
+            (Column("flush_lsn", "pg_lsn"), lambda w: _lsn(w.flush_lsn)),
+            (Column("replay_lsn", "pg_lsn"), lambda w: _lsn(w.replay_lsn)),
+            (Column("write_lag", "interval"), lambda w: None),
+            (Column("flush_lag", "interval"), lambda w: None),
+            (Column("replay_lag", "interval"), lambda w: None),
+            (Column("sync_priority", "int4"), lambda w: "0"),
+            (Column("sync_state"), lambda w: "async"),
+            (Column("reply_time", "timestamptz"), reply_time),
+        ]
+
+    def _walsenders(self) -> list[WalSenderStatus]:
+        found = (session.walsender_status() for session in self.state.sessions.values())
+        return sorted((w for w in found if w is not None), key=lambda w: w.pid)
 
     def _publication_columns(self) -> list[tuple[Column, Callable[[PublicationState], str | None]]]:
         oids = {name: str(16400 + i) for i, name in enumerate(self.state.publications)}
@@ -550,6 +657,10 @@ class SqlLayer:
             spec = self._slot_columns()
             all_columns = [c for c, _ in spec]
             all_rows = [tuple(f(s) for _, f in spec) for s in self.state.slots.values()]
+        elif view == "pg_stat_replication":
+            wspec = self._stat_replication_columns()
+            all_columns = [c for c, _ in wspec]
+            all_rows = [tuple(f(w) for _, f in wspec) for w in self._walsenders()]
         elif view == "pg_publication":
             pspec = self._publication_columns()
             all_columns = [c for c, _ in pspec]

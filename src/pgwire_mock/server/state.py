@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -29,6 +30,8 @@ __all__ = [
     "SlotMissingError",
     "SlotState",
     "StateError",
+    "WalSenderStatus",
+    "wal_file_name",
 ]
 
 DEFAULT_DATABASES: Final = frozenset({"postgres", "template0", "template1"})
@@ -41,13 +44,52 @@ DEFAULT_SYSTEM_IDENTIFIER: Final = 7_301_234_567_890_123_456
 
 _FORMAT: Final = 1
 
+WAL_SEGMENT_SIZE: Final = 16 * 1024 * 1024
+"""initdb's default ``--wal-segsize`` (what ``SHOW wal_segment_size`` says)."""
+
+
+def wal_file_name(timeline: int, lsn: int) -> str:
+    """The WAL segment file that holds ``lsn`` (``XLogFileName`` in xlog_internal.h)."""
+    segment = lsn // WAL_SEGMENT_SIZE
+    per_id = 0x1_0000_0000 // WAL_SEGMENT_SIZE
+    return f"{timeline:08X}{segment // per_id:08X}{segment % per_id:08X}"
+
+
+@dataclass(frozen=True, slots=True)
+class WalSenderStatus:
+    """One walsender's row of ``pg_stat_replication``: its backend (PgBackendStatus) and
+    its WalSnd slot, as ``pg_stat_get_wal_senders`` reads them. LSNs and ``reply_time``
+    are 0 until known (the view shows NULL)."""
+
+    pid: int
+    user: str
+    application_name: str
+    backend_start: float
+    """Unix time the connection was accepted."""
+    client_addr: str | None
+    client_port: int | None
+    """None with client_addr None: a Unix-domain socket (the view shows -1)."""
+    state: str
+    """``startup`` (no START_REPLICATION running), ``catchup``, ``streaming`` (once it
+    first caught up with the end of WAL) or ``stopping``."""
+    sent_lsn: int = 0
+    write_lsn: int = 0
+    flush_lsn: int = 0
+    replay_lsn: int = 0
+    reply_time: int = 0
+    """The client's own clock from its last standby status update (µs since 2000)."""
+
 
 class Cancellable(Protocol):
-    """A live session, as a CancelRequest finds it."""
+    """A live session, as a CancelRequest and ``pg_stat_replication`` find it."""
 
     secret_key: int
 
     def cancel(self) -> None: ...
+
+    def walsender_status(self) -> WalSenderStatus | None:
+        """Its ``pg_stat_replication`` row; None for a backend that is no walsender."""
+        ...
 
 
 class StateError(Exception):
@@ -86,6 +128,10 @@ class SlotState:
     failover: bool = False
     active_pid: int | None = None
     owner_pid: int | None = None  # the session that created a temporary slot
+    inactive_since: float | None = None
+    """Unix time the slot was last released (``pg_replication_slots.inactive_since``, 17);
+    set at creation and when a server starts, as ``ReplicationSlotRelease`` and
+    ``RestoreSlotFromDisk`` do; None while a session uses it. Never saved."""
     persisted_flush: int | None = None
     """Set while the on-disk confirmed_flush lags the one in memory (the ``redeliver``
     fault); None: they are the same, as after every checkpoint."""
@@ -124,6 +170,9 @@ class ServerState:
     wal_lsn: int = 0x1000000
     """The end of the WAL the server holds: IDENTIFY_SYSTEM's xlogpos,
     pg_current_wal_lsn(), the keepalive position of a walsender that caught up."""
+    max_wal_size: int = 1 << 30
+    """Bytes (the ``max_wal_size`` default, 1GB): a slot holding back more WAL than this
+    shows wal_status ``extended`` instead of ``reserved``."""
     new_slot_lsn: int | None = None
     """Where a slot a client creates starts. PostgreSQL's start at the end of WAL
     (None here); a fake serving a stream sets the stream's start, so that a consumer
@@ -140,6 +189,8 @@ class ServerState:
     backends: dict[int, bool] = field(default_factory=dict, repr=False)
     """Live backends by PID, True for a walsender (max_connections, max_wal_senders);
     never saved."""
+    clock: Callable[[], float] = field(default=time.time, repr=False)
+    """Wall-clock time (Unix seconds) for timestamps the catalogs show."""
 
     # --- sessions --------------------------------------------------------------------
 
@@ -189,7 +240,12 @@ class ServerState:
         failover: bool = False,
         owner_pid: int | None = None,
         database: str | None = None,
+        reserve_wal: bool = False,
     ) -> SlotState:
+        """A new slot, released as CREATE_REPLICATION_SLOT leaves it. A logical slot
+        starts at the end of WAL; a physical one reserves WAL only with ``reserve_wal``
+        (else restart_lsn stays invalid, 0). A temporary slot stays acquired by the
+        session that made it (``ReplicationSlotRelease`` keeps its active_pid)."""
         if name in self.slots:
             raise SlotExistsError(name)
         start = self.wal_lsn if self.new_slot_lsn is None else self.new_slot_lsn
@@ -198,11 +254,13 @@ class ServerState:
             plugin=plugin,
             database=(database or self.database) if plugin is not None else None,
             confirmed_flush=start if plugin is not None else 0,
-            restart_lsn=start,
+            restart_lsn=start if plugin is not None or reserve_wal else 0,
             two_phase=two_phase,
             temporary=temporary,
             failover=failover,
+            active_pid=owner_pid if temporary else None,
             owner_pid=owner_pid if temporary else None,
+            inactive_since=self.clock(),
         )
         self.slots[name] = slot
         self.save()
@@ -219,12 +277,15 @@ class ServerState:
         if slot.active_pid is not None and slot.active_pid != pid:
             raise SlotActiveError(name, slot.active_pid)
         slot.active_pid = pid
+        slot.inactive_since = None
         return slot
 
     def release(self, name: str, pid: int) -> None:
         slot = self.slots.get(name)
         if slot is not None and slot.active_pid == pid:
-            slot.active_pid = None
+            slot.inactive_since = self.clock()
+            if not slot.temporary:  # held by its session until dropped with it
+                slot.active_pid = None
             self.save()
 
     def drop_slot(self, name: str, pid: int) -> None:
@@ -234,13 +295,32 @@ class ServerState:
         del self.slots[name]
         self.save()
 
-    def confirm(self, name: str, lsn: int) -> None:
-        """A status update's flush position moves the slot's confirmed_flush (never back)."""
+    def confirm(self, name: str, lsn: int, read_upto: int | None = None) -> None:
+        """A status update's flush position moves the slot's confirmed_flush (never back;
+        a position beyond the end of WAL is taken as it is, as PostgreSQL takes it).
+
+        restart_lsn follows, never past ``read_upto`` (what the walsender has read;
+        default the end of WAL): PostgreSQL moves it to a running-xacts record that the
+        walsender decoded and the client then confirmed, so it stays at or before both.
+        """
         slot = self.slots.get(name)
         if slot is not None and lsn > slot.confirmed_flush:
             slot.confirmed_flush = lsn
-            slot.restart_lsn = max(slot.restart_lsn, lsn)
+            bound = self.wal_lsn if read_upto is None else read_upto
+            slot.restart_lsn = max(slot.restart_lsn, min(lsn, bound))
             self.save()
+
+    def wal_status(self, slot: SlotState) -> str | None:
+        """``pg_replication_slots.wal_status`` (``GetWALAvailability``): NULL without
+        reserved WAL; ``reserved`` while the slot's restart_lsn is within max_wal_size of
+        the end of WAL, counted in whole segments; ``extended`` beyond (the slot keeps the
+        WAL, max_slot_wal_keep_size being -1)."""
+        if not slot.restart_lsn:
+            return None
+        current = self.wal_lsn // WAL_SEGMENT_SIZE
+        keep = self.max_wal_size // WAL_SEGMENT_SIZE + 1
+        oldest = current - keep if current > keep else 1
+        return "reserved" if slot.restart_lsn // WAL_SEGMENT_SIZE >= oldest else "extended"
 
     def hold_persisted(self, name: str, lsn: int | None = None) -> None:
         """From now on confirmations move confirmed_flush in memory only; the persisted
@@ -280,6 +360,8 @@ class ServerState:
     def declare(self, slots: Iterable[SlotState], publications: Iterable[PublicationState]) -> None:
         """Add what a stream source declares, keeping what a state file already holds."""
         for slot in slots:
+            if slot.name not in self.slots and slot.inactive_since is None:
+                slot.inactive_since = self.clock()  # RestoreSlotFromDisk: "since startup"
             self.slots.setdefault(slot.name, slot)
             if slot.database is not None:
                 self.databases.add(slot.database)
@@ -301,7 +383,7 @@ class ServerState:
                     **{
                         k: v
                         for k, v in asdict(s).items()
-                        if k not in ("active_pid", "owner_pid", "persisted_flush")
+                        if k not in ("active_pid", "owner_pid", "persisted_flush", "inactive_since")
                     },
                     # What is on disk: the lagging position while a crash is pending.
                     "confirmed_flush": (
@@ -347,7 +429,7 @@ class ServerState:
             state.databases = {str(d) for d in data.get("databases", [ANY])}
             state.wal_lsn = int(data["wal_lsn"])
             for raw in data["slots"]:
-                slot = SlotState(**raw)
+                slot = SlotState(**raw, inactive_since=state.clock())
                 state.slots[slot.name] = slot
                 if slot.database is not None:
                     state.databases.add(slot.database)

@@ -319,7 +319,17 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "cannot use physical replication slot for logical decoding",
         "logical.c",
         "CreateDecodingContext",
-        _v(v16=522, v17=523),
+        _v(v14=504, v15=507, v16=522, v17=523),
+    ),
+    # 14/15 StartLogicalReplication, for any slot without reserved WAL (restart_lsn
+    # invalid): a physical slot made without RESERVE_WAL gets this, not the one above.
+    "slot_invalidated_cannot_read": _ErrorFact(
+        "55000",
+        'cannot read from logical replication slot "{slot}"',
+        "walsender.c",
+        "StartLogicalReplication",
+        _v(v14=1162, v15=1287),
+        detail="This slot has been invalidated because it exceeded the maximum reserved size.",
     ),
     "read_replication_slot_logical": _ErrorFact(
         "0A000",
