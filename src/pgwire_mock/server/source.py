@@ -26,8 +26,8 @@ from typing import Any, Final, Protocol, TypeAlias
 from codec import DecodeError
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.resume import RecordedStream, resume
-from pgwire_mock.server.state import PublicationState, SlotState
-from pgwire_mock.server.versions import PgOutputOptions, split_identifier_string
+from pgwire_mock.server.state import PublicationState, SlotState, wal_file_name
+from pgwire_mock.server.versions import PgOutputOptions, error, split_identifier_string
 from pgwire_mock.streamfile import StreamEntry, read_meta, read_stream
 
 __all__ = [
@@ -234,10 +234,12 @@ class RecordingSource:
         else:
             try:
                 parsed = self._parse()
-            except DecodeError as err:
-                yield SourceError(
-                    ServerError("ERROR", "XX000", f"{self.name} cannot be resumed: {err}")
-                )
+            except DecodeError:
+                # Payloads that are not pgoutput cannot be decoded again from the restart
+                # point: the WAL for that is as good as gone, and PostgreSQL says so when
+                # its walsender cannot read the segment (docs/clients.md).
+                segment = wal_file_name(1, from_lsn)
+                yield SourceError(error(major, "wal_segment_removed", segment=segment))
                 return
             units = (_Unit(out) for out in resume(parsed, from_lsn, major=major))
         checked = False

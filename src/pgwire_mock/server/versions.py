@@ -331,6 +331,15 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=1162, v15=1287),
         detail="This slot has been invalidated because it exceeded the maximum reserved size.",
     ),
+    # The walsender reads WAL the server no longer has (after CopyBoth: the first read
+    # of a START_REPLICATION is at the slot's restart_lsn).
+    "wal_segment_removed": _ErrorFact(
+        "58P01",
+        "requested WAL segment {segment} has already been removed",
+        "walsender.c",
+        "WalSndSegmentOpen",
+        _v(v14=2585, v15=2744, v16=2782, v17=3103),
+    ),
     "read_replication_slot_logical": _ErrorFact(
         "0A000",
         "cannot use READ_REPLICATION_SLOT with a logical replication slot",
