@@ -13,8 +13,8 @@ from conformance import provision
 
 
 def test_every_supported_major_is_pinned_with_a_sha512() -> None:
-    """Each major 14-17 maps to one exact package version of that major, with an integrity."""
-    assert sorted(provision.PINNED) == [14, 15, 16, 17]
+    """Each major 14-18 maps to one exact package version of that major, with an integrity."""
+    assert sorted(provision.PINNED) == [14, 15, 16, 17, 18]
     for major, pin in provision.PINNED.items():
         assert pin.version.startswith(f"{major}.")
         assert pin.integrity.startswith("sha512-")
@@ -26,6 +26,8 @@ def test_versions_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert provision.requested_majors() == [14, 15, 16, 17]
     monkeypatch.setenv("PGWIRE_MOCK_PG_VERSIONS", "17, 15")
     assert provision.requested_majors() == [17, 15]
+    monkeypatch.setenv("PGWIRE_MOCK_PG_VERSIONS", "18")
+    assert provision.requested_majors() == [18]
     monkeypatch.setenv("PGWIRE_MOCK_PG_VERSIONS", "13")
     with pytest.raises(provision.ProvisionError, match="13"):
         provision.requested_majors()
