@@ -16,7 +16,23 @@ import psycopg2
 import pytest
 from psycopg2 import extras
 
-from codec.pgoutput import Decoder, Relation, StreamStart
+from codec.pgoutput import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Decoder,
+    Message,
+    PgOutputMessage,
+    Prepare,
+    Relation,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+)
 from codec.values import LSN
 from conformance.replay import replay
 from pgwire_mock.pytest_plugin import WalSender
@@ -31,7 +47,6 @@ from pgwire_mock.script import (
     rollback_to_savepoint,
     savepoint,
 )
-from pgwire_mock.script.recording import _final_lsns
 from pgwire_mock.server.resume import RecordedStream, resume
 from pgwire_mock.streamfile import StreamEntry, read_stream
 
@@ -139,6 +154,51 @@ def _check_resumes(
             if oid is not None:
                 assert oid in described, f"change before its Relation, resumed at {at:X}"
                 assert (message.xid is not None) == decoder.in_stream  # type: ignore[attr-defined]
+
+
+def _final_lsns(entries: tuple[tuple[int, bytes, PgOutputMessage], ...]) -> list[int]:
+    """For each entry, the LSN that decides whether a consumer stopped at a position had
+    applied it: the commit (or prepare, or abort) record's start for messages of a
+    transaction, the message's own LSN for non-transactional messages. The test's own
+    oracle, kept apart from the server's rule (pgwire_mock.server.resume)."""
+    end_of: dict[int, int] = {}  # streamed xid → its commit / prepare / abort LSN
+    for lsn, _, m in entries:
+        if isinstance(m, StreamCommit):
+            end_of[m.xid] = m.commit_lsn
+        elif isinstance(m, StreamPrepare):
+            end_of[m.xid] = m.prepare_lsn
+        elif isinstance(m, StreamAbort) and m.xid == m.subxid:
+            end_of[m.xid] = m.abort_lsn if m.abort_lsn is not None else lsn
+    out: list[int] = []
+    current: int | None = None  # final LSN of the open Begin / Begin Prepare
+    streaming: int | None = None  # xid of the open stream block
+    for lsn, _, m in entries:
+        if isinstance(m, Begin):
+            current = m.final_lsn
+        elif isinstance(m, BeginPrepare):
+            current = m.prepare_lsn
+        elif isinstance(m, StreamStart):
+            streaming = m.xid
+        if isinstance(m, StreamStart | StreamAbort | StreamCommit | StreamPrepare):
+            xid = m.xid
+            out.append(end_of.get(xid, lsn))
+        elif streaming is not None:
+            out.append(end_of.get(streaming, lsn))
+        elif current is not None:
+            out.append(current)
+        elif isinstance(m, Message):
+            out.append(m.lsn)
+        elif isinstance(m, CommitPrepared):
+            out.append(m.commit_lsn)
+        elif isinstance(m, RollbackPrepared):
+            out.append(m.rollback_end_lsn)
+        else:
+            out.append(lsn)
+        if isinstance(m, Commit | Prepare):
+            current = None
+        elif isinstance(m, StreamStop):
+            streaming = None
+    return out
 
 
 def _rows(tables: dict[int, object]) -> dict[int, list[object]]:
