@@ -186,6 +186,9 @@ class Sessions(RuleBasedStateMachine):
             assert len(holders) <= 1
             if holders:
                 assert slot.active_pid == holders[0].pid
+            elif slot.temporary:
+                # A temporary slot is in use by the session that made it, streaming or not.
+                assert slot.active_pid == slot.owner_pid
             else:
                 assert slot.active_pid is None
 
