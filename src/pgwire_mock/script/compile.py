@@ -17,6 +17,7 @@ COMMIT, exactly as on a real server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -93,6 +94,8 @@ class CColumn:
     typmod: int
     key: bool
     generated: bool
+    attnum: int = 0
+    """pg_attribute.attnum: its place when it was added (a dropped column keeps its own)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -105,6 +108,8 @@ class TableVersion:
     oid: int
     identity: str  # relreplident: d, f, i, n
     columns: tuple[CColumn, ...]
+    natts: int = 0
+    """pg_class.relnatts: columns ever added, dropped ones included."""
 
     @property
     def published(self) -> tuple[CColumn, ...]:
@@ -471,7 +476,9 @@ class Compiler:
         if identity == "index" and not any(c.key for c in cols):
             raise ScriptError("REPLICA IDENTITY INDEX needs key columns", f"{where}.columns")
         real_oid = oid if oid is not None else self._fresh_oid()
-        return TableVersion(name, schema, relname, real_oid, _IDENTITY_CODE[identity], cols)
+        return TableVersion(
+            name, schema, relname, real_oid, _IDENTITY_CODE[identity], cols, len(cols)
+        )
 
     def _columns(self, columns: Sequence[Column], where: str) -> tuple[CColumn, ...]:
         out: list[CColumn] = []
@@ -486,7 +493,7 @@ class Compiler:
                 ctype, typmod = self.catalog.resolve(c.type)
             except ValueError as err:
                 raise ScriptError(str(err), f"{where}[{j}].type") from None
-            out.append(CColumn(c.name, ctype, typmod, c.key, c.generated))
+            out.append(CColumn(c.name, ctype, typmod, c.key, c.generated, j + 1))
         return tuple(out)
 
     # steps
@@ -775,7 +782,10 @@ class Compiler:
                 )
             index = names.index(name)
             del columns[index], names[index]
-        added = self._columns(change.add_columns, f"{where}.add_columns")
+        added = tuple(
+            dataclasses.replace(c, attnum=table.natts + c.attnum)
+            for c in self._columns(change.add_columns, f"{where}.add_columns")
+        )
         for j, c in enumerate(added):
             if c.name in names:
                 raise ScriptError(
@@ -789,6 +799,7 @@ class Compiler:
             table.oid,
             table.identity,
             (*columns, *added),
+            table.natts + len(added),
         )
         if new.identity == "i" and not any(c.key for c in new.columns):
             raise ScriptError("REPLICA IDENTITY INDEX needs key columns", where)

@@ -30,6 +30,7 @@ Facts reproduced (``walsender.c``, ``postgres.c``, ``postmaster.c``/``backend_st
 from __future__ import annotations
 
 import enum
+import re
 import secrets
 import struct
 from collections.abc import Callable, Iterator, Mapping
@@ -56,6 +57,7 @@ from codec.wire import (
     CopyData,
     CopyDone,
     CopyFail,
+    CopyOutResponse,
     DataRow,
     Describe,
     EmptyQueryResponse,
@@ -84,6 +86,7 @@ from codec.wire import (
     Terminate,
 )
 from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
+from pgwire_mock.server.catalog import CatalogQueries, CopyOut, ServedTables
 from pgwire_mock.server.errors import BackendCrashError, ServerError
 from pgwire_mock.server.faults import ActiveFaults, Fault, FaultError
 from pgwire_mock.server.grammar import (
@@ -113,7 +116,14 @@ from pgwire_mock.server.source import (
     StreamEvent,
     StreamSource,
 )
-from pgwire_mock.server.sql import CannedAnswer, Result, SqlLayer, gucs_for, split_statements
+from pgwire_mock.server.sql import (
+    CannedAnswer,
+    Result,
+    SqlLayer,
+    gucs_for,
+    normalize,
+    split_statements,
+)
 from pgwire_mock.server.state import (
     ServerState,
     SlotActiveError,
@@ -305,6 +315,10 @@ class WalSenderSession:
         self._done_sending = False
         self._log = log or (lambda _line: None)
         self._sql: SqlLayer | None = None
+        self._catalog: CatalogQueries | None = None
+        self._snapshot_lsn: int | None = None
+        """The LSN the transaction's snapshot sees (a slot's USE_SNAPSHOT, SET TRANSACTION
+        SNAPSHOT); None: the end of WAL, as a new snapshot would."""
         self._startup_params: dict[str, str] = {}
         self._now = now
         self._held = bytearray()  # client bytes a stalled walsender has not read yet
@@ -778,6 +792,8 @@ class WalSenderSession:
             database=self.database,
             pid=self.pid,
         )
+        tables = self.config.source if isinstance(self.config.source, ServedTables) else None
+        self._catalog = CatalogQueries(self.major, self.state, tables)
         self._ready()
 
     # --- the command loop -----------------------------------------------------------------
@@ -886,12 +902,15 @@ class WalSenderSession:
                 self._error_cleanup()
                 return
             try:
-                result = self._sql.execute(statement, in_transaction=self.transaction_status != "I")
+                result = self._execute(statement)
             except ServerError as err:
                 self._log(f"{err.severity}: {err.message}")
                 self._send_error(err)
                 self._error_cleanup()
                 return
+            if isinstance(result, CopyOut):
+                self._send_copy(result)
+                continue
             for notice in result.notices:
                 self._notice(notice)
             if result.transaction == "begin":
@@ -900,7 +919,40 @@ class WalSenderSession:
                 if self.transaction_status == "E":
                     result = Result("ROLLBACK", notices=())
                 self.transaction_status = "I"
+                self._snapshot_lsn = None
             self._send_result(result)
+
+    def _execute(self, statement: str) -> Result | CopyOut:
+        """One statement: a subscriber's catalog query or COPY, else the SQL layer's."""
+        assert self._sql is not None and self._catalog is not None
+        text = normalize(statement)
+        match = _SET_SNAPSHOT.fullmatch(text)
+        if match is not None:
+            return self._set_snapshot(match.group(1).replace("''", "'"))
+        snapshot = self._snapshot_lsn if self._snapshot_lsn is not None else self.state.wal_lsn
+        answer = self._catalog.answer(text, snapshot)
+        if answer is not None:
+            return answer
+        return self._sql.execute(statement, in_transaction=self.transaction_status != "I")
+
+    def _set_snapshot(self, name: str) -> Result:
+        """SET TRANSACTION SNAPSHOT: see what the exporting slot's snapshot saw."""
+        if self.transaction_status == "I":
+            raise ServerError(
+                "ERROR", "25P01", "SET TRANSACTION can only be used in transaction blocks"
+            )
+        lsn = self.state.exported.get(name)
+        if lsn is None:
+            raise ServerError("ERROR", "22023", f'invalid snapshot identifier: "{name}"')
+        self._snapshot_lsn = lsn
+        return Result("SET")
+
+    def _send_copy(self, copy: CopyOut) -> None:
+        """COPY … TO STDOUT: CopyOutResponse, a CopyData per payload, CopyDone, the tag."""
+        fmt = 1 if copy.binary else 0
+        self._send(CopyOutResponse(fmt, (fmt,) * copy.columns))
+        self._send(*(CopyData(payload) for payload in copy.payloads))
+        self._send(CopyDone(), CommandComplete(copy.tag))
 
     def _send_result(self, result: Result) -> None:
         if result.columns is not None:
@@ -1064,6 +1116,12 @@ class WalSenderSession:
                 if snapshot == "export"
                 else None
             )
+            # The slot's snapshot sees what it will not stream: the transactions that
+            # committed before its consistent point.
+            if snapshot_name is not None:
+                self.state.exported[snapshot_name] = slot.confirmed_flush
+            elif snapshot == "use":
+                self._snapshot_lsn = slot.confirmed_flush
         else:
             point, snapshot_name = "0/0", None
         self._log(f"created slot {slot.name} at {point}")
@@ -1429,6 +1487,9 @@ class WalSenderSession:
         tag = getattr(type(message), "TAG", b"?")
         letter = tag.decode("latin-1") if isinstance(tag, bytes) else str(tag)
         self._fatal(error(self.major, "invalid_standby_message_type", type=letter))
+
+
+_SET_SNAPSHOT: Final = re.compile(r"SET TRANSACTION SNAPSHOT '((?:[^']|'')*)'", re.IGNORECASE)
 
 
 def _is_txn_end(statement: str) -> bool:

@@ -18,7 +18,7 @@ and for a Begin / Begin Prepare / first Stream Start followed by an Origin messa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, TypeAlias
@@ -311,6 +311,12 @@ class ScriptSource:
     @property
     def end_lsn(self) -> int:
         return self.wal.end_lsn if self.wal is not None else self.start_lsn
+
+    def tables_at(self, lsn: int) -> Mapping[str, Any]:
+        """The script's tables as a snapshot at ``lsn`` sees them (name → TableState)."""
+        from pgwire_mock.script.tables import tables_at  # noqa: PLC0415 - see from_file
+
+        return tables_at(self.wal.compiled, lsn) if self.wal is not None else {}
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptSource:

@@ -47,8 +47,11 @@ __all__ = [
 # Built-in type OIDs and lengths (pg_type.dat).
 OID: Final = {
     "bool": (16, 1),
+    "char": (18, 1),
     "name": (19, 64),
     "int8": (20, 8),
+    "int2": (21, 2),
+    "int2vector": (22, -1),
     "int4": (23, 4),
     "text": (25, -1),
     "oid": (26, 4),
@@ -57,6 +60,7 @@ OID: Final = {
     "timestamptz": (1184, 8),
     "interval": (1186, 16),
     "pg_lsn": (3220, 8),
+    "_name": (1003, -1),
 }
 
 
@@ -184,7 +188,8 @@ def _strip_comments(text: str) -> str:
     return re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
 
 
-def _normalize(text: str) -> str:
+def normalize(text: str) -> str:
+    """A statement with comments dropped and whitespace collapsed (how answers match)."""
     return " ".join(_strip_comments(text).split()).rstrip(";").strip()
 
 
@@ -330,7 +335,7 @@ class SqlLayer:
     ) -> None:
         self.major = major
         self.state = state
-        self.canned = {_normalize(k): v for k, v in (canned or {}).items()}
+        self.canned = {normalize(k): v for k, v in (canned or {}).items()}
         self.settings = dict(settings or gucs_for(major, 60000))
         self.user = user
         self.database = database
@@ -400,7 +405,7 @@ class SqlLayer:
     def execute(self, statement: str, *, in_transaction: bool) -> Result:
         """Run one statement; raises ServerError."""
         self._in_transaction = in_transaction
-        text = _normalize(statement)
+        text = normalize(statement)
         canned = self.canned.get(text)
         if canned is not None:
             return canned.result()

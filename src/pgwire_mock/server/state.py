@@ -182,6 +182,9 @@ class ServerState:
     path: Path | None = None
     next_pid: int = 40_000
     snapshots: int = 0
+    exported: dict[str, int] = field(default_factory=dict, repr=False)
+    """Exported snapshots (CREATE_REPLICATION_SLOT … EXPORT_SNAPSHOT): name → the LSN
+    whose transactions they see; never saved."""
     sessions: dict[int, Cancellable] = field(default_factory=dict, repr=False)
     """Live sessions by PID (for CancelRequest); never saved."""
     fired: set[tuple[str, str, int]] = field(default_factory=set, repr=False)

@@ -1,0 +1,371 @@
+"""The catalog queries of PostgreSQL's logical replication subscriber, answered from the
+served tables and publications.
+
+``CREATE SUBSCRIPTION`` and its apply and table-sync workers ask the publisher, over a
+replication connection, which publications exist, which tables they publish, how each
+table looks (pg_class, pg_attribute and its replica identity index, the column list and
+row filter of 15+) and then ``COPY`` its rows as of the table-sync slot's snapshot. The
+texts are fixed by each subscriber release (subscriptioncmds.c ``fetch_table_list``,
+``check_publications``; tablesync.c ``fetch_remote_table_info``, ``copy_table``); the
+patterns below are the forms 14-17 subscribers send to 14-17 publishers, whitespace
+collapsed, read off real servers' logs. Every answer is derived from the served script's
+tables (:mod:`pgwire_mock.script.tables`) and the server's publications, with the
+RowDescription PostgreSQL sends (catalog relation OIDs and attribute numbers included).
+A query that matches none of them is left to the SQL layer, which refuses it with 0A000.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+
+from codec.copy import BINARY_TRAILER, binary_header, encode_binary_row, encode_text_row
+from codec.pgoutput import UNCHANGED_TOAST
+from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.sql import Column, Result
+from pgwire_mock.server.state import ServerState
+
+if TYPE_CHECKING:  # the script package loads YAML: only script sources need it
+    from pgwire_mock.script.compile import CColumn
+    from pgwire_mock.script.tables import TableState
+
+__all__ = ["CatalogQueries", "CopyOut", "ServedTables"]
+
+
+@runtime_checkable
+class ServedTables(Protocol):
+    """What a source tells of its tables (a script source does)."""
+
+    def tables_at(self, lsn: int) -> Mapping[str, TableState]:
+        """Each table (``schema.name``) as a snapshot at ``lsn`` sees it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CopyOut:
+    """A ``COPY … TO STDOUT`` reply: CopyOutResponse, CopyData payloads, CopyDone, tag."""
+
+    binary: bool
+    columns: int
+    payloads: tuple[bytes, ...]
+    tag: str
+
+
+_LIST: Final = r"((?:'(?:[^']|'')*'(?:, ?)?)+)"
+_NAME_LITERAL: Final = r"E?'((?:[^']|'')*)'"
+_QUOTED_NAME: Final = r'(?:"((?:[^"]|"")+)"|([a-z_][a-z0-9_$]*))'
+_RELATION: Final = _QUOTED_NAME + r"\." + _QUOTED_NAME
+_BINARY: Final = r"(?: WITH \(FORMAT binary\))?"
+
+# Catalog relations whose columns the answers come from: (relation OID, attribute number).
+_PG_CLASS: Final = 1259
+_PG_ATTRIBUTE: Final = 1249
+_PG_NAMESPACE: Final = 2615
+_PG_PUBLICATION: Final = 6104
+# pg_attribute.attnum's place: 16 moved attstattarget after it.
+_ATTNUM_COLUMN: Final = {14: 6, 15: 6, 16: 5, 17: 5}
+# pg_publication_tables is a view: its OID depends on initdb's order (pinned builds).
+_PUBLICATION_TABLES_VIEW: Final = {14: 12285, 15: 12068, 16: 12068, 17: 12068}
+
+
+def _literals(text: str) -> list[str]:
+    return [m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", text)]
+
+
+def _ident(quoted: str | None, bare: str | None) -> str:
+    return quoted.replace('""', '"') if quoted is not None else (bare or "")
+
+
+def _array_element(name: str) -> str:
+    """array_out's quoting of one element."""
+    if name == "" or name.upper() == "NULL" or any(c in name for c in '{},"\\ \t\n\r\v\f'):
+        return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return name
+
+
+class CatalogQueries:
+    """Answers one session's subscriber catalog queries and COPYs (:meth:`answer`)."""
+
+    def __init__(self, major: int, state: ServerState, tables: ServedTables | None) -> None:
+        self.major = major
+        self.state = state
+        self.tables = tables
+        flags = re.IGNORECASE
+        self._handlers: tuple[tuple[re.Pattern[str], Callable[..., Result | CopyOut]], ...] = (
+            (
+                re.compile(
+                    r"SELECT t\.pubname FROM pg_catalog\.pg_publication t WHERE t\.pubname IN "
+                    r"\(" + _LIST + r"\)",
+                    flags,
+                ),
+                self._publications,
+            ),
+            (
+                re.compile(
+                    r"SELECT DISTINCT t\.schemaname, t\.tablename ?(, t\.attnames )?FROM "
+                    r"pg_catalog\.pg_publication_tables t WHERE t\.pubname IN \(" + _LIST + r"\)",
+                    flags,
+                ),
+                self._table_list_view,
+            ),
+            (
+                re.compile(
+                    r"SELECT DISTINCT n\.nspname, c\.relname, gpt\.attrs FROM pg_class c JOIN "
+                    r"pg_namespace n ON n\.oid = c\.relnamespace JOIN \( SELECT "
+                    r"\(pg_get_publication_tables\(VARIADIC array_agg\(pubname::text\)\)\)\.\* "
+                    r"FROM pg_publication WHERE pubname IN \( ?" + _LIST + r" ?\)\) AS gpt ON "
+                    r"gpt\.relid = c\.oid",
+                    flags,
+                ),
+                self._table_list,
+            ),
+            (
+                re.compile(
+                    r"SELECT c\.oid, c\.relreplident, c\.relkind FROM pg_catalog\.pg_class c "
+                    r"INNER JOIN pg_catalog\.pg_namespace n ON \(c\.relnamespace = n\.oid\) "
+                    r"WHERE n\.nspname = " + _NAME_LITERAL + r" AND c\.relname = " + _NAME_LITERAL,
+                    flags,
+                ),
+                self._relation,
+            ),
+            (
+                re.compile(
+                    r"SELECT DISTINCT \(CASE WHEN \(array_length\(gpt\.attrs, 1\) = c\.relnatts\) "
+                    r"THEN NULL ELSE gpt\.attrs END\) FROM pg_publication p, LATERAL "
+                    r"pg_get_publication_tables\(p\.pubname\) gpt, pg_class c WHERE gpt\.relid = "
+                    r"([0-9]+) AND c\.oid = gpt\.relid AND p\.pubname IN \( ?" + _LIST + r" ?\)",
+                    flags,
+                ),
+                self._column_list,
+            ),
+            (
+                re.compile(
+                    r"SELECT (a\.attnum, )?a\.attname, a\.atttypid, a\.attnum = ANY\(i\.indkey\) "
+                    r"FROM pg_catalog\.pg_attribute a LEFT JOIN pg_catalog\.pg_index i ON "
+                    r"\(i\.indexrelid = pg_get_replica_identity_index\(([0-9]+)\)\) WHERE "
+                    r"a\.attnum > 0::pg_catalog\.int2 AND NOT a\.attisdropped AND "
+                    r"a\.attgenerated = '' AND a\.attrelid = ([0-9]+) ORDER BY a\.attnum",
+                    flags,
+                ),
+                self._attributes,
+            ),
+            (
+                re.compile(
+                    r"SELECT DISTINCT pg_get_expr\(gpt\.qual, gpt\.relid\) FROM pg_publication p, "
+                    r"LATERAL pg_get_publication_tables\(p\.pubname\) gpt WHERE gpt\.relid = "
+                    r"([0-9]+) AND p\.pubname IN \( ?" + _LIST + r" ?\)",
+                    flags,
+                ),
+                self._row_filter,
+            ),
+            (
+                re.compile(r"COPY " + _RELATION + r"(?: \(([^()]*)\))? TO STDOUT" + _BINARY, flags),
+                self._copy_table,
+            ),
+            (
+                re.compile(
+                    r"COPY \(SELECT (.+?) FROM ONLY " + _RELATION + r"\) TO STDOUT" + _BINARY,
+                    flags,
+                ),
+                self._copy_select,
+            ),
+        )
+
+    def answer(self, text: str, snapshot_lsn: int) -> Result | CopyOut | None:
+        """The reply to ``text`` (whitespace collapsed) for a transaction whose snapshot
+        sees the WAL before ``snapshot_lsn``; None when it is not a subscriber's query."""
+        for pattern, handler in self._handlers:
+            match = pattern.fullmatch(text)
+            if match is not None:
+                self._snapshot = snapshot_lsn
+                return handler(match)
+        return None
+
+    # --- the model ------------------------------------------------------------------------
+
+    def _states(self) -> Mapping[str, TableState]:
+        return self.tables.tables_at(self._snapshot) if self.tables is not None else {}
+
+    def _published(self, publications: Sequence[str]) -> list[str]:
+        """Tables of the named publications that exist, in creation order."""
+        names: list[str] = []
+        states = self._states()
+        for name in publications:
+            pub = self.state.publications.get(name)
+            if pub is None:
+                continue
+            for table in states if pub.all_tables else pub.tables:
+                qualified = table if "." in table else f"public.{table}"
+                if qualified in states and qualified not in names:
+                    names.append(qualified)
+        return names
+
+    def _by_oid(self, oid: int) -> TableState | None:
+        for state in self._states().values():
+            if state.version.oid == oid:
+                return state
+        return None
+
+    # --- the queries ------------------------------------------------------------------------
+
+    def _publications(self, match: re.Match[str]) -> Result:
+        wanted = _literals(match.group(1))
+        rows = tuple((p,) for p in self.state.publications if p in wanted)
+        column = Column("pubname", "name", _PG_PUBLICATION, 2)
+        return Result(f"SELECT {len(rows)}", (column,), rows)
+
+    def _table_list_view(self, match: re.Match[str]) -> Result:
+        view = _PUBLICATION_TABLES_VIEW.get(self.major, 0)
+        columns = [Column("schemaname", "name", view, 2), Column("tablename", "name", view, 3)]
+        with_names = match.group(1) is not None
+        if with_names:
+            columns.append(Column("attnames", "_name", view, 4))
+        rows: list[tuple[str | None, ...]] = []
+        states = self._states()
+        for name in self._published(_literals(match.group(2))):
+            version = states[name].version
+            row: tuple[str | None, ...] = (version.namespace, version.relname)
+            if with_names:
+                names = ",".join(_array_element(c.name) for c in version.published)
+                row += ("{" + names + "}",)
+            rows.append(row)
+        return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
+
+    def _table_list(self, match: re.Match[str]) -> Result:
+        columns = (
+            Column("nspname", "name", _PG_NAMESPACE, 2),
+            Column("relname", "name", _PG_CLASS, 2),
+            Column("attrs", "int2vector"),
+        )
+        states = self._states()
+        rows = []
+        for name in self._published(_literals(match.group(1))):
+            version = states[name].version
+            attrs = " ".join(str(c.attnum) for c in version.published)
+            rows.append((version.namespace, version.relname, attrs))
+        return Result(f"SELECT {len(rows)}", columns, tuple(rows))
+
+    def _relation(self, match: re.Match[str]) -> Result:
+        schema, name = (g.replace("''", "'") for g in match.groups())
+        columns = (
+            Column("oid", "oid", _PG_CLASS, 1),
+            Column("relreplident", "char", _PG_CLASS, 26),
+            Column("relkind", "char", _PG_CLASS, 17),
+        )
+        state = self._states().get(f"{schema}.{name}")
+        rows: tuple[tuple[str | None, ...], ...] = ()
+        if state is not None:
+            version = state.version
+            rows = ((str(version.oid), version.identity, "r"),)
+        return Result(f"SELECT {len(rows)}", columns, rows)
+
+    def _in_publications(self, oid: int, publications: str) -> bool:
+        state = self._by_oid(oid)
+        if state is None:
+            return False
+        name = f"{state.version.namespace}.{state.version.relname}"
+        return name in self._published(_literals(publications))
+
+    def _column_list(self, match: re.Match[str]) -> Result:
+        # No publication of the model has a column list: NULL (every column) when published.
+        rows = ((None,),) if self._in_publications(int(match.group(1)), match.group(2)) else ()
+        return Result(f"SELECT {len(rows)}", (Column("attrs", "int2vector"),), rows)
+
+    def _row_filter(self, match: re.Match[str]) -> Result:
+        rows = ((None,),) if self._in_publications(int(match.group(1)), match.group(2)) else ()
+        return Result(f"SELECT {len(rows)}", (Column("pg_get_expr", "text"),), rows)
+
+    def _attributes(self, match: re.Match[str]) -> Result:
+        with_attnum = match.group(1) is not None
+        columns = [
+            Column("attname", "name", _PG_ATTRIBUTE, 2),
+            Column("atttypid", "oid", _PG_ATTRIBUTE, 3),
+            Column("?column?", "bool"),
+        ]
+        if with_attnum:
+            place = _ATTNUM_COLUMN.get(self.major, 5)
+            columns.insert(0, Column("attnum", "int2", _PG_ATTRIBUTE, place))
+        state = self._by_oid(int(match.group(3)))
+        rows: list[tuple[str | None, ...]] = []
+        if state is not None:
+            version = state.version
+            index = int(match.group(2)) == version.oid and version.identity in "di"
+            has_index = index and any(c.key for c in version.published)
+            for c in version.published:
+                # Without a replica identity index the LEFT JOIN finds no row: NULL.
+                key = ("t" if c.key else "f") if has_index else None
+                row: tuple[str | None, ...] = (c.name, str(c.ctype.oid), key)
+                rows.append((str(c.attnum), *row) if with_attnum else row)
+        return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
+
+    # --- COPY -----------------------------------------------------------------------------
+
+    def _copy_table(self, match: re.Match[str]) -> CopyOut:
+        schema = _ident(match.group(1), match.group(2))
+        name = _ident(match.group(3), match.group(4))
+        listed = match.group(5)
+        wanted = None if listed is None else _column_names(listed)
+        return self._copy(schema, name, wanted, match.group(0).lower().endswith("binary)"))
+
+    def _copy_select(self, match: re.Match[str]) -> CopyOut:
+        schema = _ident(match.group(2), match.group(3))
+        name = _ident(match.group(4), match.group(5))
+        if " where " in match.group(1).lower():
+            raise ServerError(
+                "ERROR",
+                "0A000",
+                "pgwire-mock has no row filters: it does not emulate this COPY",
+                f"Statement: {match.group(0)[:200]}",
+            )
+        wanted = _column_names(match.group(1))
+        return self._copy(schema, name, wanted, match.group(0).lower().endswith("binary)"))
+
+    def _copy(self, schema: str, name: str, wanted: list[str] | None, binary: bool) -> CopyOut:
+        state = self._states().get(f"{schema}.{name}")
+        if state is None:
+            raise ServerError("ERROR", "42P01", f'relation "{schema}.{name}" does not exist')
+        version = state.version
+        published = list(version.published)
+        if wanted is None:
+            indexes = list(range(len(published)))
+        else:
+            names = [c.name for c in published]
+            for column in wanted:
+                if column not in names:
+                    raise ServerError(
+                        "ERROR",
+                        "42703",
+                        f'column "{column}" of relation "{name}" does not exist',
+                    )
+            indexes = [names.index(column) for column in wanted]
+        payloads: list[bytes] = []
+        for row in state.rows:
+            values = [_value(published[i], row[i], binary) for i in indexes]
+            payloads.append(encode_binary_row(values) if binary else encode_text_row(values))
+        if binary:
+            if payloads:
+                payloads[0] = binary_header() + payloads[0]
+                payloads.append(BINARY_TRAILER)
+            else:
+                payloads = [binary_header() + BINARY_TRAILER]
+        count = len(state.rows)
+        return CopyOut(binary, len(indexes), tuple(payloads), f"COPY {count}")
+
+
+def _column_names(listed: str) -> list[str]:
+    out = []
+    for raw in listed.split(","):
+        part = raw.strip()
+        out.append(part[1:-1].replace('""', '"') if part.startswith('"') else part)
+    return out
+
+
+def _value(column: CColumn, value: object, binary: bool) -> bytes | None:
+    from pgwire_mock.script.types import encode_value  # noqa: PLC0415 - scripts only
+
+    if value is None or value is UNCHANGED_TOAST:
+        return None
+    encoded = encode_value(column.ctype, value, binary=binary)
+    return encoded.encode() if isinstance(encoded, str) else encoded
