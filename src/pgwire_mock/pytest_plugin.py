@@ -290,6 +290,7 @@ def start_walsender(
     databases: Iterable[str] = (),
     max_connections: int = 100,
     max_wal_senders: int = 10,
+    new_slots: str = "stream_start",
     host: str = "127.0.0.1",
 ) -> WalSender:
     """Start a fake walsender on a free loopback port; ``stop()`` it when done.
@@ -300,6 +301,9 @@ def start_walsender(
     ``faults``: applied to every streaming connection, like ``serve --fault``.
     ``idle_wal_advance``: bytes of WAL written per idle keepalive (a busy server's
     background records); 0, as an idle PostgreSQL, keeps the end of WAL still.
+    ``new_slots``: where a slot a client creates starts: ``"stream_start"`` (it reads the
+    whole stream) or ``"end_of_wal"`` (as on PostgreSQL: only what is written later,
+    its snapshot seeing everything before).
     ``roles``, ``databases``, ``max_connections``, ``max_wal_senders``: as ``serve --role``,
     ``--database`` (the first holds the declared slots), ``--max-connections`` and
     ``--max-wal-senders``.
@@ -313,7 +317,9 @@ def start_walsender(
     if source is not None:
         state.wal_lsn = source.start_lsn
         state.advance_wal(getattr(source, "end_lsn", source.start_lsn))  # its WAL is written
-        state.new_slot_lsn = source.start_lsn
+        if new_slots not in ("stream_start", "end_of_wal"):
+            raise ValueError(f"new_slots: expected stream_start or end_of_wal, got {new_slots!r}")
+        state.new_slot_lsn = source.start_lsn if new_slots == "stream_start" else None
         if isinstance(source, ScriptSource):
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline

@@ -147,6 +147,14 @@ def add_serve_command(
         help="a pgoutput slot that exists at start (confirmed at LSN, default the stream's start)",
     )
     what.add_argument(
+        "--new-slots",
+        choices=("stream-start", "end-of-wal"),
+        default="stream-start",
+        help="where a slot a client creates starts: the stream's start (default: it reads "
+        "the whole stream) or, as on PostgreSQL, the end of WAL (only what is written "
+        "later; its snapshot sees the rest)",
+    )
+    what.add_argument(
         "--publication",
         metavar="NAME",
         action="append",
@@ -402,7 +410,7 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
         if fresh:
             state.wal_lsn = source.start_lsn
         state.advance_wal(getattr(source, "end_lsn", source.start_lsn))  # its WAL is written
-        state.new_slot_lsn = source.start_lsn
+        state.new_slot_lsn = source.start_lsn if args.new_slots == "stream-start" else None
         if isinstance(source, ScriptSource) and fresh:
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline
