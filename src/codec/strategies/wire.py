@@ -1,4 +1,4 @@
-"""Hypothesis strategies for protocol 3.0 messages and replication CopyData payloads.
+"""Hypothesis strategies for protocol 3.0/3.2 messages and replication CopyData payloads.
 
 One strategy per message class, named after it in snake_case (``bind()``,
 ``data_row()``, ``error_response()``, ``x_log_data()``...), plus unions per direction::
@@ -34,6 +34,10 @@ from codec.replication import (
     XLogData,
 )
 from codec.wire import (
+    MAX_SECRET_KEY_LENGTH,
+    MIN_SECRET_KEY_LENGTH,
+    PROTOCOL_3_0,
+    PROTOCOL_3_2,
     AuthenticationCleartextPassword,
     AuthenticationGSS,
     AuthenticationGSSContinue,
@@ -86,6 +90,7 @@ from codec.wire import (
     RowDescription,
     SASLInitialResponse,
     SASLResponse,
+    SecretKey,
     SSLRequest,
     SSLResponse,
     StartupMessage,
@@ -146,12 +151,14 @@ __all__ = [
     "password_message",
     "portal_suspended",
     "primary_keepalive",
+    "protocol_versions",
     "query",
     "ready_for_query",
     "replication_messages",
     "row_description",
     "sasl_initial_response",
     "sasl_response",
+    "secret_keys",
     "server_copy_data",
     "ssl_request",
     "ssl_response",
@@ -177,6 +184,27 @@ values = st.one_of(st.none(), st.binary(max_size=64))
 payloads = st.binary(max_size=256)
 
 
+def secret_keys() -> st.SearchStrategy[SecretKey]:
+    """Cancel keys: the 3.0 Int32, PostgreSQL 18's 32 bytes, or any 4-256 bytes.
+
+    Four drawn bytes come out as the int they spell (the message normalizes them).
+    """
+    return st.one_of(
+        int32s,
+        st.binary(min_size=32, max_size=32),
+        st.binary(min_size=MIN_SECRET_KEY_LENGTH, max_size=MAX_SECRET_KEY_LENGTH),
+    )
+
+
+def protocol_versions() -> st.SearchStrategy[int]:
+    """Protocol version numbers: mostly 3.0 and 3.2, sometimes any 3.x or any uint32."""
+    return st.one_of(
+        st.sampled_from((PROTOCOL_3_0, PROTOCOL_3_2)),
+        st.integers(0, 0xFFFF).map(lambda minor: PROTOCOL_3_0 | minor),
+        uint32s,
+    )
+
+
 def texts(min_size: int = 0, max_size: int = 40) -> st.SearchStrategy[str]:
     """Protocol strings: any Unicode that UTF-8 can carry, without NUL."""
     return st.text(
@@ -199,10 +227,12 @@ def timestamps() -> st.SearchStrategy[int]:
 
 @st.composite
 def startup_message(draw: st.DrawFn) -> StartupMessage:
-    names = texts(min_size=1, max_size=20)
+    # Settings, and sometimes "_pq_." protocol options, which a server answers with
+    # NegotiateProtocolVersion.
+    names = texts(min_size=1, max_size=20) | texts(max_size=10).map(lambda s: "_pq_." + s)
     parameters = draw(st.lists(st.tuples(names, texts()), max_size=6))
-    minor = draw(st.one_of(st.just(0), st.integers(0, 0xFFFF)))
-    return StartupMessage(tuple(parameters), (3 << 16) | minor)
+    minor = draw(st.one_of(st.sampled_from((0, 2)), st.integers(0, 0xFFFF)))
+    return StartupMessage(tuple(parameters), PROTOCOL_3_0 | minor)
 
 
 def ssl_request() -> st.SearchStrategy[SSLRequest]:
@@ -215,7 +245,7 @@ def gssenc_request() -> st.SearchStrategy[GSSENCRequest]:
 
 @st.composite
 def cancel_request(draw: st.DrawFn) -> CancelRequest:
-    return CancelRequest(draw(int32s), draw(int32s))
+    return CancelRequest(draw(int32s), draw(secret_keys()))
 
 
 def startup_packets() -> st.SearchStrategy[StartupPacket]:
@@ -420,7 +450,7 @@ def parameter_status(draw: st.DrawFn) -> ParameterStatus:
 
 @st.composite
 def backend_key_data(draw: st.DrawFn) -> BackendKeyData:
-    return BackendKeyData(draw(int32s), draw(int32s))
+    return BackendKeyData(draw(int32s), draw(secret_keys()))
 
 
 @st.composite
@@ -431,7 +461,7 @@ def ready_for_query(draw: st.DrawFn) -> ReadyForQuery:
 @st.composite
 def negotiate_protocol_version(draw: st.DrawFn) -> NegotiateProtocolVersion:
     options = draw(st.lists(texts(min_size=1).map(lambda s: "_pq_." + s), max_size=4))
-    return NegotiateProtocolVersion(draw(st.integers(0, 0xFFFF)), tuple(options))
+    return NegotiateProtocolVersion(draw(protocol_versions()), tuple(options))
 
 
 def parse_complete() -> st.SearchStrategy[ParseComplete]:

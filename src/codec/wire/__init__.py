@@ -1,4 +1,7 @@
-"""PostgreSQL frontend/backend protocol 3.0: every message, both directions.
+"""PostgreSQL frontend/backend protocol 3.0 and 3.2: every message, both directions.
+
+3.2 (PostgreSQL 18) differs only in the cancel key: BackendKeyData and CancelRequest
+carry 4 to 256 bytes instead of an Int32 (see :data:`SecretKey`).
 
 Messages are frozen, slotted dataclasses with ``encode()`` (the whole framed message)
 and ``decode_body(body)``; :func:`encode`, :func:`decode_frontend`,
@@ -15,7 +18,13 @@ Strings are decoded as UTF-8 (client_encoding UTF8, which is what psycopg, libpq
 default settings and the replication clients use).
 """
 
-from codec.wire._common import CopyData, CopyDone
+from codec.wire._common import (
+    MAX_SECRET_KEY_LENGTH,
+    MIN_SECRET_KEY_LENGTH,
+    CopyData,
+    CopyDone,
+    SecretKey,
+)
 from codec.wire.backend import (
     AUTHENTICATION_REGISTRY,
     Authentication,
@@ -61,6 +70,8 @@ from codec.wire.frontend import (
     NEGOTIATE_GSS_CODE,
     NEGOTIATE_SSL_CODE,
     PROTOCOL_3_0,
+    PROTOCOL_3_2,
+    PROTOCOL_OPTION_PREFIX,
     STARTUP_REGISTRY,
     Bind,
     CancelRequest,
@@ -108,11 +119,15 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
     "DEFAULT_MAX_STARTUP_PACKET_SIZE",
     "FRONTEND_REGISTRY",
+    "MAX_SECRET_KEY_LENGTH",
     "MAX_STARTUP_PACKET_LENGTH",
+    "MIN_SECRET_KEY_LENGTH",
     "NEGOTIATE_GSS_CODE",
     "NEGOTIATE_SSL_CODE",
     "PASSWORD_KIND_FOR",
     "PROTOCOL_3_0",
+    "PROTOCOL_3_2",
+    "PROTOCOL_OPTION_PREFIX",
     "STARTUP_REGISTRY",
     "Authentication",
     "AuthenticationCleartextPassword",
@@ -172,6 +187,7 @@ __all__ = [
     "SASLResponse",
     "SSLRequest",
     "SSLResponse",
+    "SecretKey",
     "StartupMessage",
     "StartupPacket",
     "Sync",

@@ -159,6 +159,60 @@ class CopyDone:
         return cls()
 
 
+# --- cancel keys (BackendKeyData, CancelRequest) ---------------------------------------
+
+#: Protocol 3.2 allows a secret key of 4 to 256 bytes ("BackendKeyData" in the docs);
+#: PostgreSQL 18 sends 32 (MAX_CANCEL_KEY_LENGTH in storage/procsignal.h) when the
+#: client asked for 3.2 or newer, and 4 otherwise. Protocol 3.0 keys are an Int32.
+MIN_SECRET_KEY_LENGTH: Final = 4
+MAX_SECRET_KEY_LENGTH: Final = 256
+
+#: A cancel key: an ``int`` is a 4-byte key read as a signed Int32 (the protocol 3.0
+#: form, all that PostgreSQL 14-17 send), ``bytes`` a longer one (5 to 256 bytes).
+#: Keeping 4-byte keys as ints lets code written for 3.0 compare keys unchanged.
+SecretKey = int | bytes
+
+
+def normalize_secret_key(key: SecretKey) -> SecretKey:
+    """The one representation of ``key``: 4 bytes become the signed Int32 they spell."""
+    if isinstance(key, int):
+        return key
+    key = bytes(key)
+    if len(key) == MIN_SECRET_KEY_LENGTH:
+        value: int = INT32.unpack(key)[0]
+        return value
+    return key
+
+
+def secret_key_bytes(key: SecretKey) -> bytes:
+    """The key as it goes on the wire (an int as its 4 big-endian bytes)."""
+    if isinstance(key, int):
+        check_range(key, -(1 << 31), INT32_MAX, "secret_key")
+        return _pack_int32(key)
+    if not MIN_SECRET_KEY_LENGTH <= len(key) <= MAX_SECRET_KEY_LENGTH:
+        raise EncodeError(
+            f"secret_key must be {MIN_SECRET_KEY_LENGTH} to {MAX_SECRET_KEY_LENGTH} bytes, "
+            f"got {len(key)}"
+        )
+    return bytes(key)
+
+
+def unpack_secret_key(body: bytes, pos: int, mt: str) -> SecretKey:
+    """Read a secret key that runs from ``pos`` to the end of ``body``."""
+    size = len(body) - pos
+    if not MIN_SECRET_KEY_LENGTH <= size <= MAX_SECRET_KEY_LENGTH:
+        raise DecodeError(
+            mt,
+            pos,
+            f"expected a secret key of {MIN_SECRET_KEY_LENGTH} to {MAX_SECRET_KEY_LENGTH} "
+            f"bytes, found {size}",
+        )
+    if size == MIN_SECRET_KEY_LENGTH:
+        value: int = INT32.unpack_from(body, pos)[0]
+        return value
+    return body[pos:]
+
+
 def empty_body(body: bytes, mt: str) -> None:
     """Raise unless a message that carries no fields has an empty body."""
     if body:

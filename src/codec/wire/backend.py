@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import ClassVar, Final, Literal, Self
+from typing import TYPE_CHECKING, ClassVar, Final, Literal, Self
 
 from codec._buffer import (
     INT8,
@@ -25,17 +25,24 @@ from codec._buffer import (
 )
 from codec.errors import DecodeError, EncodeError
 from codec.wire._common import (
+    SecretKey,
     array_struct,
     empty_body,
     frame,
+    normalize_secret_key,
     pack_int16_array,
     pack_uint16_count,
     pack_values,
+    secret_key_bytes,
     unpack_int16_array,
+    unpack_secret_key,
     unpack_values,
 )
 
-_TWO_INTS: Final = struct.Struct("!ii")
+if TYPE_CHECKING:
+    from codec.wire.frontend import StartupMessage
+
+_VERSION_AND_COUNT: Final = struct.Struct("!Ii")
 _INT32_AND_SALT: Final = struct.Struct("!i4s")
 # RowDescription per-field tail after the name: table OID, attnum, type OID, typlen,
 # typmod, format code.
@@ -326,24 +333,38 @@ class ParameterStatus:
 
 @dataclass(frozen=True, slots=True)
 class BackendKeyData:
-    """'K': the process ID and secret key a CancelRequest must quote."""
+    """'K': the process ID and secret key a CancelRequest must quote.
+
+    ``secret_key`` is an ``int`` for a 4-byte key (protocol 3.0 defines it as an Int32,
+    and PostgreSQL 18 still sends 4 bytes to 3.0 clients) and ``bytes`` for a longer
+    one: protocol 3.2 lets the key run to the end of the message, 4 to 256 bytes, and
+    PostgreSQL 18 sends 32 (``BackendKeyData`` in the 18 docs; ``PostgresMain``). A
+    4-byte ``bytes`` key is stored as its int, so equal bytes make equal messages.
+    """
 
     TAG: ClassVar[bytes] = b"K"
     process_id: int
-    secret_key: int
+    secret_key: SecretKey
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.secret_key, int):
+            object.__setattr__(self, "secret_key", normalize_secret_key(self.secret_key))
+
+    @property
+    def secret_key_bytes(self) -> bytes:
+        """The key as sent: what a CancelRequest must repeat, length included."""
+        return secret_key_bytes(self.secret_key)
 
     def encode(self) -> bytes:
         check_range(self.process_id, -(1 << 31), INT32_MAX, "process_id")
-        check_range(self.secret_key, -(1 << 31), INT32_MAX, "secret_key")
-        return frame(b"K", _TWO_INTS.pack(self.process_id, self.secret_key))
+        return frame(b"K", INT32.pack(self.process_id) + secret_key_bytes(self.secret_key))
 
     @classmethod
     def decode_body(cls, body: bytes) -> Self:
         mt = "BackendKeyData ('K')"
-        need(body, 0, 8, mt, "process ID and secret key")
-        trailing(body, 8, mt)
-        process_id, secret_key = _TWO_INTS.unpack_from(body, 0)
-        return cls(process_id, secret_key)
+        need(body, 0, 4, mt, "process ID")
+        (process_id,) = INT32.unpack_from(body, 0)
+        return cls(process_id, unpack_secret_key(body, 4, mt))
 
 
 TransactionStatus = Literal["I", "T", "E"]
@@ -377,23 +398,55 @@ class ReadyForQuery:
 
 @dataclass(frozen=True, slots=True)
 class NegotiateProtocolVersion:
-    """'v': the server's newest supported minor version and the options it ignored."""
+    """'v': the protocol version the server will speak and the options it ignored.
+
+    The docs call the first field the "newest minor protocol version supported", but
+    PostgreSQL sends a whole version number, major in the high 16 bits: 14-17 send
+    PG_PROTOCOL_LATEST (3.0, ``00030000``) and 18 sends the version it settled on,
+    Min(requested, 3.2) (``SendNegotiateProtocolVersion`` in tcop/backend_startup.c);
+    libpq 18 reads it that way (``pqGetNegotiateProtocolVersion3``).
+    """
 
     TAG: ClassVar[bytes] = b"v"
-    newest_minor_version: int
+    protocol_version: int
     unrecognized_options: tuple[str, ...] = ()
 
+    @property
+    def major_version(self) -> int:
+        return self.protocol_version >> 16
+
+    @property
+    def minor_version(self) -> int:
+        return self.protocol_version & 0xFFFF
+
+    @classmethod
+    def for_startup(cls, startup: StartupMessage, latest: int) -> Self | None:
+        """What a server whose newest protocol is ``latest`` answers to ``startup``.
+
+        None when it sends no NegotiateProtocolVersion. PostgreSQL sends one when the
+        client asked for a newer minor version or gave any ``_pq_.`` option (it knows
+        none), naming Min(requested, latest) and every such option in the client's
+        order (ProcessStartupPacket). Since 14-17 only know 3.0, Min() gives their
+        constant answer too. A major other than 3 is refused before this point.
+        """
+        options = startup.protocol_options
+        if startup.minor_version > latest & 0xFFFF or options:
+            return cls(min(startup.protocol_version, latest), options)
+        return None
+
     def encode(self) -> bytes:
-        check_range(self.newest_minor_version, -(1 << 31), INT32_MAX, "newest_minor_version")
-        out = [_TWO_INTS.pack(self.newest_minor_version, len(self.unrecognized_options))]
+        check_range(self.protocol_version, 0, UINT32_MAX, "protocol_version")
+        if len(self.unrecognized_options) > INT32_MAX:
+            raise EncodeError("too many unrecognized options for an Int32 count")
+        out = [_VERSION_AND_COUNT.pack(self.protocol_version, len(self.unrecognized_options))]
         out.extend(cstring(option, "option name") for option in self.unrecognized_options)
         return frame(b"v", b"".join(out))
 
     @classmethod
     def decode_body(cls, body: bytes) -> Self:
         mt = "NegotiateProtocolVersion ('v')"
-        need(body, 0, 8, mt, "minor version and number of options")
-        minor, count = _TWO_INTS.unpack_from(body, 0)
+        need(body, 0, 8, mt, "protocol version and number of options")
+        version, count = _VERSION_AND_COUNT.unpack_from(body, 0)
         if count < 0:
             raise DecodeError(mt, 4, f"expected a number of options >= 0, found {count}")
         pos = 8
@@ -403,7 +456,7 @@ class NegotiateProtocolVersion:
             option, pos = read_cstring(body, pos, mt, "option name")
             options.append(option)
         trailing(body, pos, mt)
-        return cls(minor, tuple(options))
+        return cls(version, tuple(options))
 
 
 # --- query results ----------------------------------------------------------------

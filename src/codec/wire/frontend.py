@@ -27,14 +27,18 @@ from codec._buffer import (
 )
 from codec.errors import DecodeError, EncodeError
 from codec.wire._common import (
+    SecretKey,
     array_struct,
     empty_body,
     frame,
     frame_untyped,
+    normalize_secret_key,
     pack_int16_array,
     pack_uint16_count,
     pack_values,
+    secret_key_bytes,
     unpack_int16_array,
+    unpack_secret_key,
     unpack_values,
 )
 
@@ -43,13 +47,17 @@ from codec.wire._common import (
 CANCEL_REQUEST_CODE: Final = (1234 << 16) | 5678
 NEGOTIATE_SSL_CODE: Final = (1234 << 16) | 5679
 NEGOTIATE_GSS_CODE: Final = (1234 << 16) | 5680
-#: Protocol 3.0, what PostgreSQL 14-17 speak.
+#: Protocol 3.0, what PostgreSQL 14-17 speak (and libpq asks for by default).
 PROTOCOL_3_0: Final = 3 << 16
+#: Protocol 3.2, the newest PostgreSQL 18 speaks: longer cancel keys. 3.1 was skipped
+#: (old pgbouncers wrongly claimed it); 18 treats a 3.1 request as 3.0 with no answer.
+PROTOCOL_3_2: Final = (3 << 16) | 2
+#: Names starting with this in a StartupMessage are protocol options, not settings.
+PROTOCOL_OPTION_PREFIX: Final = "_pq_."
 #: MAX_STARTUP_PACKET_LENGTH in pqcomm.h; the postmaster rejects longer startup packets.
 MAX_STARTUP_PACKET_LENGTH: Final = 10000
 
-_CANCEL: Final = struct.Struct("!Iii")
-_TWO_INTS: Final = struct.Struct("!ii")
+_CODE_AND_PID: Final = struct.Struct("!Ii")
 
 Target = Literal["S", "P"]
 _TARGETS: Final[dict[int, Target]] = {ord("S"): "S", ord("P"): "P"}
@@ -90,6 +98,11 @@ class StartupMessage:
     @property
     def minor_version(self) -> int:
         return self.protocol_version & 0xFFFF
+
+    @property
+    def protocol_options(self) -> tuple[str, ...]:
+        """The ``_pq_.`` parameter names, in order, repeats kept (as the server lists them)."""
+        return tuple(name for name, _ in self.parameters if name.startswith(PROTOCOL_OPTION_PREFIX))
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The value of the first parameter called ``name``."""
@@ -168,24 +181,37 @@ class GSSENCRequest:
 
 @dataclass(frozen=True, slots=True)
 class CancelRequest:
-    """Sent on a new connection to cancel the query of another backend."""
+    """Sent on a new connection to cancel the query of another backend.
+
+    ``secret_key`` repeats the BackendKeyData key: an ``int`` for a 4-byte key, ``bytes``
+    for a longer one (protocol 3.2: the key runs to the end of the packet, 4 to 256
+    bytes). PostgreSQL 18 matches length and bytes (``SendCancelRequest``).
+    """
 
     CODE: ClassVar[int] = CANCEL_REQUEST_CODE
     process_id: int
-    secret_key: int
+    secret_key: SecretKey
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.secret_key, int):
+            object.__setattr__(self, "secret_key", normalize_secret_key(self.secret_key))
+
+    @property
+    def secret_key_bytes(self) -> bytes:
+        """The key as sent."""
+        return secret_key_bytes(self.secret_key)
 
     def encode(self) -> bytes:
         check_range(self.process_id, -(1 << 31), INT32_MAX, "process_id")
-        check_range(self.secret_key, -(1 << 31), INT32_MAX, "secret_key")
-        return frame_untyped(_CANCEL.pack(CANCEL_REQUEST_CODE, self.process_id, self.secret_key))
+        key = secret_key_bytes(self.secret_key)
+        return frame_untyped(_CODE_AND_PID.pack(CANCEL_REQUEST_CODE, self.process_id) + key)
 
     @classmethod
     def decode_body(cls, body: bytes) -> Self:
         mt = "CancelRequest"
-        need(body, 4, 8, mt, "process ID and secret key")
-        process_id, secret_key = _TWO_INTS.unpack_from(body, 4)
-        trailing(body, 12, mt)
-        return cls(process_id, secret_key)
+        need(body, 4, 4, mt, "process ID")
+        (process_id,) = INT32.unpack_from(body, 4)
+        return cls(process_id, unpack_secret_key(body, 8, mt))
 
 
 _SSL_REQUEST: Final = frame_untyped(UINT32.pack(NEGOTIATE_SSL_CODE))

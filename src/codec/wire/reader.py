@@ -201,10 +201,10 @@ _BACKEND_TAGS: Final = frozenset(_BACKEND_DECODERS)
 # Messages whose length word can only have one value: a lie is reported as soon as the
 # header arrives instead of after buffering the claimed body.
 _FRONTEND_FIXED_LENGTHS: Final = {ord(t): 4 for t in "SHXc"}
+# BackendKeyData ('K') is not here: since protocol 3.2 its key is 4 to 256 bytes.
 _BACKEND_FIXED_LENGTHS: Final = {
     **{ord(t): 4 for t in "123nsIc"},
     ord("Z"): 5,
-    ord("K"): 12,
 }
 
 #: What the server should expect after sending each authentication request.

@@ -55,7 +55,7 @@ class ConnectionReady:
 
     parameters: Mapping[str, str]
     process_id: int | None
-    secret_key: int | None
+    secret_key: int | bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +356,7 @@ class ReplicationSession:
         self._state = State.NEW
         self._parameters: dict[str, str] = {}
         self._process_id: int | None = None
-        self._secret_key: int | None = None
+        self._secret_key: int | bytes | None = None
         self._transaction_status = "I"
         self._scram: ScramSha256 | None = None
         self._columns: tuple[wire.FieldDescription, ...] = ()
@@ -388,7 +388,7 @@ class ReplicationSession:
         return self._process_id
 
     @property
-    def secret_key(self) -> int | None:
+    def secret_key(self) -> int | bytes | None:
         return self._secret_key
 
     @property
