@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 from test_checks_postgres import Raw, seen
 
-from codec.wire import CopyData, CopyOutResponse
+from codec.wire import CopyData, CopyOutResponse, NoticeResponse
 from conformance.provision import Server
 from pgwire_mock.pytest_plugin import WalSender, start_walsender
 from pgwire_mock.script import Script, column
@@ -32,7 +32,9 @@ ROWS = [
 def observed(messages: Sequence[object], *, distinct: bool = False) -> list[object]:
     out = []
     for m in messages:
-        if isinstance(m, CopyOutResponse):
+        if isinstance(m, NoticeResponse):
+            out.append(("Notice", m.fields))
+        elif isinstance(m, CopyOutResponse):
             out.append(("CopyOut", m.overall_format, m.column_formats))
         elif isinstance(m, CopyData):
             out.append(("CopyData", m.data))
@@ -178,3 +180,103 @@ def test_catalog_queries_and_copy_are_answered_as_postgres_answers(
         real_conn.close()
         fake_conn.close()
         fake.stop()
+
+
+def _snapshot_name(messages: Sequence[object]) -> str:
+    (row,) = [m for m in messages if type(m).__name__ == "DataRow"]
+    return bytes(row.values[2]).decode()  # type: ignore[attr-defined]
+
+
+def test_reading_tables_under_an_exported_snapshot_as_postgres_does(
+    pg_server: Server, tables: tuple[str, str, str, int, int]
+) -> None:
+    """A slot's exported snapshot imported on another connection (what Debezium and
+    pg_dump-style snapshotting clients do): SELECT and COPY see the rows as of the slot's
+    consistent point, not a row committed after it; outside the transaction they do.
+    With the errors a client meets on the way."""
+    from pgwire_mock.script import insert
+
+    t, u, pub, t_oid, u_oid = tables
+    major = pg_server.version
+    fake = fake_for(major, t, u, pub, t_oid, u_oid)
+    slot = f"snap_{uuid.uuid4().hex[:8]}"
+    create = f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL pgoutput ' + (
+        "EXPORT_SNAPSHOT" if major < 15 else "(SNAPSHOT 'export')"
+    )
+    replication = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    plain = [("user", "postgres"), ("database", "postgres")]
+    seen_by: dict[str, list[object]] = {}
+    for side, (host, port) in {
+        "postgres": (pg_server.host, pg_server.port),
+        "fake": ("127.0.0.1", fake.port),
+    }.items():
+        exporter = Raw(host, port, replication)
+        name = _snapshot_name(exporter.query(create))
+        if side == "postgres":
+            with pg_server.connect() as conn:
+                conn.execute(
+                    sql.SQL("INSERT INTO {} VALUES (5, 'after the slot', 5)").format(
+                        sql.Identifier(t)
+                    )
+                )
+        else:
+            fake.commit([insert(f"public.{t}", id=5, v="after the slot", n=5)])
+        reader = Raw(host, port, plain)
+        out: list[object] = []
+        for statement in (
+            f"SET TRANSACTION SNAPSHOT '{name}'",
+            f"LOCK TABLE public.{t} IN ACCESS SHARE MODE",
+            "BEGIN",
+            f"SET TRANSACTION SNAPSHOT '{name}'",
+            "ROLLBACK",
+            "BEGIN ISOLATION LEVEL REPEATABLE READ",
+            "SET TRANSACTION SNAPSHOT 'nonsense'",
+            "ROLLBACK",
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+            "BEGIN",
+            "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ ONLY, DEFERRABLE;",
+            f"SET TRANSACTION SNAPSHOT '{name}';",
+            "ROLLBACK",
+            "BEGIN",
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;",
+            f"SET TRANSACTION SNAPSHOT '{name}';",
+            f'LOCK TABLE "public"."{t}" IN ACCESS SHARE MODE;',
+            f'SELECT * FROM "public"."{t}"',
+            f"SELECT id, v FROM {t}",
+            f"COPY public.{t} TO STDOUT",
+            "COMMIT",
+            f"SELECT * FROM ONLY public.{t}",
+            f"SELECT nope FROM {t}",
+            "SELECT * FROM missing_table",
+            "SELECT * FROM public.missing_table",
+        ):
+            out.append(observed(reader.query(statement)))
+        reader.close()
+        exporter.close()
+        seen_by[side] = out
+    fake.stop()
+    with pg_server.connect() as conn:
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    assert seen_by["fake"] == seen_by["postgres"]
+
+
+def test_a_bug_answering_sql_is_an_error_response_not_a_dropped_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pgwire_mock.server.catalog import CatalogQueries
+
+    def broken(self: CatalogQueries, text: str, *, in_transaction: bool) -> None:
+        raise IndexError("no such group")
+
+    monkeypatch.setattr(CatalogQueries, "answer", broken)
+    server = start_walsender(pg_version=17)
+    conn = Raw("127.0.0.1", server.port, [("user", "postgres"), ("database", "postgres")])
+    try:
+        (error, ready) = observed(conn.query("SELECT 1"))
+        assert error[0] == "Error" and ("C", "XX000") in error[1]  # type: ignore[index]
+        assert "IndexError: no such group" in dict(error[1])["M"]  # type: ignore[index]
+        assert observed(conn.query("SELECT 1")) == [error, "ReadyForQuery"]  # still up
+    finally:
+        conn.close()
+        server.stop()
+    assert ready == "ReadyForQuery"

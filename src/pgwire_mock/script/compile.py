@@ -854,6 +854,14 @@ _FIXED_TYPES: Final = {
 _ENUM: Final = (4, 4)  # an enum value is its label's OID on disk
 
 
+def type_length(ctype: ColumnType) -> int:
+    """pg_type.typlen: bytes of a fixed-length type, -1 for a varlena."""
+    while ctype.kind == "domain" and ctype.base is not None:
+        ctype = ctype.base
+    fixed = _ENUM if ctype.kind == "enum" else _FIXED_TYPES.get(ctype.oid)
+    return fixed[0] if fixed is not None else -1
+
+
 def _tuple_size(table: TableVersion, row: Row | None) -> int:
     """The heap tuple's length (t_len) as heap_form_tuple lays it out: a MAXALIGNed
     header (with a null bitmap when a value is null), then each value at its type's

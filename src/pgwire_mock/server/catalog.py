@@ -26,6 +26,7 @@ from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.sql import Column, Result
 from pgwire_mock.server.state import ServerState
+from pgwire_mock.server.versions import error
 
 if TYPE_CHECKING:  # the script package loads YAML: only script sources need it
     from pgwire_mock.script.compile import CColumn
@@ -58,6 +59,9 @@ _NAME_LITERAL: Final = r"E?'((?:[^']|'')*)'"
 _QUOTED_NAME: Final = r'(?:"((?:[^"]|"")+)"|([a-z_][a-z0-9_$]*))'
 _RELATION: Final = _QUOTED_NAME + r"\." + _QUOTED_NAME
 _BINARY: Final = r"(?: WITH \(FORMAT binary\))?"
+_ISOLATION: Final = re.compile(
+    r"ISOLATION LEVEL (SERIALIZABLE|REPEATABLE READ|READ COMMITTED|READ UNCOMMITTED)", re.I
+)
 
 # Catalog relations whose columns the answers come from: (relation OID, attribute number).
 _PG_CLASS: Final = 1259
@@ -85,6 +89,9 @@ def _array_element(name: str) -> str:
     return name
 
 
+_Handler = Callable[..., Result | CopyOut | None]
+
+
 class CatalogQueries:
     """Answers one session's subscriber catalog queries and COPYs (:meth:`answer`)."""
 
@@ -92,8 +99,21 @@ class CatalogQueries:
         self.major = major
         self.state = state
         self.tables = tables
+        self.snapshot_lsn: int | None = None
+        """What the transaction's snapshot sees: the WAL before this LSN (a slot's
+        USE_SNAPSHOT, SET TRANSACTION SNAPSHOT); None: the end of WAL, as a new one does."""
+        self.isolation = "READ COMMITTED"
+        self._in_transaction = False
         flags = re.IGNORECASE
-        self._handlers: tuple[tuple[re.Pattern[str], Callable[..., Result | CopyOut]], ...] = (
+        self._handlers: tuple[
+            tuple[re.Pattern[str], Callable[..., Result | CopyOut | None]], ...
+        ] = (
+            (re.compile(r"SET TRANSACTION SNAPSHOT '((?:[^']|'')*)'", flags), self._set_snapshot),
+            (re.compile(r"SET TRANSACTION (?!SNAPSHOT)[A-Z ,]+", flags), self._set_transaction),
+            (
+                re.compile(r"LOCK (?:TABLE )?(?:ONLY )?[^;]+? IN [A-Z ]+ MODE(?: NOWAIT)?", flags),
+                self._lock,
+            ),
             (
                 re.compile(
                     r"SELECT t\.pubname FROM pg_catalog\.pg_publication t WHERE t\.pubname IN "
@@ -171,22 +191,80 @@ class CatalogQueries:
                 ),
                 self._copy_select,
             ),
+            (
+                re.compile(
+                    r"SELECT (.+?) FROM (?:ONLY )?((?:"
+                    + _QUOTED_NAME
+                    + r"\.)?"
+                    + _QUOTED_NAME
+                    + ")",
+                    flags,
+                ),
+                self._select,
+            ),
         )
 
-    def answer(self, text: str, snapshot_lsn: int) -> Result | CopyOut | None:
-        """The reply to ``text`` (whitespace collapsed) for a transaction whose snapshot
-        sees the WAL before ``snapshot_lsn``; None when it is not a subscriber's query."""
+    def answer(self, text: str, *, in_transaction: bool) -> Result | CopyOut | None:
+        """The reply to ``text`` (whitespace collapsed); None when it is none of the
+        statements this module answers."""
+        self._in_transaction = in_transaction
         for pattern, handler in self._handlers:
             match = pattern.fullmatch(text)
             if match is not None:
-                self._snapshot = snapshot_lsn
                 return handler(match)
         return None
+
+    # --- the transaction's snapshot ---------------------------------------------------------
+
+    def transaction_began(self, text: str) -> None:
+        """BEGIN / START TRANSACTION ran: note its isolation level."""
+        match = _ISOLATION.search(text)
+        self.isolation = match.group(1).upper() if match is not None else "READ COMMITTED"
+        self.snapshot_lsn = None
+
+    def transaction_ended(self) -> None:
+        self.isolation = "READ COMMITTED"
+        self.snapshot_lsn = None
+
+    def _set_transaction(self, match: re.Match[str]) -> Result:
+        if not self._in_transaction:
+            notice = error(self.major, "set_transaction_outside_block")
+            return Result("SET", notices=(notice,))
+        level = _ISOLATION.search(match.group(0))
+        if level is not None:
+            self.isolation = level.group(1).upper()
+        return Result("SET")
+
+    def _set_snapshot(self, match: re.Match[str]) -> Result:
+        """SET TRANSACTION SNAPSHOT: see what the exporting slot's snapshot saw."""
+        if not self._in_transaction:
+            # The statement's own transaction is READ COMMITTED: the warning, then the error.
+            warning = error(self.major, "set_transaction_outside_block")
+            raise error(self.major, "snapshot_import_isolation").after(warning)
+        if self.isolation not in ("REPEATABLE READ", "SERIALIZABLE"):
+            raise error(self.major, "snapshot_import_isolation")
+        name = match.group(1).replace("''", "'")
+        lsn = self.state.exported.get(name)
+        if lsn is None:
+            raise error(self.major, "invalid_snapshot_identifier", name=name)
+        if self.isolation == "SERIALIZABLE":
+            # A slot's snapshot comes from a REPEATABLE READ transaction.
+            raise error(self.major, "snapshot_import_serializable")
+        self.snapshot_lsn = lsn
+        return Result("SET")
+
+    def _lock(self, _: re.Match[str]) -> Result:
+        if not self._in_transaction:
+            raise error(self.major, "lock_table_outside_block")
+        return Result("LOCK TABLE")
 
     # --- the model ------------------------------------------------------------------------
 
     def _states(self) -> Mapping[str, TableState]:
-        return self.tables.tables_at(self._snapshot) if self.tables is not None else {}
+        if self.tables is None:
+            return {}
+        at = self.snapshot_lsn if self.snapshot_lsn is not None else self.state.wal_lsn
+        return self.tables.tables_at(at)
 
     def _published(self, publications: Sequence[str]) -> list[str]:
         """Tables of the named publications that exist, in creation order."""
@@ -300,6 +378,67 @@ class CatalogQueries:
                 rows.append((str(c.attnum), *row) if with_attnum else row)
         return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
 
+    # --- SELECT … FROM t ---------------------------------------------------------------
+
+    def _select(self, match: re.Match[str]) -> Result | None:
+        """``SELECT * | columns FROM [ONLY] [schema.]table`` of a served table."""
+        from pgwire_mock.script.compile import type_length  # noqa: PLC0415 - scripts only
+
+        schema = _ident(match.group(3), match.group(4)) if match.group(3) or match.group(4) else ""
+        name = _ident(match.group(5), match.group(6))
+        qualified = bool(schema)
+        if schema in ("pg_catalog", "information_schema") or (
+            not qualified and name.startswith("pg_")
+        ):
+            return None  # the SQL layer's catalog views
+        wanted = _select_list(match.group(1))
+        if wanted is None:
+            return None  # expressions: not a plain read of the table
+        state = self._states().get(f"{schema or 'public'}.{name}")
+        text = match.group(0)
+        if state is None:
+            if self.tables is None:
+                return None
+            kind = "undefined_qualified_table" if qualified else "undefined_table"
+            relation = f"{schema}.{name}" if qualified else name
+            err = error(self.major, kind, relation=relation)
+            err.position = match.start(2) + 1
+            raise err
+        version = state.version
+        columns = list(version.columns)
+        if wanted == [("*", "*")]:
+            chosen = columns
+        else:
+            by_name = {c.name: c for c in columns}
+            chosen = []
+            for column, at in wanted:
+                if column not in by_name:
+                    err = error(self.major, "undefined_column", column=column)
+                    err.position = text.index(at) + 1
+                    raise err
+                chosen.append(by_name[column])
+        if any(c.generated for c in chosen):
+            raise ServerError(
+                "ERROR",
+                "0A000",
+                f"pgwire-mock does not know the values of {name}'s generated columns",
+                f"Statement: {text[:200]}",
+            )
+        published = list(version.published)
+        indexes = [published.index(c) for c in chosen]
+        described = tuple(
+            Column(
+                c.name,
+                table_oid=version.oid,
+                column_number=c.attnum,
+                typmod=c.typmod,
+                described=(c.ctype.oid, type_length(c.ctype)),
+            )
+            for c in chosen
+        )
+        rows = tuple(tuple(_text(published[i], row[i]) for i in indexes) for row in state.rows)
+        return Result(f"SELECT {len(rows)}", described, rows)
+
     # --- COPY -----------------------------------------------------------------------------
 
     def _copy_table(self, match: re.Match[str]) -> CopyOut:
@@ -312,7 +451,7 @@ class CatalogQueries:
     def _copy_select(self, match: re.Match[str]) -> CopyOut:
         schema = _ident(match.group(2), match.group(3))
         name = _ident(match.group(4), match.group(5))
-        if " where " in match.group(1).lower():
+        if " where " in match.group(1).lower():  # no script has a row filter
             raise ServerError(
                 "ERROR",
                 "0A000",
@@ -325,7 +464,7 @@ class CatalogQueries:
     def _copy(self, schema: str, name: str, wanted: list[str] | None, binary: bool) -> CopyOut:
         state = self._states().get(f"{schema}.{name}")
         if state is None:
-            raise ServerError("ERROR", "42P01", f'relation "{schema}.{name}" does not exist')
+            raise error(self.major, "copy_undefined_qualified_table", relation=f"{schema}.{name}")
         version = state.version
         published = list(version.published)
         if wanted is None:
@@ -334,11 +473,7 @@ class CatalogQueries:
             names = [c.name for c in published]
             for column in wanted:
                 if column not in names:
-                    raise ServerError(
-                        "ERROR",
-                        "42703",
-                        f'column "{column}" of relation "{name}" does not exist',
-                    )
+                    raise error(self.major, "copy_undefined_column", column=column, relation=name)
             indexes = [names.index(column) for column in wanted]
         payloads: list[bytes] = []
         for row in state.rows:
@@ -352,6 +487,25 @@ class CatalogQueries:
                 payloads = [binary_header() + BINARY_TRAILER]
         count = len(state.rows)
         return CopyOut(binary, len(indexes), tuple(payloads), f"COPY {count}")
+
+
+def _select_list(listed: str) -> list[tuple[str, str]] | None:
+    """(name, as written) per plain column, ``[("*", "*")]``; None for anything else."""
+    if listed.strip() == "*":
+        return [("*", "*")]
+    out = []
+    for raw in listed.split(","):
+        part = raw.strip()
+        match = re.fullmatch(_QUOTED_NAME, part, re.IGNORECASE)
+        if match is None:
+            return None
+        out.append((_ident(match.group(1), (match.group(2) or "").lower()), part))
+    return out
+
+
+def _text(column: CColumn, value: object) -> str | None:
+    encoded = _value(column, value, binary=False)
+    return None if encoded is None else encoded.decode()
 
 
 def _column_names(listed: str) -> list[str]:

@@ -44,6 +44,13 @@ class ServerError(Exception):
         self.file = file
         self.line = line
         self.routine = routine
+        #: Notices the server sends before this error (a WARNING, then the ERROR).
+        self.notices: tuple[ServerError, ...] = ()
+
+    def after(self, *notices: ServerError) -> ServerError:
+        """This error, sent after ``notices``."""
+        self.notices = notices
+        return self
 
     @property
     def fatal(self) -> bool:

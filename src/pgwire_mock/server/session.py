@@ -30,7 +30,6 @@ Facts reproduced (``walsender.c``, ``postgres.c``, ``postmaster.c``/``backend_st
 from __future__ import annotations
 
 import enum
-import re
 import secrets
 import struct
 from collections.abc import Callable, Iterator, Mapping
@@ -316,9 +315,6 @@ class WalSenderSession:
         self._log = log or (lambda _line: None)
         self._sql: SqlLayer | None = None
         self._catalog: CatalogQueries | None = None
-        self._snapshot_lsn: int | None = None
-        """The LSN the transaction's snapshot sees (a slot's USE_SNAPSHOT, SET TRANSACTION
-        SNAPSHOT); None: the end of WAL, as a new snapshot would."""
         self._startup_params: dict[str, str] = {}
         self._now = now
         self._held = bytearray()  # client bytes a stalled walsender has not read yet
@@ -905,7 +901,15 @@ class WalSenderSession:
                 result = self._execute(statement)
             except ServerError as err:
                 self._log(f"{err.severity}: {err.message}")
+                for notice in err.notices:
+                    self._notice(notice)
                 self._send_error(err)
+                self._error_cleanup()
+                return
+            except Exception as exc:  # a bug of the fake: report it and stay up
+                self._log(f"internal error answering {statement[:200]!r}: {exc!r}")
+                message = f"pgwire-mock internal error: {type(exc).__name__}: {exc}"
+                self._send_error(ServerError("ERROR", "XX000", message))
                 self._error_cleanup()
                 return
             if isinstance(result, CopyOut):
@@ -919,33 +923,21 @@ class WalSenderSession:
                 if self.transaction_status == "E":
                     result = Result("ROLLBACK", notices=())
                 self.transaction_status = "I"
-                self._snapshot_lsn = None
             self._send_result(result)
 
     def _execute(self, statement: str) -> Result | CopyOut:
-        """One statement: a subscriber's catalog query or COPY, else the SQL layer's."""
+        """One statement: reading tables or a subscriber's catalog query, else SQL."""
         assert self._sql is not None and self._catalog is not None
-        text = normalize(statement)
-        match = _SET_SNAPSHOT.fullmatch(text)
-        if match is not None:
-            return self._set_snapshot(match.group(1).replace("''", "'"))
-        snapshot = self._snapshot_lsn if self._snapshot_lsn is not None else self.state.wal_lsn
-        answer = self._catalog.answer(text, snapshot)
+        in_transaction = self.transaction_status != "I"
+        answer = self._catalog.answer(normalize(statement), in_transaction=in_transaction)
         if answer is not None:
             return answer
-        return self._sql.execute(statement, in_transaction=self.transaction_status != "I")
-
-    def _set_snapshot(self, name: str) -> Result:
-        """SET TRANSACTION SNAPSHOT: see what the exporting slot's snapshot saw."""
-        if self.transaction_status == "I":
-            raise ServerError(
-                "ERROR", "25P01", "SET TRANSACTION can only be used in transaction blocks"
-            )
-        lsn = self.state.exported.get(name)
-        if lsn is None:
-            raise ServerError("ERROR", "22023", f'invalid snapshot identifier: "{name}"')
-        self._snapshot_lsn = lsn
-        return Result("SET")
+        result = self._sql.execute(statement, in_transaction=in_transaction)
+        if result.transaction == "begin":
+            self._catalog.transaction_began(normalize(statement))
+        elif result.transaction is not None:
+            self._catalog.transaction_ended()
+        return result
 
     def _send_copy(self, copy: CopyOut) -> None:
         """COPY … TO STDOUT: CopyOutResponse, a CopyData per payload, CopyDone, the tag."""
@@ -960,7 +952,13 @@ class WalSenderSession:
                 RowDescription(
                     tuple(
                         FieldDescription(
-                            c.name, c.table_oid, c.column_number, c.type_oid, c.type_size, -1, 0
+                            c.name,
+                            c.table_oid,
+                            c.column_number,
+                            c.type_oid,
+                            c.type_size,
+                            c.typmod,
+                            0,
                         )
                         for c in result.columns
                     )
@@ -1120,8 +1118,8 @@ class WalSenderSession:
             # committed before its consistent point.
             if snapshot_name is not None:
                 self.state.exported[snapshot_name] = slot.confirmed_flush
-            elif snapshot == "use":
-                self._snapshot_lsn = slot.confirmed_flush
+            elif snapshot == "use" and self._catalog is not None:
+                self._catalog.snapshot_lsn = slot.confirmed_flush
         else:
             point, snapshot_name = "0/0", None
         self._log(f"created slot {slot.name} at {point}")
@@ -1487,9 +1485,6 @@ class WalSenderSession:
         tag = getattr(type(message), "TAG", b"?")
         letter = tag.decode("latin-1") if isinstance(tag, bytes) else str(tag)
         self._fatal(error(self.major, "invalid_standby_message_type", type=letter))
-
-
-_SET_SNAPSHOT: Final = re.compile(r"SET TRANSACTION SNAPSHOT '((?:[^']|'')*)'", re.IGNORECASE)
 
 
 def _is_txn_end(statement: str) -> bool:

@@ -71,14 +71,17 @@ class Column:
     table_oid: int = 0
     """A catalog column's relation and attribute number (RowDescription); 0 otherwise."""
     column_number: int = 0
+    typmod: int = -1
+    described: tuple[int, int] | None = None
+    """A user table's column: its type's (OID, typlen), instead of ``type``'s."""
 
     @property
     def type_oid(self) -> int:
-        return OID[self.type][0]
+        return self.described[0] if self.described is not None else OID[self.type][0]
 
     @property
     def type_size(self) -> int:
-        return OID[self.type][1]
+        return self.described[1] if self.described is not None else OID[self.type][1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -299,6 +299,87 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "CreateDecodingContext",
         _v(v14=510, v15=513, v16=528, v17=534),
     ),
+    # Snapshots and reading tables (a client's snapshot SQL, a subscriber's COPY).
+    "set_transaction_outside_block": _ErrorFact(
+        "25P01",
+        "SET TRANSACTION can only be used in transaction blocks",
+        "xact.c",
+        "CheckTransactionBlock",
+        _v(v14=3528, v15=3591, v16=3602, v17=3705),
+        severity="WARNING",
+    ),
+    "lock_table_outside_block": _ErrorFact(
+        "25P01",
+        "LOCK TABLE can only be used in transaction blocks",
+        "xact.c",
+        "CheckTransactionBlock",
+        _v(v14=3528, v15=3591, v16=3602, v17=3705),
+    ),
+    "snapshot_import_isolation": _ErrorFact(
+        "0A000",
+        "a snapshot-importing transaction must have isolation level SERIALIZABLE or "
+        "REPEATABLE READ",
+        "snapmgr.c",
+        "ImportSnapshot",
+        _v(v14=1429, v15=1429, v16=1431, v17=1402),
+    ),
+    "snapshot_import_serializable": _ErrorFact(
+        "0A000",
+        "a serializable transaction cannot import a snapshot from a non-serializable "
+        "transaction",
+        "snapmgr.c",
+        "ImportSnapshot",
+        _v(v14=1539, v15=1539, v16=1541, v17=1524),
+    ),
+    "invalid_snapshot_identifier": _ErrorFact(
+        "22023",
+        'invalid snapshot identifier: "{name}"',
+        "snapmgr.c",
+        "ImportSnapshot",
+        _v(v14=1438, v15=1438, v16=1440, v17=1411),
+    ),
+    "undefined_column": _ErrorFact(
+        "42703",
+        'column "{column}" does not exist',
+        "parse_relation.c",
+        "errorMissingColumn",
+        _v(v14=3657, v15=3675, v16=3727, v17=3721),
+    ),
+    "undefined_table": _ErrorFact(
+        "42P01",
+        'relation "{relation}" does not exist',
+        "parse_relation.c",
+        "parserOpenTable",
+        _v(v14=1384, v15=1395, v16=1452, v17=1452),
+    ),
+    "undefined_qualified_table": _ErrorFact(
+        "42P01",
+        'relation "{relation}" does not exist',
+        "parse_relation.c",
+        "parserOpenTable",
+        _v(v14=1363, v15=1374, v16=1431, v17=1431),
+    ),
+    "copy_undefined_table": _ErrorFact(
+        "42P01",
+        'relation "{relation}" does not exist',
+        "namespace.c",
+        "RangeVarGetRelidExtended",
+        _v(v14=436, v15=436, v16=437, v17=639),
+    ),
+    "copy_undefined_qualified_table": _ErrorFact(
+        "42P01",
+        'relation "{relation}" does not exist',
+        "namespace.c",
+        "RangeVarGetRelidExtended",
+        _v(v14=431, v15=431, v16=432, v17=634),
+    ),
+    "copy_undefined_column": _ErrorFact(
+        "42703",
+        'column "{column}" of relation "{relation}" does not exist',
+        "copy.c",
+        "CopyGetAttnums",
+        _v(v14=783, v15=818, v16=876, v17=990),
+    ),
     # Walsender.
     "logical_decoding_requires_database": _ErrorFact(
         "55000",
