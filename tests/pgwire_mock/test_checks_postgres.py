@@ -19,6 +19,7 @@ from codec.wire import (
     CommandComplete,
     DataRow,
     ErrorResponse,
+    NegotiateProtocolVersion,
     Query,
     ReadyForQuery,
     RowDescription,
@@ -85,6 +86,8 @@ def seen(messages: Sequence[object], *, values: bool = True) -> list[object]:
             out.append(m.values if values else "DataRow")
         elif isinstance(m, CommandComplete):
             out.append(m.command_tag)
+        elif isinstance(m, NegotiateProtocolVersion):
+            out.append((m.protocol_version, m.unrecognized_options))
         else:
             out.append(m if isinstance(m, str) else type(m).__name__)
     return out
@@ -121,6 +124,10 @@ START_PARAMS = [
     pytest.param({"user": "norole", "database": "nodb"}, id="unknown-role-and-database"),
     pytest.param({"user": "norole"}, id="unknown-role-default-database"),
     pytest.param({"user": "postgres", "database": "template1"}, id="template1"),
+    pytest.param(
+        {"user": "postgres", "database": "postgres", "_pq_.a": "1", "_pq_.b": "2"},
+        id="unknown-protocol-options",
+    ),
 ]
 
 
@@ -136,8 +143,10 @@ def test_unknown_roles_and_databases_as_postgres_reports_them(
     real = startup(*_address(pg_server), **params)
     mock = startup(fake.host, fake.port, **params)
     if real[-1] == "ReadyForQuery":
-        # ParameterStatus values (TimeZone, ...) are compared elsewhere; the kinds here.
-        assert [m for m in mock if isinstance(m, str)] == [m for m in real if isinstance(m, str)]
+        # ParameterStatus values (TimeZone, ...) are compared elsewhere; the kinds here,
+        # and a NegotiateProtocolVersion's fields.
+        kept = (str, tuple)
+        assert [m for m in mock if isinstance(m, kept)] == [m for m in real if isinstance(m, kept)]
     else:
         assert mock == real
 

@@ -659,9 +659,10 @@ class WalSenderSession:
             )
             return
         params = dict(message.parameters)
-        unknown = tuple(name for name in params if name.startswith("_pq_."))
-        if message.minor_version > 0 or unknown:
-            self._send(NegotiateProtocolVersion(0, unknown))
+        # 14-17 speak protocol 3.0 only: a newer minor or any _pq_. option is answered.
+        negotiate = NegotiateProtocolVersion.for_startup(message, 0x30000)
+        if negotiate is not None:
+            self._send(negotiate)
         replication = params.get("replication")
         if replication is not None:
             if replication == "database":

@@ -325,8 +325,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
     ),
     "snapshot_import_serializable": _ErrorFact(
         "0A000",
-        "a serializable transaction cannot import a snapshot from a non-serializable "
-        "transaction",
+        "a serializable transaction cannot import a snapshot from a non-serializable transaction",
         "snapmgr.c",
         "ImportSnapshot",
         _v(v14=1539, v15=1539, v16=1541, v17=1524),
