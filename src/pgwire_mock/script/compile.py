@@ -38,6 +38,7 @@ from pgwire_mock.script.model import (
     Fault,
     Insert,
     LogicalMessage,
+    Publication,
     ReleaseSavepoint,
     RollbackPrepared,
     RollbackToSavepoint,
@@ -50,6 +51,7 @@ from pgwire_mock.script.model import (
     Update,
     WaitFor,
 )
+from pgwire_mock.script.rowfilter import RowFilter, RowFilterError
 from pgwire_mock.script.types import (
     ColumnType,
     TypeCatalog,
@@ -119,23 +121,29 @@ class TableVersion:
     def has_key(self) -> bool:
         return self.identity in "di" and any(c.key for c in self.published)
 
-    def relation(self, xid: int | None) -> Relation:
+    def sent(self, columns: tuple[str, ...] | None) -> tuple[CColumn, ...]:
+        """The published columns a column list keeps (all of them without one)."""
+        if columns is None:
+            return self.published
+        return tuple(c for c in self.published if c.name in columns)
+
+    def relation(self, xid: int | None, columns: tuple[str, ...] | None = None) -> Relation:
         full = self.identity == "f"
-        columns = tuple(
+        described = tuple(
             RelationColumn(
                 1 if full or (self.identity in "di" and c.key) else 0,
                 c.name,
                 c.ctype.oid,
                 c.typmod,
             )
-            for c in self.published
+            for c in self.sent(columns)
         )
         namespace = "" if self.namespace == "pg_catalog" else self.namespace
-        return Relation(self.oid, namespace, self.relname, self.identity, columns, xid=xid)
+        return Relation(self.oid, namespace, self.relname, self.identity, described, xid=xid)
 
-    def type_messages(self, xid: int | None) -> list[Type]:
+    def type_messages(self, xid: int | None, columns: tuple[str, ...] | None = None) -> list[Type]:
         out = []
-        for c in self.published:
+        for c in self.sent(columns):
             if c.ctype.is_user_defined:
                 namespace, name = c.ctype.type_message_names
                 namespace = "" if namespace == "pg_catalog" else namespace
@@ -146,10 +154,14 @@ class TableVersion:
 Row = tuple[object, ...]  # one entry per published column: value, None or UNCHANGED_TOAST
 
 
-def encode_row(table: TableVersion, row: Row, *, binary: bool) -> tuple[object, ...]:
-    """The TupleData of ``row`` in text or binary format."""
+def encode_row(
+    table: TableVersion, row: Row, *, binary: bool, columns: tuple[str, ...] | None = None
+) -> tuple[object, ...]:
+    """The TupleData of ``row`` in text or binary format (a column list's columns only)."""
     out: list[object] = []
     for c, v in zip(table.published, row, strict=True):
+        if columns is not None and c.name not in columns:
+            continue
         if v is None or v is UNCHANGED_TOAST:
             out.append(v)
         else:
@@ -253,6 +265,14 @@ class WMarker:
 WalItem = WTxn | WFinishPrepared | WMessage | WMarker
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PublishedTable:
+    """How a publication publishes one listed table (15+ column list and row filter)."""
+
+    columns: tuple[str, ...] | None = None
+    filter: RowFilter | None = None
+
+
 @dataclass(eq=False)
 class CompiledScript:
     script: Script
@@ -263,6 +283,8 @@ class CompiledScript:
     slots_confirmed: Mapping[str, int]
     initial: Mapping[str, tuple[TableVersion, list[Row]]] = field(default_factory=dict)
     """Each table as declared, with its rows before the first step."""
+    published: Mapping[str, Mapping[str, PublishedTable]] = field(default_factory=dict)
+    """Publication → listed table → its column list and row filter."""
     live: bool = False
     """A served script's WAL grows: steps are appended, and a wait_for step holds back
     what follows it until its condition holds. Only the first ``available`` items of a
@@ -420,6 +442,7 @@ class Compiler:
         }
 
         publications: dict[str, frozenset[str] | None] = {}
+        published: dict[str, dict[str, PublishedTable]] = {}
         for i, p in enumerate(script.publications):
             where = f"publications[{i}]"
             if p.name in publications:
@@ -430,6 +453,7 @@ class Compiler:
             if p.all_tables and p.tables:
                 raise ScriptError("all_tables and tables exclude each other", where)
             publications[p.name] = None if p.all_tables else frozenset(p.tables)
+            published[p.name] = self._published(p, where)
 
         slots: dict[str, int] = {}
         for i, s in enumerate(script.slots):
@@ -449,8 +473,58 @@ class Compiler:
         for i, step in enumerate(script.steps):
             self.step(step, f"steps[{i}]")
         return CompiledScript(
-            script, self.catalog, publications, self.wal, self.lsn, slots, initial
+            script, self.catalog, publications, self.wal, self.lsn, slots, initial, published
         )
+
+    def _published(self, p: Publication, where: str) -> dict[str, PublishedTable]:
+        """A publication's column lists and row filters, checked as CREATE PUBLICATION and
+        a later UPDATE/DELETE on the publisher check them."""
+        out: dict[str, PublishedTable] = {}
+        for name in sorted(set(p.columns) | set(p.where)):
+            at = f"{where}.tables.{name}"
+            if name not in p.tables:
+                raise ScriptError(f"{name} is not one of the publication's tables", at)
+            if self.script.server.pg_version < 15:
+                raise ScriptError("column lists and row filters need PostgreSQL 15 or later", at)
+            table = self.tables[name]
+            by_name = {c.name: c for c in table.columns}
+            # The replica identity: a key, or (FULL) every column.
+            identity = {c.name for c in table.published if c.key or table.identity == "f"}
+            keys = identity if table.identity in "dif" else None
+            listed = p.columns.get(name)
+            if listed is not None:
+                for column in listed:
+                    if column not in by_name:
+                        raise ScriptError(f"no column {column!r} in {name}", f"{at}.columns")
+                    if by_name[column].generated:
+                        raise ScriptError(
+                            f'cannot use generated column "{column}" in publication column list',
+                            f"{at}.columns",
+                        )
+                if keys is not None and not keys <= set(listed):
+                    raise ScriptError(
+                        "the column list does not cover the replica identity (PostgreSQL "
+                        "refuses UPDATE and DELETE on the table then)",
+                        f"{at}.columns",
+                    )
+                listed = tuple(c.name for c in table.published if c.name in listed)
+            condition = None
+            if name in p.where:
+                try:
+                    condition = RowFilter(p.where[name])
+                except RowFilterError as err:
+                    raise ScriptError(str(err), f"{at}.where") from None
+                for column in sorted(condition.columns):
+                    if column not in by_name:
+                        raise ScriptError(f"no column {column!r} in {name}", f"{at}.where")
+                if keys is not None and not condition.columns <= identity:
+                    raise ScriptError(
+                        "the row filter uses columns outside the replica identity (PostgreSQL "
+                        "refuses UPDATE and DELETE on the table then)",
+                        f"{at}.where",
+                    )
+            out[name] = PublishedTable(listed, condition)
+        return out
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")

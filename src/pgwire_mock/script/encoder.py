@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from codec.pgoutput import (
+    UNCHANGED_TOAST,
     Begin,
     BeginPrepare,
     Commit,
@@ -66,6 +67,8 @@ from codec.pgoutput import (
 )
 from pgwire_mock.script.compile import (
     CompiledScript,
+    PublishedTable,
+    Row,
     SubTxn,
     TableVersion,
     WChange,
@@ -79,6 +82,7 @@ from pgwire_mock.script.errors import OptionError, PublicationMissingError
 from pgwire_mock.script.model import Fault as ScriptFault
 from pgwire_mock.script.model import Script
 from pgwire_mock.script.model import Sleep as ScriptSleep
+from pgwire_mock.script.rowfilter import RowFilter
 
 __all__ = [
     "MAX_PROTO_VERSION",
@@ -392,6 +396,7 @@ class _Session:
             else:
                 published |= tables
         self.published = published
+        self.views: dict[str, _View] = {}
         self.schema_sent: dict[int, bool] = {}
         self.stream_schema: dict[int, set[int]] = {}
         self.deferred: dict[int, _TxnState] = {}  # id(WTxn) → state, prepared without 2PC
@@ -402,6 +407,35 @@ class _Session:
         if self.missing is not None:
             raise PublicationMissingError(self.missing)
         return self.all_tables or table.name in self.published
+
+    def view(self, table: TableVersion) -> _View:
+        """The column list and row filters of the requested publications that publish
+        ``table`` (pgoutput_column_list_init, pgoutput_row_filter_init)."""
+        view = self.views.get(table.name)
+        if view is not None:
+            return view
+        lists: list[tuple[str, ...] | None] = []
+        filters: list[RowFilter] | None = []
+        compiled = self.compiled
+        for name in self.options.publication_names:
+            tables = compiled.publications.get(name, frozenset())
+            if tables is not None and table.name not in tables:
+                continue
+            published = compiled.published.get(name, {}).get(table.name, PublishedTable())
+            lists.append(published.columns)
+            if published.filter is None:
+                filters = None  # a publication without a filter publishes every row
+            elif filters is not None:
+                filters.append(published.filter)
+        if len(set(lists)) > 1:
+            raise OptionError(
+                f'cannot use different column lists for table "{table.namespace}.'
+                f'{table.relname}" in different publications',
+                sqlstate="0A000",
+            )
+        view = _View(lists[0] if lists else None, tuple(filters) if filters else None)
+        self.views[table.name] = view
+        return view
 
     def invalidate(self, oid: int) -> None:
         self.schema_sent[oid] = False
@@ -653,10 +687,24 @@ class _Session:
             return out
         if kind == "delete" and change.old is None:
             return out  # "didn't send DELETE change because of missing oldtuple"
+        view = self.view(table)
+        if view.filters is not None:
+            filtered = view.filtered(table, kind, change.old, change.new)
+            if filtered is None:
+                return out
+            kind = filtered
         out.extend(self.schema(table, change.lsn, xid, in_stream, top_xid))
-        binary = self.binary
-        new = encode_row(table, change.new, binary=binary) if change.new is not None else None
-        old = encode_row(table, change.old, binary=binary) if change.old is not None else None
+        binary, columns = self.binary, view.columns
+        new = (
+            encode_row(table, change.new, binary=binary, columns=columns)
+            if change.new is not None
+            else None
+        )
+        old = (
+            encode_row(table, change.old, binary=binary, columns=columns)
+            if change.old is not None
+            else None
+        )
         if kind == "insert":
             assert new is not None
             out.append((change.lsn, Insert(table.oid, new, xid=xid)))  # type: ignore[arg-type]
@@ -680,13 +728,50 @@ class _Session:
             sent = self.schema_sent.get(table.oid, False)
         if sent:
             return []
-        out: Out = [(lsn, m) for m in table.type_messages(xid)]
-        out.append((lsn, table.relation(xid)))
+        columns = self.view(table).columns
+        out: Out = [(lsn, m) for m in table.type_messages(xid, columns)]
+        out.append((lsn, table.relation(xid, columns)))
         if in_stream:
             self.stream_schema.setdefault(table.oid, set()).add(top_xid)
         else:
             self.schema_sent[table.oid] = True
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """What the requested publications publish of one table: a column list (None: all
+    columns) and row filters (None: every row; else a row must pass one of them)."""
+
+    columns: tuple[str, ...] | None
+    filters: tuple[RowFilter, ...] | None
+
+    def filtered(
+        self, table: TableVersion, kind: str, old: Row | None, new: Row | None
+    ) -> str | None:
+        """pgoutput_row_filter: the change to send (an UPDATE whose old row passes and new
+        one does not goes as DELETE, the other way round as INSERT), or None to skip it."""
+        names = [c.name for c in table.published]
+
+        def passes(row: Row) -> bool:
+            values = {
+                n: (None if v is UNCHANGED_TOAST else v) for n, v in zip(names, row, strict=True)
+            }
+            return any(f.matches(values) for f in self.filters or ())
+
+        if kind == "insert" or (kind == "update" and old is None):
+            # An UPDATE that kept its replica identity has no old row: the new one decides.
+            return kind if new is not None and passes(new) else None
+        if kind == "delete":
+            return kind if old is not None and passes(old) else None
+        assert old is not None and new is not None
+        merged = tuple(o if n is UNCHANGED_TOAST else n for o, n in zip(old, new, strict=True))
+        old_passes, new_passes = passes(old), passes(merged)
+        if old_passes and new_passes:
+            return "update"
+        if old_passes:
+            return "delete"
+        return "insert" if new_passes else None
 
 
 def _xid(sub: SubTxn) -> int:

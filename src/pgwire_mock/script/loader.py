@@ -249,6 +249,10 @@ def _str_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
 
 
+def _opt_str_list(value: object, where: str) -> tuple[str, ...] | None:
+    return None if value is None else _str_list(value, where)
+
+
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
     return _Reader(value, where).data
 
@@ -340,11 +344,14 @@ def _from_dict(data: Mapping[str, Any], source: str) -> Script:
         r.done()
     for i, raw in enumerate(top.get("publications", _list, [])):
         r = _Reader(raw, f"publications[{i}]")
+        tables, columns, filters = _publication_tables(r.get("tables", _list, []), r.at("tables"))
         script.publications.append(
             Publication(
                 r.need("name", _str),
-                r.get("tables", _str_list, ()),
+                tables,
                 r.get("all_tables", _bool, False),
+                columns,
+                filters,
             )
         )
         r.done()
@@ -379,6 +386,31 @@ def _opt_int(value: object, where: str) -> int | None:
 
 
 _TYPE_KINDS = ("enum", "domain", "composite")
+
+
+def _publication_tables(
+    raw: list[Any], where: str
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], dict[str, str]]:
+    """A publication's tables: names, or {name, columns, where} (15+)."""
+    names: list[str] = []
+    columns: dict[str, tuple[str, ...]] = {}
+    filters: dict[str, str] = {}
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if isinstance(item, str):
+            names.append(item)
+            continue
+        t = _Reader(item, at)
+        name = t.need("name", _str)
+        names.append(name)
+        listed = t.get("columns", _opt_str_list, None)
+        if listed is not None:
+            columns[name] = listed
+        condition = t.get("where", _opt_str, None)
+        if condition is not None:
+            filters[name] = condition
+        t.done()
+    return tuple(names), columns, filters
 
 
 def _user_type(raw: object, where: str) -> UserTypeDecl:
@@ -619,7 +651,7 @@ def script_to_dict(script: Script) -> dict[str, Any]:
         out["publications"] = [
             {"name": p.name, "all_tables": True}
             if p.all_tables
-            else {"name": p.name, "tables": list(p.tables)}
+            else {"name": p.name, "tables": [_publication_table(p, t) for t in p.tables]}
             for p in script.publications
         ]
     if script.types:
@@ -641,6 +673,17 @@ def script_to_dict(script: Script) -> dict[str, Any]:
         ]
     if script.steps:
         out["steps"] = [_step_dict(s, plain) for s in script.steps]
+    return out
+
+
+def _publication_table(p: Publication, table: str) -> str | dict[str, Any]:
+    if table not in p.columns and table not in p.where:
+        return table
+    out: dict[str, Any] = {"name": table}
+    if table in p.columns:
+        out["columns"] = list(p.columns[table])
+    if table in p.where:
+        out["where"] = p.where[table]
     return out
 
 

@@ -118,11 +118,15 @@ class Slot:
 
 @dataclass(frozen=True, slots=True)
 class Publication:
-    """A publication: every table (``all_tables``) or the listed ones."""
+    """A publication: every table (``all_tables``) or the listed ones, each listed one
+    with an optional column list (``columns``) and row filter (``where``, as
+    ``pg_get_expr`` shows it: ``(id > 1)``), both PostgreSQL 15+."""
 
     name: str
     tables: tuple[str, ...] = ()
     all_tables: bool = False
+    columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    where: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,9 +435,20 @@ class Script:
         return self
 
     def publication(
-        self, name: str, *, tables: Sequence[str] = (), all_tables: bool = False
+        self,
+        name: str,
+        *,
+        tables: Sequence[str] = (),
+        all_tables: bool = False,
+        columns: Mapping[str, Sequence[str]] | None = None,
+        where: Mapping[str, str] | None = None,
     ) -> Script:
-        self.publications.append(Publication(name, tuple(tables), all_tables))
+        """A publication; ``columns`` and ``where`` map a listed table to its column list
+        and row filter (15+)."""
+        lists = {table: tuple(names) for table, names in (columns or {}).items()}
+        self.publications.append(
+            Publication(name, tuple(tables), all_tables, lists, dict(where or {}))
+        )
         return self
 
     def enum(self, name: str, labels: Sequence[str], *, oid: int | None = None) -> Script:
