@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "AFTER",
@@ -85,8 +85,15 @@ def _names() -> tuple[str, str]:
     return f"sub_t_{tag}", f"sub_pub_{tag}"
 
 
+#: The publication's column list and row filter (15+): the key column only, rows with
+#: id > 3 (both sides take the filter as PostgreSQL deparses it).
+FILTERED: Final = (("id",), "(id > 3)")
+
+
 @contextmanager
-def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publisher]:
+def real_publisher(
+    server: Any, table: str, publication: str, *, filtered: bool = False
+) -> Iterator[Publisher]:
     """``table`` with the INITIAL rows and BEFORE committed, published, on a real server."""
     from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
@@ -98,7 +105,11 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
             ([i for i, _ in INITIAL], [v for _, v in INITIAL]),
         )
         conn.execute(
-            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}{}").format(
+                sql.Identifier(publication),
+                ident,
+                sql.SQL(" (id) WHERE (id > 3)" if filtered else ""),
+            )
         )
 
         def commit(rows: Sequence[Row]) -> None:
@@ -133,7 +144,9 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
 
 
 @contextmanager
-def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
+def fake_publisher(
+    major: int, table: str, publication: str, *, filtered: bool = False
+) -> Iterator[Publisher]:
     """The fake emulating ``major``, serving the same data as a script."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
     from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
@@ -146,7 +159,12 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
             columns=[column("id", "int4", key=True), column("v", "text")],
             rows=[{"id": i, "v": v} for i, v in INITIAL],
         )
-        .publication(publication, tables=[name])
+        .publication(
+            publication,
+            tables=[name],
+            columns={name: FILTERED[0]} if filtered else None,
+            where={name: FILTERED[1]} if filtered else None,
+        )
     )
 
     def changes(rows: Sequence[Row]) -> list[Any]:
@@ -179,12 +197,17 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
 
 @dataclass
 class Subscription:
-    rows: list[tuple[int, str]]
+    rows: list[tuple[int, str | None]]
     states: list[str]
 
 
 def subscribe(
-    subscriber: Any, publisher: Publisher, options: Mapping[str, str], *, timeout: float = 60
+    subscriber: Any,
+    publisher: Publisher,
+    options: Mapping[str, str],
+    *,
+    filtered: bool = False,
+    timeout: float = 60,
 ) -> Subscription:
     """Subscribe ``subscriber`` (a cluster) to ``publisher`` with ``options``; wait until
     its table is synchronized and holds the publisher's BEFORE and AFTER transactions."""
@@ -192,7 +215,7 @@ def subscribe(
 
     ident = sql.Identifier(publisher.table)
     name = f"s_{uuid.uuid4().hex[:10]}"
-    expected_after = _expected(options)
+    expected_after = _expected(options, filtered=filtered)
     with subscriber.connect() as conn:
         conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
         with_options = ", ".join(f"{k} = {v}" for k, v in options.items())
@@ -212,9 +235,9 @@ def subscribe(
             )
             deadline = time.monotonic() + timeout
 
-            def wait(want: list[tuple[int, str]]) -> list[tuple[int, str]]:
+            def wait(want: list[tuple[int, str | None]]) -> list[tuple[int, str | None]]:
                 while True:
-                    rows = [(int(r[0]), str(r[1])) for r in conn.execute(query).fetchall()]
+                    rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
                     states = [str(r[0]) for r in conn.execute(states_query, (name,)).fetchall()]
                     if rows == want and states == ["r"]:
                         return rows
@@ -237,18 +260,27 @@ def subscribe(
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
 
 
-def _expected(options: Mapping[str, str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def _expected(
+    options: Mapping[str, str], *, filtered: bool = False
+) -> tuple[list[tuple[int, str | None]], list[tuple[int, str | None]]]:
     """The subscriber's rows after BEFORE (or none of INITIAL and BEFORE without
-    copy_data: the slot starts after them) and after AFTER."""
+    copy_data: the slot starts after them) and after AFTER; through FILTERED, only rows
+    with id > 3 and no value (the filter reads only the key, which no change alters)."""
     table: dict[int, str] = {}
     if options.get("copy_data", "true") == "true":
         table.update(INITIAL)
         for rows in BEFORE:
             _apply(table, rows)
-    first = sorted(table.items())
+    first = _seen(table, filtered)
     for rows in AFTER:
         _apply(table, rows)
-    return first, sorted(table.items())
+    return first, _seen(table, filtered)
+
+
+def _seen(table: dict[int, str], filtered: bool) -> list[tuple[int, str | None]]:
+    if filtered:
+        return [(key, None) for key in sorted(table) if key > 3]
+    return sorted(table.items())
 
 
 def _apply(table: dict[int, str], rows: Sequence[Row]) -> None:

@@ -19,7 +19,7 @@ from test_checks_postgres import Raw, seen
 from codec.wire import CopyData, CopyOutResponse, NoticeResponse
 from conformance.provision import Server
 from pgwire_mock.pytest_plugin import WalSender, start_walsender
-from pgwire_mock.script import Script, column
+from pgwire_mock.script import Script, ScriptError, column, compile_script
 
 ROWS = [
     (1, "one", "1.50"),
@@ -41,7 +41,7 @@ def observed(messages: Sequence[object], *, distinct: bool = False) -> list[obje
         else:
             out.extend(seen([m]))
     if distinct:  # DISTINCT promises no order
-        rows = sorted(x for x in out if isinstance(x, tuple) and x[:1] != ("CopyData",))
+        rows = sorted((x for x in out if isinstance(x, tuple) and x[:1] != ("CopyData",)), key=repr)
         out = [x for x in out if not (isinstance(x, tuple) and x[:1] != ("CopyData",))] + rows
     return out
 
@@ -280,3 +280,96 @@ def test_a_bug_answering_sql_is_an_error_response_not_a_dropped_connection(
         conn.close()
         server.stop()
     assert ready == "ReadyForQuery"
+
+
+def test_column_lists_and_row_filters_are_answered_as_postgres_answers(
+    pg_server: Server, tables: tuple[str, str, str, int, int]
+) -> None:
+    """15+: a publication with a column list and a row filter, another of the same table
+    without: the table list (attnames / attrs), the column list and row filter queries
+    and the table sync's COPY (SELECT … WHERE …), on both servers."""
+    major = pg_server.version
+    t, u, pub, t_oid, u_oid = tables
+    if major < 15:
+        # 14 has neither: a script that asks for them is refused, as the SQL would be.
+        refused = Script(pg_version=14).table(f"public.{t}", columns=[column("id", "int4")])
+        refused.publication(pub, tables=[f"public.{t}"], where={f"public.{t}": "(id > 1)"})
+        with pytest.raises(ScriptError, match="need PostgreSQL 15 or later"):
+            compile_script(refused)
+        return
+    narrow = f"{pub}_narrow"
+    with pg_server.connect() as conn:
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {} (id, v) WHERE (id > 1)").format(
+                sql.Identifier(narrow), sql.Identifier(t)
+            )
+        )
+    script = (
+        Script(pg_version=major)
+        .table(
+            f"public.{t}",
+            columns=[column("id", "int4", key=True), column("v", "text"), column("n", "numeric")],
+            oid=t_oid,
+            rows=[{"id": i, "v": v, "n": n} for i, v, n in ROWS],
+        )
+        .table(
+            f"public.{u}",
+            columns=[column("k", "int4"), column("w", "text")],
+            replica_identity="full",
+            oid=u_oid,
+        )
+        .publication(pub, tables=[f"public.{t}", f"public.{u}"])
+        .publication(
+            narrow,
+            tables=[f"public.{t}"],
+            columns={f"public.{t}": ["id", "v"]},
+            where={f"public.{t}": "(id > 1)"},
+        )
+    )
+    fake = start_walsender(script, databases=["postgres"])
+    params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    real_conn = Raw(pg_server.host, pg_server.port, params)
+    fake_conn = Raw("127.0.0.1", fake.port, params)
+    lists = [f"'{narrow}'", f"'{pub}', '{narrow}'"]
+    statements = [
+        *(
+            "SELECT DISTINCT t.schemaname, t.tablename \n, t.attnames\n"
+            f"  FROM pg_catalog.pg_publication_tables t\n WHERE t.pubname IN ({names})"
+            for names in lists
+        ),
+        *(
+            "SELECT DISTINCT  (CASE WHEN (array_length(gpt.attrs, 1) = c.relnatts)   THEN "
+            "NULL ELSE gpt.attrs END)  FROM pg_publication p,  LATERAL "
+            "pg_get_publication_tables(p.pubname) gpt,  pg_class c WHERE gpt.relid = "
+            f"{t_oid} AND c.oid = gpt.relid   AND p.pubname IN ( {names} )"
+            for names in lists
+        ),
+        *(
+            "SELECT DISTINCT pg_get_expr(gpt.qual, gpt.relid)  FROM pg_publication p,  "
+            "LATERAL pg_get_publication_tables(p.pubname) gpt WHERE gpt.relid = "
+            f"{t_oid}   AND p.pubname IN ( {names} )"
+            for names in lists
+        ),
+        f"COPY (SELECT id, v FROM ONLY public.{t} WHERE (id > 1)) TO STDOUT",
+        f"COPY (SELECT id, v FROM ONLY public.{t} WHERE (id > 1)) TO STDOUT WITH (FORMAT binary)",
+    ]
+    if major >= 16:
+        statements += [
+            "SELECT DISTINCT n.nspname, c.relname, gpt.attrs\n       FROM pg_class c\n"
+            "         JOIN pg_namespace n ON n.oid = c.relnamespace\n         JOIN ( SELECT "
+            "(pg_get_publication_tables(VARIADIC array_agg(pubname::text))).*\n"
+            f"                FROM pg_publication\n                WHERE pubname IN ( {names} ))"
+            " AS gpt\n             ON gpt.relid = c.oid\n"
+            for names in lists
+        ]
+    try:
+        for statement in statements:
+            distinct = "DISTINCT" in statement
+            real = observed(real_conn.query(statement), distinct=distinct)
+            assert observed(fake_conn.query(statement), distinct=distinct) == real, statement
+    finally:
+        real_conn.close()
+        fake_conn.close()
+        fake.stop()
+        with pg_server.connect() as conn:
+            conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(narrow)))

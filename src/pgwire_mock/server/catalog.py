@@ -30,6 +30,7 @@ from pgwire_mock.server.versions import error
 
 if TYPE_CHECKING:  # the script package loads YAML: only script sources need it
     from pgwire_mock.script.compile import CColumn
+    from pgwire_mock.script.rowfilter import RowFilter
     from pgwire_mock.script.tables import TableState
 
 __all__ = ["CatalogQueries", "CopyOut", "ServedTables"]
@@ -41,6 +42,13 @@ class ServedTables(Protocol):
 
     def tables_at(self, lsn: int) -> Mapping[str, TableState]:
         """Each table (``schema.name``) as a snapshot at ``lsn`` sees it."""
+        ...
+
+    def publication_table(
+        self, publication: str, table: str
+    ) -> tuple[tuple[str, ...] | None, str | None]:
+        """A listed table's column list and row filter text in a publication (None: no
+        column list, no filter)."""
         ...
 
 
@@ -186,7 +194,10 @@ class CatalogQueries:
             ),
             (
                 re.compile(
-                    r"COPY \(SELECT (.+?) FROM ONLY " + _RELATION + r"\) TO STDOUT" + _BINARY,
+                    r"COPY \(SELECT (.+?) FROM ONLY "
+                    + _RELATION
+                    + r"(?: WHERE (.+))?\) TO STDOUT"
+                    + _BINARY,
                     flags,
                 ),
                 self._copy_select,
@@ -268,7 +279,11 @@ class CatalogQueries:
 
     def _published(self, publications: Sequence[str]) -> list[str]:
         """Tables of the named publications that exist, in creation order."""
-        names: list[str] = []
+        return list(dict.fromkeys(table for _, table in self._publishing(publications)))
+
+    def _publishing(self, publications: Sequence[str]) -> list[tuple[str, str]]:
+        """(publication, table) for every table each named publication publishes."""
+        pairs: list[tuple[str, str]] = []
         states = self._states()
         for name in publications:
             pub = self.state.publications.get(name)
@@ -276,9 +291,20 @@ class CatalogQueries:
                 continue
             for table in states if pub.all_tables else pub.tables:
                 qualified = table if "." in table else f"public.{table}"
-                if qualified in states and qualified not in names:
-                    names.append(qualified)
-        return names
+                if qualified in states:
+                    pairs.append((name, qualified))
+        return pairs
+
+    def _options(self, publication: str, table: str) -> tuple[tuple[str, ...] | None, str | None]:
+        if self.tables is None:
+            return None, None
+        return self.tables.publication_table(publication, table)
+
+    def _columns_of(self, publication: str, table: str) -> list[CColumn]:
+        """The columns ``publication`` publishes of ``table`` (its column list, or all)."""
+        listed, _ = self._options(publication, table)
+        published = self._states()[table].version.published
+        return [c for c in published if listed is None or c.name in listed]
 
     def _by_oid(self, oid: int) -> TableState | None:
         for state in self._states().values():
@@ -300,15 +326,15 @@ class CatalogQueries:
         with_names = match.group(1) is not None
         if with_names:
             columns.append(Column("attnames", "_name", view, 4))
-        rows: list[tuple[str | None, ...]] = []
+        rows: dict[tuple[str | None, ...], None] = {}  # DISTINCT
         states = self._states()
-        for name in self._published(_literals(match.group(2))):
+        for publication, name in self._publishing(_literals(match.group(2))):
             version = states[name].version
             row: tuple[str | None, ...] = (version.namespace, version.relname)
             if with_names:
-                names = ",".join(_array_element(c.name) for c in version.published)
-                row += ("{" + names + "}",)
-            rows.append(row)
+                sent = self._columns_of(publication, name)
+                row += ("{" + ",".join(_array_element(c.name) for c in sent) + "}",)
+            rows[row] = None
         return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
 
     def _table_list(self, match: re.Match[str]) -> Result:
@@ -318,11 +344,11 @@ class CatalogQueries:
             Column("attrs", "int2vector"),
         )
         states = self._states()
-        rows = []
-        for name in self._published(_literals(match.group(1))):
+        rows: dict[tuple[str | None, ...], None] = {}  # DISTINCT
+        for publication, name in self._publishing(_literals(match.group(1))):
             version = states[name].version
-            attrs = " ".join(str(c.attnum) for c in version.published)
-            rows.append((version.namespace, version.relname, attrs))
+            attrs = " ".join(str(c.attnum) for c in self._columns_of(publication, name))
+            rows[(version.namespace, version.relname, attrs)] = None
         return Result(f"SELECT {len(rows)}", columns, tuple(rows))
 
     def _relation(self, match: re.Match[str]) -> Result:
@@ -339,21 +365,27 @@ class CatalogQueries:
             rows = ((str(version.oid), version.identity, "r"),)
         return Result(f"SELECT {len(rows)}", columns, rows)
 
-    def _in_publications(self, oid: int, publications: str) -> bool:
+    def _publishing_oid(self, oid: int, publications: str) -> list[tuple[str, str]]:
         state = self._by_oid(oid)
         if state is None:
-            return False
+            return []
         name = f"{state.version.namespace}.{state.version.relname}"
-        return name in self._published(_literals(publications))
+        return [pair for pair in self._publishing(_literals(publications)) if pair[1] == name]
 
     def _column_list(self, match: re.Match[str]) -> Result:
-        # No publication of the model has a column list: NULL (every column) when published.
-        rows = ((None,),) if self._in_publications(int(match.group(1)), match.group(2)) else ()
-        return Result(f"SELECT {len(rows)}", (Column("attrs", "int2vector"),), rows)
+        rows: dict[tuple[str | None, ...], None] = {}  # DISTINCT
+        for publication, name in self._publishing_oid(int(match.group(1)), match.group(2)):
+            sent = self._columns_of(publication, name)
+            natts = self._states()[name].version.natts
+            # CASE WHEN array_length(gpt.attrs, 1) = c.relnatts THEN NULL ELSE gpt.attrs END
+            rows[(None if len(sent) == natts else " ".join(str(c.attnum) for c in sent),)] = None
+        return Result(f"SELECT {len(rows)}", (Column("attrs", "int2vector"),), tuple(rows))
 
     def _row_filter(self, match: re.Match[str]) -> Result:
-        rows = ((None,),) if self._in_publications(int(match.group(1)), match.group(2)) else ()
-        return Result(f"SELECT {len(rows)}", (Column("pg_get_expr", "text"),), rows)
+        rows: dict[tuple[str | None, ...], None] = {}  # DISTINCT
+        for publication, name in self._publishing_oid(int(match.group(1)), match.group(2)):
+            rows[(self._options(publication, name)[1],)] = None
+        return Result(f"SELECT {len(rows)}", (Column("pg_get_expr", "text"),), tuple(rows))
 
     def _attributes(self, match: re.Match[str]) -> Result:
         with_attnum = match.group(1) is not None
@@ -449,19 +481,31 @@ class CatalogQueries:
         return self._copy(schema, name, wanted, match.group(0).lower().endswith("binary)"))
 
     def _copy_select(self, match: re.Match[str]) -> CopyOut:
+        """A table sync's ``COPY (SELECT cols FROM ONLY t [WHERE filters]) TO STDOUT``."""
+        from pgwire_mock.script.rowfilter import RowFilter, RowFilterError  # noqa: PLC0415
+
         schema = _ident(match.group(2), match.group(3))
         name = _ident(match.group(4), match.group(5))
-        if " where " in match.group(1).lower():  # no script has a row filter
-            raise ServerError(
-                "ERROR",
-                "0A000",
-                "pgwire-mock has no row filters: it does not emulate this COPY",
-                f"Statement: {match.group(0)[:200]}",
-            )
+        condition = None
+        if match.group(6) is not None:
+            try:
+                condition = RowFilter(match.group(6))
+            except RowFilterError as err:
+                raise ServerError(
+                    "ERROR", "0A000", f"pgwire-mock cannot evaluate this WHERE: {err}"
+                ) from None
         wanted = _column_names(match.group(1))
-        return self._copy(schema, name, wanted, match.group(0).lower().endswith("binary)"))
+        binary = match.group(0).lower().endswith("binary)")
+        return self._copy(schema, name, wanted, binary, condition)
 
-    def _copy(self, schema: str, name: str, wanted: list[str] | None, binary: bool) -> CopyOut:
+    def _copy(
+        self,
+        schema: str,
+        name: str,
+        wanted: list[str] | None,
+        binary: bool,
+        condition: RowFilter | None = None,
+    ) -> CopyOut:
         state = self._states().get(f"{schema}.{name}")
         if state is None:
             raise error(self.major, "copy_undefined_qualified_table", relation=f"{schema}.{name}")
@@ -476,7 +520,11 @@ class CatalogQueries:
                     raise error(self.major, "copy_undefined_column", column=column, relation=name)
             indexes = [names.index(column) for column in wanted]
         payloads: list[bytes] = []
-        for row in state.rows:
+        rows = state.rows
+        if condition is not None:
+            names = [c.name for c in published]
+            rows = [r for r in rows if condition.matches(dict(zip(names, r, strict=True)))]
+        for row in rows:
             values = [_value(published[i], row[i], binary) for i in indexes]
             payloads.append(encode_binary_row(values) if binary else encode_text_row(values))
         if binary:
@@ -485,7 +533,7 @@ class CatalogQueries:
                 payloads.append(BINARY_TRAILER)
             else:
                 payloads = [binary_header() + BINARY_TRAILER]
-        count = len(state.rows)
+        count = len(rows)
         return CopyOut(binary, len(indexes), tuple(payloads), f"COPY {count}")
 
 

@@ -318,6 +318,18 @@ class ScriptSource:
 
         return tables_at(self.wal.compiled, lsn) if self.wal is not None else {}
 
+    def publication_table(
+        self, publication: str, table: str
+    ) -> tuple[tuple[str, ...] | None, str | None]:
+        """A listed table's column list and row filter text in a publication."""
+        if self.wal is None:
+            return None, None
+        published = self.wal.compiled.published.get(publication, {}).get(table)
+        if published is None:
+            return None, None
+        text = published.filter.text if published.filter is not None else None
+        return published.columns, text
+
     @classmethod
     def from_file(cls, path: Path) -> ScriptSource:
         """Load a YAML/JSON script; raises ScriptError / OSError."""
@@ -329,6 +341,7 @@ class ScriptSource:
         from pgwire_mock.script import (  # noqa: PLC0415 - see from_file
             EndOfWal,
             Fault,
+            OptionError,
             PublicationMissingError,
             Send,
             Sleep,
@@ -374,6 +387,8 @@ class ScriptSource:
             # The encoder stops where pgoutput looks the publications up; the session
             # reports the missing one with the server's exact fields.
             yield CheckPublications(from_lsn)
+        except OptionError as err:  # e.g. two publications with different column lists
+            yield SourceError(ServerError("ERROR", err.sqlstate, err.problem))
 
 
 def load_source(path: Path) -> RecordingSource | ScriptSource:
