@@ -66,12 +66,22 @@ BOOL: Final = Converter(16, "bool", 1000, "bool", _bool_in, _bool_out, _bool_rec
 # 0x/0o/0b prefixes and "_" between digits; older servers reject them, so accepting them
 # is a superset. [0-9] and not \d: Python's \d and int() also take non-ASCII digits.
 _INT_RE: Final = re.compile(
-    r"[ \t\n\r\v\f]*([+-]?)(?:0[xX](_?[0-9a-fA-F](?:_?[0-9a-fA-F])*)"
-    r"|0[oO](_?[0-7](?:_?[0-7])*)|0[bB](_?[01](?:_?[01])*)|([0-9](?:_?[0-9])*))[ \t\n\r\v\f]*"
+    r"[ \t\n\r\v\f]*+([+-]?)(?:0[xX](_?[0-9a-fA-F](?:_?[0-9a-fA-F])*+)"
+    r"|0[oO](_?[0-7](?:_?[0-7])*+)|0[bB](_?[01](?:_?[01])*+)|([0-9](?:_?[0-9])*+))"
+    r"[ \t\n\r\v\f]*+"
 )
-# Nothing that fits an int64 needs more characters than this, and int() on a huge
-# string would be slow (and hits Python's int_max_str_digits limit).
-_MAX_INT_TEXT: Final = 200
+# More significant digits than this is out of range for every integer type in any base
+# (2**64 has 65 binary digits). Leading zeros and spaces do not count: PostgreSQL takes
+# "   0000000001" of any length, so the text itself has no length limit.
+_MAX_INT64_DIGITS: Final = 64
+
+
+def _int_value(digits: str, base: int) -> int | None:
+    """The value of a matched digit run, or None when it has too many digits for int64."""
+    significant = digits.replace("_", "").lstrip("0")
+    if len(significant) > _MAX_INT64_DIGITS:
+        return None
+    return int(significant or "0", base)
 
 
 def _make_int(name: str, bits: int, fmt: struct.Struct) -> Converter:
@@ -80,22 +90,23 @@ def _make_int(name: str, bits: int, fmt: struct.Struct) -> Converter:
     unpack, pack = fmt.unpack, fmt.pack
 
     def decode_text(text: str) -> int:
-        match = _INT_RE.fullmatch(text) if len(text) <= _MAX_INT_TEXT else None
+        match = _INT_RE.fullmatch(text)
         if match is None:
             raise Invalid(0, f"expected an integer, found {text[:50]!r}")
         sign, hexa, octal, binary, dec = match.groups()
         if dec is not None:
-            value = int(dec)
+            value = _int_value(dec, 10)
         elif hexa is not None:
-            value = int(hexa, 16)
+            value = _int_value(hexa, 16)
         elif octal is not None:
-            value = int(octal, 8)
+            value = _int_value(octal, 8)
         else:
-            value = int(binary, 2)
-        if sign == "-":
+            value = _int_value(binary, 2)
+        if value is not None and sign == "-":
             value = -value
-        if not low <= value <= high:
-            raise Invalid(0, f"value {text.strip(PG_SPACE)} is out of range for type {name}")
+        if value is None or not low <= value <= high:
+            shown = text.strip(PG_SPACE)[:50]
+            raise Invalid(0, f"value {shown} is out of range for type {name}")
         return value
 
     def encode_text(value: object) -> str:
@@ -150,14 +161,16 @@ _UINT32_MAX: Final = 0xFFFFFFFF
 def _oid_in(text: str) -> int:
     # oidin() goes through uint32in_subr() in src/backend/utils/adt/numutils.c, which
     # also accepts -2147483648..-1 and wraps them ("for backwards compatibility").
-    match = _INT_RE.fullmatch(text) if len(text) <= _MAX_INT_TEXT else None
-    if match is None or match.group(5) is None:
+    match = _INT_RE.fullmatch(text)
+    # strtoul() underneath: decimal only, and no "_" (not even in PostgreSQL 16+).
+    if match is None or match.group(5) is None or "_" in match.group(5):
         raise Invalid(0, f"expected an oid (unsigned integer), found {text[:50]!r}")
-    value = int(match.group(5))
-    if match.group(1) == "-":
+    value = _int_value(match.group(5), 10)
+    if value is not None and match.group(1) == "-":
         value = -value
-    if not -(1 << 31) <= value <= _UINT32_MAX:
-        raise Invalid(0, f"value {text.strip(PG_SPACE)} is out of range for type oid")
+    if value is None or not -(1 << 31) <= value <= _UINT32_MAX:
+        shown = text.strip(PG_SPACE)[:50]
+        raise Invalid(0, f"value {shown} is out of range for type oid")
     return value & _UINT32_MAX
 
 
@@ -184,9 +197,12 @@ OID: Final = Converter(26, "oid", 1028, "int", _oid_in, _oid_out, _oid_recv, _oi
 
 # --------------------------------------------------------------------------- floats
 
+# Possessive quantifiers (*+, ++) throughout: with plain ones a long digit run that fails
+# to match ("111...1e") is split every way between the integer and fraction parts, which
+# made a 32 KB value take 20 s. Each run here can only end one way, so nothing is lost.
 _FLOAT_RE: Final = re.compile(
-    r"[ \t\n\r\v\f]*([+-]?)(?:((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
-    r"|(inf|infinity)|(nan))[ \t\n\r\v\f]*",
+    r"[ \t\n\r\v\f]*+([+-]?)(?:((?:[0-9]++(?:\.[0-9]*+)?|\.[0-9]++)(?:[eE][+-]?[0-9]++)?)"
+    r"|(inf|infinity)|(nan))[ \t\n\r\v\f]*+",
     re.IGNORECASE,
 )
 _NONZERO_MANTISSA: Final = re.compile(r"[1-9]")
@@ -443,9 +459,10 @@ _MAX_EXPONENT: Final = 1000
 # point: 131072 decimal digits, the documented limit.
 _MAX_INT_DIGITS: Final = 131072
 
+# Possessive for the same reason as _FLOAT_RE.
 _NUMERIC_RE: Final = re.compile(
-    r"[ \t\n\r\v\f]*([+-]?)(?:([0-9](?:_?[0-9])*)?(?:\.([0-9](?:_?[0-9])*)?)?"
-    r"(?:[eE]([+-]?[0-9]+))?|(nan|inf|infinity))[ \t\n\r\v\f]*",
+    r"[ \t\n\r\v\f]*+([+-]?)(?:([0-9](?:_?[0-9])*+)?(?:\.([0-9](?:_?[0-9])*+)?)?"
+    r"(?:[eE]([+-]?[0-9]++))?|(nan|inf|infinity))[ \t\n\r\v\f]*+",
     re.IGNORECASE,
 )
 _NAN: Final = Decimal("NaN")

@@ -196,10 +196,14 @@ def _timestamp_text(us: int, tz: bool) -> str:
 
 # --------------------------------------------------------------------------- parsing
 
-_DATE_RE: Final = r"([0-9]{4,})-([0-9]{1,2})-([0-9]{1,2})"
-_TIME_RE: Final = r"([0-9]{1,2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]*))?)?"
+# Every whitespace run is possessive (*+): with plain ones, the three runs around the
+# optional zone and era split trailing spaces every possible way before failing, which
+# was cubic (4 KB took 50 s). Nothing after a run can start with whitespace, so giving
+# characters back could never help a match.
+_DATE_RE: Final = r"([0-9]{4,}+)-([0-9]{1,2})-([0-9]{1,2})"
+_TIME_RE: Final = r"([0-9]{1,2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]*+))?)?"
 _ZONE_RE: Final = r"(z|utc|gmt|[+-][0-9]{1,2}(?::?[0-9]{2}(?::?[0-9]{2})?)?)"
-_SP: Final = r"[ \t\n\r\v\f]*"
+_SP: Final = r"[ \t\n\r\v\f]*+"
 _TIMESTAMP_MATCH: Final = re.compile(
     rf"{_SP}{_DATE_RE}(?:(?:[tT]|[ \t\n\r\v\f]+){_TIME_RE})?{_SP}{_ZONE_RE}?{_SP}(bc|ad)?{_SP}",
     re.IGNORECASE,
@@ -207,6 +211,125 @@ _TIMESTAMP_MATCH: Final = re.compile(
 _DATE_MATCH: Final = re.compile(rf"{_SP}{_DATE_RE}{_SP}(bc|ad)?{_SP}", re.IGNORECASE).fullmatch
 _TIME_MATCH: Final = re.compile(rf"{_SP}{_TIME_RE}{_SP}{_ZONE_RE}?{_SP}", re.IGNORECASE).fullmatch
 _SPECIALS: Final = {"infinity": INFINITY, "+infinity": INFINITY, "-infinity": NEG_INFINITY}
+
+
+# ---- ParseDateTime()'s limits (src/backend/utils/adt/datetime.c)
+#
+# Every date/time input function first splits its text into at most MAXDATEFIELDS
+# fields, copying each (lower-cased, NUL-terminated) into a fixed work buffer; running
+# out of either is DTERR_BAD_FORMAT, "invalid input syntax for type ...". Whitespace
+# between fields is not copied, so '2000-01-01' followed by a megabyte of spaces is
+# valid, but the fields themselves cannot be long. The buffer sizes are the callers'
+# (date_in, time_in, timetz_in: MAXDATELEN + 1; timestamp_in, timestamptz_in:
+# MAXDATELEN + MAXDATEFIELDS; interval_in: 256), the same in PostgreSQL 14-17 and
+# checked against each of them.
+MAXDATELEN: Final = 128
+MAXDATEFIELDS: Final = 25
+DATE_WORKBUF: Final = MAXDATELEN + 1
+TIMESTAMP_WORKBUF: Final = MAXDATELEN + MAXDATEFIELDS
+INTERVAL_WORKBUF: Final = 256
+
+_WS_RUN: Final = re.compile(r"[ \t\n\r\v\f]*+")
+_DIGIT_RUN: Final = re.compile(r"[0-9]*+")
+_ALPHA_RUN: Final = re.compile(r"[A-Za-z]*+")
+_TIME_TAIL: Final = re.compile(r"[0-9:.]*+")
+_ZONE_TAIL: Final = re.compile(r"[0-9:.\-]*+")
+_DATE_WORD_TAIL: Final = re.compile(r"[A-Za-z0-9+\-/_.:]*+")
+# ispunct() characters other than "+", "-" and ".", which start fields: skipped as
+# delimiters, with any whitespace between them.
+_SKIPPED_RUN: Final = re.compile(r"[!-*,/:-@\[-`{-~ \t\n\r\v\f]*+")
+_DIGITS: Final = frozenset("0123456789")
+_LETTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_SKIPPED: Final = frozenset("!\"#$%&'()*,/:;<=>?@[\\]^_`{|}~")
+# datetktbl keywords that may stand right before a digit or "+": ParseDateTime ends the
+# field after them ("t" in 2000-01-01T12:00, the ISO labels y m d h s j), while other
+# letters followed by a digit carry on as one field, a zone name like Etc/GMT+5. Only
+# "t" can be followed by a digit in input this module accepts, so for anything else a
+# different split changes which error is reported, never whether there is one.
+_KEYWORDS_BEFORE_DIGIT: Final = frozenset(("t", "z", "d", "h", "j", "m", "s", "y", "ad", "bc"))
+_DELIMITED_DIGITS: Final = {d: re.compile(rf"[0-9{re.escape(d)}]*+") for d in "-/."}
+_DELIMITED_WORDS: Final = {d: re.compile(rf"[A-Za-z0-9{re.escape(d)}]*+") for d in "-/."}
+
+
+def _end(run: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run of ``run`` (a pattern that also matches nothing) starting at ``pos``
+    ends."""
+    match = run.match(text, pos)
+    return pos if match is None else match.end()
+
+
+def _field_end(text: str, pos: int) -> tuple[int, int]:
+    """(end, characters copied) of the ParseDateTime field starting at ``pos``, whose
+    first character is neither whitespace nor skipped punctuation."""
+    ch = text[pos]
+    if ch in _DIGITS:
+        end = _end(_DIGIT_RUN, text, pos)
+        nxt = text[end : end + 1]
+        if nxt == ":":  # a time: digits, ":" and "."
+            end = _end(_TIME_TAIL, text, end + 1)
+        elif nxt in _DELIMITED_DIGITS:  # a date; "-", "/" or "." delimit it
+            after = text[end + 1 : end + 2]
+            if after and after in _DIGITS:
+                end = _end(_DIGIT_RUN, text, end + 1)
+                if text[end : end + 1] == nxt:  # a third part needs the same delimiter
+                    end = _end(_DELIMITED_DIGITS[nxt], text, end + 1)
+            else:  # a month name inside the date
+                end = _end(_DELIMITED_WORDS[nxt], text, end + 1)
+        return end, end - pos
+    if ch == ".":
+        end = _end(_DIGIT_RUN, text, pos + 1)
+        return end, end - pos
+    if ch in _LETTERS:
+        end = _end(_ALPHA_RUN, text, pos)
+        nxt = text[end : end + 1]
+        if nxt in ("-", "/", "."):
+            is_date = True
+        elif nxt == "+" or (nxt != "" and nxt in _DIGITS):
+            is_date = text[pos:end].lower() not in _KEYWORDS_BEFORE_DIGIT
+        else:
+            is_date = False
+        if is_date:  # a date with a month name, or a zone name like Etc/GMT+5
+            end = _end(_DATE_WORD_TAIL, text, end)
+        return end, end - pos
+    if ch in ("+", "-"):
+        start = _end(_WS_RUN, text, pos + 1)  # spaces after a sign are not copied
+        nxt = text[start : start + 1]
+        if nxt != "" and nxt in _DIGITS:
+            end = _end(_ZONE_TAIL, text, start)
+        elif nxt != "" and nxt in _LETTERS:
+            end = _end(_ALPHA_RUN, text, start)
+        else:
+            raise Invalid(start, f"invalid input syntax: expected a digit or letter after {ch!r}")
+        return end, 1 + end - start
+    raise Invalid(pos, f"invalid input syntax: unexpected character {ch!r}")
+
+
+def check_datetime_fields(text: str, workbuf: int) -> None:
+    """Raise :class:`Invalid` where PostgreSQL's ParseDateTime() gives up on ``text``:
+    more than MAXDATEFIELDS fields, or fields that overflow a ``workbuf``-byte buffer.
+
+    Linear in ``len(text)``: whitespace and punctuation runs are skipped by regular
+    expressions, and at most MAXDATEFIELDS fields are looked at.
+    """
+    n = len(text)
+    pos = _end(_WS_RUN, text, 0)
+    fields = used = 0
+    while pos < n:
+        if fields >= MAXDATEFIELDS:
+            raise Invalid(pos, f"invalid input syntax: more than {MAXDATEFIELDS} fields")
+        if text[pos] in _SKIPPED:
+            pos = _end(_SKIPPED_RUN, text, pos)
+            continue
+        end, copied = _field_end(text, pos)
+        # APPEND_CHAR refuses a character once it would leave no room for the NUL.
+        if used + copied > workbuf - 1:
+            raise Invalid(
+                pos,
+                f"invalid input syntax: fields longer than PostgreSQL's {workbuf}-byte buffer",
+            )
+        used += copied + 1
+        fields += 1
+        pos = _end(_WS_RUN, text, end)
 
 
 def _fraction_us(digits: str | None) -> int:
@@ -246,7 +369,9 @@ def _clock_us(hour: str | None, minute: str | None, second: str | None, frac: st
 
 
 def _day_number(year: str, month: str, day: str, era: str | None) -> int:
-    y = int(year) if len(year) < 10 else 10**10
+    # Leading zeros are fine ("0002000-01-01"), within ParseDateTime's buffer.
+    digits = year.lstrip("0")
+    y = int(digits or "0") if len(digits) < 10 else 10**10
     if era is not None and era.lower() == "bc":
         if y == 0:
             raise Invalid(0, "year 0 BC does not exist")
@@ -262,6 +387,7 @@ def _day_number(year: str, month: str, day: str, era: str | None) -> int:
 
 
 def _timestamp_in(text: str, tz: bool) -> datetime | PgTimestamp | PgInfinity:
+    check_datetime_fields(text, TIMESTAMP_WORKBUF)
     match = _TIMESTAMP_MATCH(text)
     if match is None:
         word = text.strip(PG_SPACE).lower()
@@ -406,6 +532,7 @@ def _days_to_date(days: int) -> date | PgDate:
 
 
 def _date_in(text: str) -> date | PgDate | PgInfinity:
+    check_datetime_fields(text, DATE_WORKBUF)
     match = _DATE_MATCH(text)
     if match is None:
         word = text.strip(PG_SPACE).lower()
@@ -493,6 +620,7 @@ def _make_time(us: int, west: int | None) -> time | EndOfDay:
 
 
 def _time_in(text: str, tz: bool) -> time | EndOfDay:
+    check_datetime_fields(text, DATE_WORKBUF)
     match = _TIME_MATCH(text)
     if match is None:
         raise Invalid(0, f"expected a time like 12:34:56, found {text[:60]!r}")
@@ -600,9 +728,9 @@ _INTERVAL_UNITS: Final = {
     **dict.fromkeys(("microsecond", "microseconds", "usec", "usecs", "us"), ("us", 1)),
 }
 _INTERVAL_TOKEN: Final = re.compile(
-    r"[ \t\n\r\v\f]*(?:"
-    r"([+-]?)([0-9]+):([0-9]+)(?::([0-9]+)(?:\.([0-9]*))?)?"  # [-]HH:MM[:SS[.f]]
-    r"|([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))[ \t\n\r\v\f]*([a-z]*)"  # number [unit]
+    r"[ \t\n\r\v\f]*+(?:"
+    r"([+-]?)([0-9]++):([0-9]++)(?::([0-9]++)(?:\.([0-9]*+))?)?"  # [-]HH:MM[:SS[.f]]
+    r"|([+-]?(?:[0-9]++(?:\.[0-9]*+)?|\.[0-9]++))[ \t\n\r\v\f]*+([a-z]*+)"  # number [unit]
     r"|(ago))",
     re.IGNORECASE,
 )
@@ -614,6 +742,7 @@ def _interval_in(text: str) -> Interval | PgInfinity:
     The ISO 8601 (``P1Y2M``) and SQL-standard (``1-2 3 4:05:06``) input forms are not
     supported and raise.
     """
+    check_datetime_fields(text, INTERVAL_WORKBUF)
     stripped = text.strip(PG_SPACE)
     word = stripped.lower()
     if word in _SPECIALS:

@@ -1,0 +1,79 @@
+"""Long hostile text inputs for ``codec.values.decode_text``, shared by the scaling test
+(tests/codec/test_values_adversarial.py) and benchmarks/decode_text_adversarial.py.
+
+Each maker returns about ``size`` characters built to make a backtracking parser try
+many ways to split the same run: runs of digits, spaces, signs, separators, brackets,
+quotes and backslashes, valid values followed by long padding, and arrays whose
+elements are such runs. Every one is tried on every type, whatever the type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+
+def _rep(unit: str, size: int) -> str:
+    return unit * max(1, size // len(unit))
+
+
+def _array_of(element: str, size: int) -> str:
+    return "{" + ",".join([element] * max(1, size // (len(element) + 1))) + "}"
+
+
+MAKERS: Final[dict[str, Callable[[int], str]]] = {
+    "digits": lambda n: _rep("1", n),
+    "digits then junk": lambda n: _rep("1", n) + "x",
+    "spaces": lambda n: _rep(" ", n),
+    "spaces then junk": lambda n: _rep(" ", n) + "x",
+    "digits, spaces, junk": lambda n: _rep("1", n // 2) + _rep(" ", n // 2) + "x",
+    "spaced number": lambda n: _rep(" ", n // 2) + "1" + _rep(" ", n // 2) + "x",
+    "signs": lambda n: _rep("+-", n),
+    "dots": lambda n: _rep(".", n),
+    "digit dots": lambda n: _rep("1.", n),
+    "colons": lambda n: _rep("1:", n),
+    "dashes": lambda n: _rep("1-", n),
+    "underscores": lambda n: _rep("1_", n),
+    "letters": lambda n: _rep("a", n),
+    "digit letters": lambda n: _rep("1a", n),
+    "float, digits, e": lambda n: _rep("1", n) + "e",
+    "float, fraction, bad e": lambda n: _rep("1", n // 2) + "." + _rep("1", n // 2) + "ex",
+    "numeric, fraction, bad e": lambda n: "." + _rep("1", n) + "e-x",
+    "hex": lambda n: "0x" + _rep("f", n),
+    "hex pairs": lambda n: _rep("ff:", n),
+    "timestamp, spaces, junk": lambda n: "2000-01-01 12:00:00" + _rep(" ", n) + "x",
+    "timestamp, spaces": lambda n: "2000-01-01 12:00:00" + _rep(" ", n),
+    "timestamp, spaces inside": lambda n: (
+        "2000-01-01" + _rep(" ", n // 2) + "12:00:00" + _rep(" ", n // 2) + "+02 x"
+    ),
+    "time, spaces, junk": lambda n: "12:00:00" + _rep(" ", n) + "x",
+    "timestamp, long fraction": lambda n: "2000-01-01 12:00:00." + _rep("0", n),
+    "year with leading zeros": lambda n: _rep("0", n) + "2000-01-01",
+    "interval fields": lambda n: _rep("1 day ", n),
+    "interval numbers": lambda n: _rep("1 ", n),
+    "interval, at signs": lambda n: _rep("@", n) + "1 day",
+    "interval, long unit": lambda n: "1 " + _rep("a", n),
+    "brackets": lambda n: _rep("[", n),
+    "dimensions": lambda n: _rep("[1:2]", n) + "={}",
+    "dimension, spaces": lambda n: "[" + _rep(" ", n) + "1:2]={1,2}",
+    "opening braces": lambda n: _rep("{", n),
+    "closing braces": lambda n: "{" + _rep("}", n),
+    "quotes": lambda n: _rep('"', n),
+    "quoted escapes": lambda n: '{"' + _rep('\\"', n) + '"}',
+    "backslashes": lambda n: _rep("\\", n),
+    "bytea hex": lambda n: "\\x" + _rep("0", n),
+    "bytea hex, spaced": lambda n: "\\x" + _rep("0 0", n),
+    "bytea octal": lambda n: _rep("\\000", n),
+    "json array": lambda n: "[" + ",".join(["1"] * max(1, n // 2)) + "]",
+    "json nesting": lambda n: _rep("[", n // 2) + _rep("]", n // 2),
+    "json string": lambda n: '"' + _rep("a", n) + '"',
+    "json escapes": lambda n: '"' + _rep("\\u00e9", n) + '"',
+    "uuid brace": lambda n: "{" + _rep("0", n),
+    "nested array": lambda n: "{" * 6 + ",".join(["1"] * max(1, n // 2)) + "}" * 6,
+    "array of digit runs": lambda n: _array_of("1" * 50 + "e", n),
+    "array of padded timestamps": lambda n: _array_of('"2000-01-01 12:00:00' + " " * 200 + 'x"', n),
+    "array element, spaces": lambda n: "{1" + _rep(" ", n) + "x}",
+    "array of empty quotes": lambda n: _array_of('""', n),
+    "array of NULLs": lambda n: _array_of("NULL", n),
+}
+"""Input name -> maker(size) -> text of about ``size`` characters."""

@@ -1,0 +1,73 @@
+"""The input limits test_values_adversarial.py enforces, against real servers: every
+version (14-17) accepts exactly the texts decode_text accepts, at the edges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from test_values_adversarial import BUFFER_EDGES, INTERVAL_25_FIELDS
+
+from codec.errors import DecodeError
+from codec.values import decode_text, encode_text, type_by_name
+
+pytestmark = pytest.mark.postgres
+
+PADDING = " " * (1 << 20)
+
+CASES: list[tuple[str, str]] = [
+    *(
+        (type_name, text)
+        for type_name, longest, too_long in BUFFER_EDGES
+        for text in (longest, too_long)
+    ),
+    ("interval", INTERVAL_25_FIELDS),
+    ("interval", INTERVAL_25_FIELDS + " 1"),
+    ("interval", "1 day " * 1000),
+    ("timestamptz", PADDING + "2000-01-01 12:00:00+02" + PADDING),
+    ("date", "2000-01-01" + PADDING),
+    ("time", "12:00:00" + PADDING),
+    ("interval", "1 day" + PADDING),
+    ("date", "0" * 9 + "2000-01-01"),
+    ("int4", PADDING + "42" + PADDING),
+    ("int8", "0" * 100_000 + "9223372036854775807"),
+    ("int8", "1" * 100_000),
+    ("oid", "1_0"),
+    ("float8", "1" * 100_000 + "e"),
+]
+
+
+@pytest.fixture(scope="module")
+def conn(pg_server: Any) -> Iterator[Any]:
+    with psycopg.connect(pg_server.dsn, autocommit=True) as connection:
+        connection.execute("SET DateStyle = 'ISO, MDY'; SET TimeZone = 'UTC'")
+        connection.execute("SET IntervalStyle = 'postgres'")
+        yield connection
+
+
+@pytest.mark.parametrize(
+    ("type_name", "text"),
+    CASES,
+    ids=[f"{t}-{i}" for i, (t, _) in enumerate(CASES)],
+)
+def test_postgres_accepts_exactly_what_decode_text_accepts(
+    conn: Any, type_name: str, text: str
+) -> None:
+    """Each edge case is valid for both or for neither, and a valid one prints the same."""
+    oid = type_by_name(type_name).oid
+    try:
+        ours: str | None = encode_text(oid, decode_text(oid, text))
+    except DecodeError:
+        ours = None
+    try:
+        theirs: str | None = conn.execute(
+            f"SELECT %s::text::{type_name}::text", (text,)
+        ).fetchone()[0]
+    except psycopg.DataError as err:  # SQLSTATE class 22: the input function refused it
+        assert (err.sqlstate or "").startswith("22"), err
+        theirs = None
+    assert (ours is None) == (theirs is None), (ours, theirs)
+    if type_name != "jsonb":  # jsonb re-prints numbers its own way; json keeps the text
+        assert ours == theirs
