@@ -373,3 +373,45 @@ def test_column_lists_and_row_filters_are_answered_as_postgres_answers(
         fake.stop()
         with pg_server.connect() as conn:
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(narrow)))
+
+
+USE_SNAPSHOT_CASES = {
+    "outside a transaction": [],
+    "read committed": ["BEGIN READ ONLY"],
+    "read write": ["BEGIN ISOLATION LEVEL REPEATABLE READ"],
+    "after a query": ["BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ", "SELECT 1"],
+    "serializable": ["BEGIN READ ONLY ISOLATION LEVEL SERIALIZABLE"],
+    "set transaction": ["BEGIN", "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"],
+    "as a table sync does": ["BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ"],
+}
+
+
+@pytest.mark.parametrize("case", USE_SNAPSHOT_CASES)
+def test_use_snapshot_is_checked_as_postgres_checks_it(pg_server: Server, case: str) -> None:
+    """walsender.c's checks of CREATE_REPLICATION_SLOT ... USE_SNAPSHOT (a transaction,
+    REPEATABLE READ, read-only on 16+, before any query), field for field."""
+    major = pg_server.version
+    fake = start_walsender(Script(pg_version=major), databases=["postgres"])
+    params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    slot = f"use_{uuid.uuid4().hex[:8]}"
+    command = f'CREATE_REPLICATION_SLOT "{slot}" TEMPORARY LOGICAL pgoutput ' + (
+        "USE_SNAPSHOT" if major < 15 else "(SNAPSHOT 'use')"
+    )
+    replies = []
+    try:
+        for host, port in ((pg_server.host, pg_server.port), ("127.0.0.1", fake.port)):
+            conn = Raw(host, port, params)
+            for statement in USE_SNAPSHOT_CASES[case]:
+                conn.query(statement)
+            got = observed(conn.query(command))
+            conn.close()
+            # The consistent point and the slot differ between servers; errors may not.
+            replies.append(
+                [
+                    r if isinstance(r, tuple) and r[:1] == ("Error",) else type(r).__name__
+                    for r in got
+                ]
+            )
+    finally:
+        fake.stop()
+    assert replies[1] == replies[0]

@@ -67,6 +67,11 @@ _NAME_LITERAL: Final = r"E?'((?:[^']|'')*)'"
 _QUOTED_NAME: Final = r'(?:"((?:[^"]|"")+)"|([a-z_][a-z0-9_$]*))'
 _RELATION: Final = _QUOTED_NAME + r"\." + _QUOTED_NAME
 _BINARY: Final = r"(?: WITH \(FORMAT binary\))?"
+_READ_ONLY: Final = re.compile(r"\bREAD ONLY\b", re.IGNORECASE)
+# Statements that take the transaction's snapshot (a plain SELECT 1 does, SET and SHOW not).
+_TAKES_SNAPSHOT: Final = re.compile(
+    r"(?:SELECT|COPY|WITH|VALUES|TABLE|INSERT|UPDATE|DELETE)\b", re.IGNORECASE
+)
 _ISOLATION: Final = re.compile(
     r"ISOLATION LEVEL (SERIALIZABLE|REPEATABLE READ|READ COMMITTED|READ UNCOMMITTED)", re.I
 )
@@ -111,6 +116,9 @@ class CatalogQueries:
         """What the transaction's snapshot sees: the WAL before this LSN (a slot's
         USE_SNAPSHOT, SET TRANSACTION SNAPSHOT); None: the end of WAL, as a new one does."""
         self.isolation = "READ COMMITTED"
+        self.read_only = False
+        self.queried = False
+        """A statement of the transaction took a snapshot (FirstSnapshotSet)."""
         self._in_transaction = False
         flags = re.IGNORECASE
         self._handlers: tuple[
@@ -219,11 +227,30 @@ class CatalogQueries:
         """The reply to ``text`` (whitespace collapsed); None when it is none of the
         statements this module answers."""
         self._in_transaction = in_transaction
+        if in_transaction and _TAKES_SNAPSHOT.match(text):
+            self.queried = True
         for pattern, handler in self._handlers:
             match = pattern.fullmatch(text)
             if match is not None:
                 return handler(match)
         return None
+
+    def check_use_snapshot(self, *, in_transaction: bool) -> None:
+        """walsender.c's checks before CREATE_REPLICATION_SLOT … USE_SNAPSHOT creates the
+        slot (ServerError); the transaction then sees what the slot will not stream."""
+        what = (
+            "CREATE_REPLICATION_SLOT ... USE_SNAPSHOT"
+            if self.major < 15
+            else "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'use')"
+        )
+        if not in_transaction:
+            raise error(self.major, "use_snapshot_outside_transaction", what=what)
+        if self.isolation != "REPEATABLE READ":
+            raise error(self.major, "use_snapshot_isolation", what=what)
+        if not self.read_only and self.major >= 16:
+            raise error(self.major, "use_snapshot_read_only", what=what)
+        if self.queried:
+            raise error(self.major, "use_snapshot_after_query", what=what)
 
     # --- the transaction's snapshot ---------------------------------------------------------
 
@@ -231,10 +258,13 @@ class CatalogQueries:
         """BEGIN / START TRANSACTION ran: note its isolation level."""
         match = _ISOLATION.search(text)
         self.isolation = match.group(1).upper() if match is not None else "READ COMMITTED"
+        self.read_only = _READ_ONLY.search(text) is not None
+        self.queried = False
         self.snapshot_lsn = None
 
     def transaction_ended(self) -> None:
         self.isolation = "READ COMMITTED"
+        self.read_only = self.queried = False
         self.snapshot_lsn = None
 
     def _set_transaction(self, match: re.Match[str]) -> Result:
@@ -244,6 +274,10 @@ class CatalogQueries:
         level = _ISOLATION.search(match.group(0))
         if level is not None:
             self.isolation = level.group(1).upper()
+        if _READ_ONLY.search(match.group(0)) is not None:
+            self.read_only = True
+        elif re.search(r"\bREAD WRITE\b", match.group(0), re.IGNORECASE):
+            self.read_only = False
         return Result("SET")
 
     def _set_snapshot(self, match: re.Match[str]) -> Result:

@@ -1095,6 +1095,8 @@ class WalSenderSession:
                 else "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')"
             )
             raise ServerError("ERROR", "25001", f"{what} must not be called inside a transaction")
+        if snapshot == "use" and command.kind == "logical" and self._catalog is not None:
+            self._catalog.check_use_snapshot(in_transaction=self.transaction_status != "I")
         try:
             slot = self.state.create_slot(
                 command.slot_name,

@@ -297,7 +297,37 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'replication slot "{slot}" was not created in this database',
         "logical.c",
         "CreateDecodingContext",
-        _v(v14=510, v15=513, v16=528, v17=534),
+        _v(v14=510, v15=513, v16=528, v17=534, v18=534),
+    ),
+    # CREATE_REPLICATION_SLOT ... USE_SNAPSHOT outside the transaction it needs ({what}
+    # is "CREATE_REPLICATION_SLOT ... USE_SNAPSHOT", 15+ "... (SNAPSHOT 'use')").
+    "use_snapshot_outside_transaction": _ErrorFact(
+        "XX000",
+        "{what} must be called inside a transaction",
+        "walsender.c",
+        "CreateReplicationSlot",
+        _v(v14=1000, v15=1125, v16=1123, v17=1295),
+    ),
+    "use_snapshot_isolation": _ErrorFact(
+        "XX000",
+        "{what} must be called in REPEATABLE READ isolation mode transaction",
+        "walsender.c",
+        "CreateReplicationSlot",
+        _v(v14=1006, v15=1131, v16=1129, v17=1301),
+    ),
+    "use_snapshot_read_only": _ErrorFact(
+        "XX000",
+        "{what} must be called in a read-only transaction",
+        "walsender.c",
+        "CreateReplicationSlot",
+        _v(v16=1134, v17=1306),
+    ),
+    "use_snapshot_after_query": _ErrorFact(
+        "XX000",
+        "{what} must be called before any query",
+        "walsender.c",
+        "CreateReplicationSlot",
+        _v(v14=1012, v15=1137, v16=1140, v17=1312),
     ),
     # Snapshots and reading tables (a client's snapshot SQL, a subscriber's COPY).
     "set_transaction_outside_block": _ErrorFact(
