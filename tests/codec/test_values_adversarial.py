@@ -177,3 +177,39 @@ def test_float_digit_runs_decode_in_linear_time() -> None:
     overflow error, as float8in says."""
     assert "expected a double precision number" in _rejected("float8", "1" * (1 << 20) + "e").reason
     assert "out of range" in _rejected("float8", "1" * (1 << 20)).reason
+
+
+# --------------------------------------------------------------------------- json
+
+
+def test_json_integers_have_no_digit_limit() -> None:
+    """json keeps numbers as text: an integer with more digits than Python's int()
+    accepts (4300) is valid json and jsonb, and comes back unchanged."""
+    big = "1" * 200_000
+    assert decode_text(114, big) == big
+    assert decode_text(3802, "[" + "1" * 5000 + "]") == "[" + "1" * 5000 + "]"
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("1" * 131072, True),
+        ("1" * 131073, False),
+        ("1e131071", True),
+        ("1e131072", False),
+        ("0." + "1" * 16383, True),
+        ("0." + "1" * 16384, False),
+        ("1e-16383", True),
+        ("1e-16384", False),
+        ("0e1073741824", False),
+        ('"1e131072"', True),
+    ],
+)
+def test_jsonb_numbers_overflow_where_numeric_does(text: str, ok: bool) -> None:
+    """jsonb stores numbers as numeric: past numeric's limits it is 'value overflows
+    numeric format' (json has no such limit)."""
+    assert decode_text(114, text) == text
+    if ok:
+        assert decode_text(3802, text) == text
+    else:
+        assert "overflows numeric" in _rejected("jsonb", text).reason

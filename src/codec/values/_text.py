@@ -240,12 +240,60 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
 
 
-_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant)
+# Numbers are only validated, never converted: json is kept as text by PostgreSQL, so
+# an integer of any length is valid, while int() refuses more than 4300 digits
+# (sys.int_max_str_digits) and would be quadratic below that.
+_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_int=str, parse_float=str)
+
+# jsonb keeps numbers as numeric (jsonb_in -> numeric_in), so they overflow where numeric
+# does: more than NUMERIC_WEIGHT_MAX + 1 base-10000 digits before the point (131072
+# decimal digits), a display scale over NUMERIC_DSCALE_MAX, or an exponent beyond
+# +-INT_MAX / 2: 22003 "value overflows numeric format". Checked on PostgreSQL 14-17,
+# except that 14 and 15 also refuse zero with an exponent near that limit ("0e1073741823"),
+# which 16 and 17 take, as this does.
+_JSONB_INT_DIGITS: Final = 131072
+_JSONB_DSCALE_MAX: Final = 0x3FFF
+_JSONB_EXPONENT_MAX: Final = (2**31 - 1) // 2
+# Only a number this long or with an exponent can overflow; other jsonb skips the check.
+_JSONB_SUSPECT: Final = re.compile(r"[0-9]{16383}|[0-9][eE]").search
+_JSON_NUMBER: Final = re.compile(r"-?([0-9]++)(?:\.([0-9]++))?(?:[eE]([+-]?[0-9]++))?")
 
 
-def _check_json(text: str) -> str:
+class _NumericOverflowError(ValueError):
+    """A jsonb number numeric_in would refuse (internal: becomes Invalid)."""
+
+
+def _jsonb_number(number: str) -> None:
+    """Raise _NumericOverflowError if jsonb_in would refuse ``number`` (JSON number text)."""
+    match = _JSON_NUMBER.fullmatch(number)
+    assert match is not None  # the JSON scanner only passes numbers
+    whole, frac, exp_text = match.group(1), match.group(2) or "", match.group(3)
+    exp = 0
+    if exp_text is not None:
+        digits = exp_text.lstrip("+-").lstrip("0")
+        if len(digits) > 10 or int(digits or "0") > _JSONB_EXPONENT_MAX:
+            raise _NumericOverflowError(number)
+        exp = int(exp_text)
+    significant = (whole + frac).lstrip("0")
+    if max(0, len(frac) - exp) > _JSONB_DSCALE_MAX or (
+        significant and len(significant) - len(frac) + exp > _JSONB_INT_DIGITS
+    ):
+        raise _NumericOverflowError(number)
+
+
+_JSONB_NUMBERS: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_int=_jsonb_number, parse_float=_jsonb_number
+)
+
+
+def _check_json(text: str, jsonb: bool = False) -> str:
     try:
         _JSON.decode(text)
+        if jsonb and _JSONB_SUSPECT(text) is not None:
+            _JSONB_NUMBERS.decode(text)
+    except _NumericOverflowError as err:
+        # The hooks are not told where the number is; its first occurrence is close.
+        raise Invalid(max(0, text.find(str(err))), "value overflows numeric format") from None
     except ValueError as err:
         pos = getattr(err, "pos", 0)
         raise Invalid(pos, f"expected JSON: {getattr(err, 'msg', err)}") from err
@@ -256,6 +304,10 @@ def _check_json(text: str) -> str:
 
 def _json_in(text: str) -> str:
     return _check_json(_text_in(text))
+
+
+def _jsonb_in(text: str) -> str:
+    return _check_json(_text_in(text), jsonb=True)
 
 
 def _json_out(value: object) -> str:
@@ -283,7 +335,7 @@ def _jsonb_recv(data: bytes) -> str:
     if data[0] != 1:
         raise Invalid(0, f"unsupported jsonb version number {data[0]}")
     try:
-        return _check_json(utf8(data[1:]))
+        return _check_json(utf8(data[1:]), jsonb=True)
     except Invalid as err:
         raise Invalid(err.offset + 1, err.reason) from None
 
@@ -293,7 +345,7 @@ JSONB: Final = Converter(
     "jsonb",
     3807,
     "str",
-    _json_in,
+    _jsonb_in,
     _json_out,
     _jsonb_recv,
     lambda v: b"\x01" + _json_out(v).encode(),
