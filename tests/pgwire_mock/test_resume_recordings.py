@@ -22,16 +22,20 @@ from codec.pgoutput import (
     Commit,
     CommitPrepared,
     Decoder,
+    Delete,
+    Insert,
     Message,
     PgOutputMessage,
     Prepare,
     Relation,
+    RelationColumn,
     RollbackPrepared,
     StreamAbort,
     StreamCommit,
     StreamPrepare,
     StreamStart,
     StreamStop,
+    encode,
 )
 from codec.values import LSN
 from conformance.replay import replay
@@ -235,3 +239,120 @@ def test_identify_system_and_keepalives_report_the_end_of_wal(
         pass
     assert cur.wal_end == end  # idle: the end of WAL stays where it is
     conn.close()
+
+
+# --- the rules, on small recordings --------------------------------------------------------
+
+REL = Relation(16400, "public", "t", "d", (RelationColumn(1, "id", 23, -1),))
+
+
+def _entries(*items: tuple[int, PgOutputMessage]) -> list[StreamEntry]:
+    return [StreamEntry(lsn, encode(m)) for lsn, m in items]
+
+
+def _tags(out: list[tuple[int, bytes]]) -> list[tuple[int, str]]:
+    """Each message's position and tag (Relation and Type messages left out)."""
+    return [(lsn, chr(payload[0])) for lsn, payload in out if payload[:1] not in (b"R", b"Y")]
+
+
+def _streamed(xid: int, end: PgOutputMessage, end_lsn: int) -> list[StreamEntry]:
+    """A transaction streamed in two blocks that ran out of memory (0x100-0x180 and
+    0x200-0x280, changes at 0x140 and 0x240), then ended at ``end_lsn``."""
+    return _entries(
+        (0x100, StreamStart(xid, True)),
+        (0, Relation(16400, "public", "t", "d", REL.columns, xid=xid)),
+        (0x140, Insert(16400, ("1",), xid=xid)),
+        (0x180, StreamStop()),
+        (0x200, StreamStart(xid, False)),
+        (0x240, Insert(16400, ("2",), xid=xid)),
+        (0x280, StreamStop()),
+        (end_lsn, end),
+    )
+
+
+def test_a_spilled_transaction_streams_at_its_first_change_after_the_start_point() -> None:
+    """Restarted at a change inside the second block, the first block spills (it ended
+    before the start point) and the transaction streams at that change, once on 16+
+    may start streaming (ReorderBufferProcessPartialChange): one block up to it, the
+    rest with the commit. On 14/15 the test is the record's end, so the block ends at
+    the change before."""
+    entries = _streamed(7, StreamCommit(7, 0, 0x300, 0x340, 0), 0x340)
+    resumed = _resumed(entries, 16, 0x240)
+    assert _tags(resumed) == [
+        (0x100, "S"),
+        (0x140, "I"), (0x240, "I"), (0x240, "E"), (0x280, "S"), (0x280, "E"), (0x340, "c"),
+    ]  # fmt: skip
+    # On 14 the record before 0x240 (the block's start, 0x200) ends there: stream at it.
+    assert _tags(_resumed(entries, 14, 0x240))[1:4] == [(0x140, "I"), (0x200, "E"), (0x240, "S")]
+    # Restarted at the second block's start: 16+ streams at that change, 14 streams the
+    # first block where it was, the record of its last change ending at the start point.
+    assert _tags(_resumed(entries, 16, 0x200))[1:3] == [(0x140, "I"), (0x200, "E")]
+    assert _tags(_resumed(entries, 14, 0x200)) == _tags([(e.lsn, e.payload) for e in entries])
+
+
+def test_a_rolled_back_transaction_stops_at_its_first_relation_lookup() -> None:
+    """A new walsender that meets a transaction rolled back by then, and has not looked
+    its relation up before, stops decoding it there (a concurrent abort): an empty
+    stream block then the Stream Abort; a Begin Prepare then its Prepare."""
+    aborted = _streamed(7, StreamAbort(7, 7), 0x300)
+    assert _tags(_resumed(aborted, 17, 0x180)) == [(0x100, "S"), (0x140, "E"), (0x300, "A")]
+    prepared = _entries(
+        (0x100, BeginPrepare(0x120, 0x130, 0, 8, "g")),
+        (0, REL),
+        (0x100, Insert(16400, ("1",))),
+        (0x130, Prepare(0, 0x120, 0x130, 0, 8, "g")),
+        (0x150, RollbackPrepared(0, 0x130, 0x150, 0, 0, 8, "g")),
+    )
+    assert _tags(_resumed(prepared, 16, 0x110)) == [(0x100, "b"), (0x130, "P"), (0x150, "r")]
+    # Committed, the same prepared transaction is decoded whole.
+    committed = [
+        *prepared[:4],
+        StreamEntry(0x150, encode(CommitPrepared(0, 0x140, 0x150, 0, 8, "g"))),
+    ]
+    assert [t for _, t in _tags(_resumed(committed, 16, 0x110))] == ["b", "I", "P", "K"]
+
+
+def test_a_rolled_back_transaction_is_sent_when_its_relation_was_looked_up_before() -> None:
+    """The same rolled-back stream after a committed transaction on the same table that
+    the new walsender decoded: the lookup hits the cache, nothing stops it."""
+    entries = [
+        *_entries(
+            (0x10, Begin(0x20, 0, 6)), (0, REL), (0x10, Insert(16400, ("0",))),
+            (0x20, Commit(0, 0x20, 0x28, 0)),
+        ),
+        *_streamed(7, StreamAbort(7, 7), 0x300),
+    ]  # fmt: skip
+    tags = [t for _, t in _tags(_resumed(entries, 17, 0x20))]
+    assert tags == ["B", "I", "C", "S", "I", "E", "S", "I", "E", "A"]
+
+
+def test_a_change_published_through_the_root_is_given_its_partition() -> None:
+    """The partition of a change sent without a schema: the only one described, or the
+    one whose rows share its partition key value; after a restart its Relation (the
+    root's, then the partition's) goes before it."""
+    root = Relation(
+        16384,
+        "public",
+        "p",
+        "d",
+        (RelationColumn(1, "id", 23, -1), RelationColumn(1, "region", 25, -1)),
+    )
+    eu = Relation(16389, "public", "p_eu", "d", root.columns)
+    us = Relation(16396, "public", "p_us", "d", root.columns)
+    entries = _entries(
+        (0x10, Begin(0x40, 0, 1)),
+        (0, root), (0, eu), (0x10, Insert(16384, ("1", "eu"))),
+        (0, root), (0, us), (0x20, Insert(16384, ("2", "us"))),
+        (0x30, Insert(16384, ("3", "eu"))),
+        (0x40, Commit(0, 0x40, 0x48, 0)),
+        (0x50, Begin(0x70, 0, 2)),
+        (0x50, Delete(16384, ("1", "eu"))),
+        (0x60, Insert(16384, ("1", "us"))),
+        (0x70, Commit(0, 0x70, 0x78, 0)),
+    )  # fmt: skip
+    keys = [c.keys for u in RecordedStream(entries).units for c in getattr(u, "changes", [])]
+    assert keys == [(16389,), (16396,), (16389,), (16389,), (16396,)]
+    relations = [
+        Decoder().decode(p).relation_name for _, p in _resumed(entries, 17, 0x48) if p[:1] == b"R"
+    ]  # type: ignore[attr-defined]
+    assert relations == ["p", "p_eu", "p", "p_us"]

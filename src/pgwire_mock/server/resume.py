@@ -10,36 +10,42 @@ recording. :func:`resume` derives it, rule by rule, from the PostgreSQL sources:
   ``from_lsn`` (``SnapBuildXactNeedsSkip`` in snapbuild.c, ``DecodeTXNNeedSkip`` in
   decode.c); a non-transactional message likewise.
 * A transaction in progress at ``from_lsn`` is decoded again from its first change. The
-  reorder buffer may start streaming it only at a change at or after ``from_lsn``
-  (``ReorderBufferCanStartStreaming``); before that, hitting logical_decoding_work_mem
-  spills it to disk instead. Spilling and streaming both empty its share of memory, so
-  the limit is hit at the same changes as in the recorded read: the recorded stream
-  blocks that ended before ``from_lsn`` merge into the first block that ends at or after
-  it, which is sent with first_segment = 1. A transaction none of whose blocks end at or
-  after ``from_lsn`` was never streamed by the new walsender and is sent whole at its
-  commit (``ReorderBufferReplay``: Begin…Commit, or Begin Prepare…Prepare), without xids.
+  reorder buffer may start streaming it only at a record at or after ``from_lsn`` (its
+  start on 16+, its end on 14/15: ``ReorderBufferCanStartStreaming``); before that,
+  hitting logical_decoding_work_mem spills it to disk instead, which empties its memory
+  as streaming did. A spilled (sub)transaction is streamed at its next change that may
+  stream (``ReorderBufferProcessPartialChange``); so the recorded blocks up to that
+  change merge into one first block, sent with first_segment = 1, and what is left of
+  the block it cut goes with the next. A transaction not streamed again before its end
+  is sent whole at its commit (``ReorderBufferReplay``: Begin…Commit, or Begin
+  Prepare…Prepare), without xids (see :func:`_first_stream`).
 * A subtransaction aborted while its changes were still only spilled is discarded
   silently: no Stream Abort, and its changes are gone from the merged block.
+* A transaction rolled back by now (a top-level Stream Abort, or Rollback Prepared)
+  that the new walsender decodes before its end record stops at its first relation the
+  walsender has not looked up yet: a concurrent abort (see :meth:`_Walk.sendable`).
 * Relation and Type messages follow pgoutput's per-walsender cache (``maybe_send_schema``,
   ``cleanup_rel_sync_cache``): the cache starts empty; outside a stream a relation's
   schema is sent before its first change; inside a stream once per streamed top-level
   transaction, carrying the change's xid; a Stream Commit marks those schemas sent; a
   Stream Abort forgets them. Where the recording shows a schema sent again that the cache
   does not explain (an invalidation: DDL, TRUNCATE, ...), the resumed stream sends it
-  again at the same change.
+  again at the same change. A change published through its partitioned root uses its
+  partition's entry (see :class:`_Leaves`).
 
 What cannot be derived from a recording: the memory each change took (unpublished tables
-count too), so the merge rule above assumes that spilling frees what streaming freed.
-That holds unless the transaction spread its changes over subtransactions that the
-spill picks one at a time; docs/clients.md lists this.
+count too, and their changes are not in it). Once the first block after a restart ended
+at another change than the recorded one, PostgreSQL's next blocks end elsewhere too; the
+fake keeps the recorded ends (docs/clients.md, "Restart and resume").
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from codec.pgoutput import (
     Begin,
@@ -56,6 +62,8 @@ from codec.pgoutput import (
     StreamPrepare,
     StreamStart,
     Truncate,
+    TupleData,
+    UnchangedToast,
     encode,
 )
 from pgwire_mock.streamfile import StreamEntry
@@ -121,6 +129,13 @@ class _Streamed:
     end_index: int = -1
     end_lsn: int = 0
     end_payload: bytes = b""
+    rolled_back: bool = False
+    """Stream Prepare, then Rollback Prepared."""
+
+    @property
+    def aborted(self) -> bool:
+        """Rolled back by the end of the recording (the whole transaction)."""
+        return isinstance(self.end, StreamAbort) or self.rolled_back
 
     @property
     def decision_lsn(self) -> int | None:
@@ -143,6 +158,10 @@ class _Plain:
     head: list[Out]
     changes: list[_Change]
     tail: Out
+    xid: int | None = None
+    """The xid of a Begin Prepare…Prepare (None for Begin…Commit)."""
+    rolled_back: bool = False
+    """A prepared transaction the recording later shows rolled back (Rollback Prepared)."""
 
 
 @dataclass(slots=True)
@@ -188,12 +207,13 @@ class RecordedStream:
         decoder = Decoder()
         streamed: dict[int, _Streamed] = {}
         schemas: dict[int, _Schema] = {}  # by key, as last recorded
-        key_of: dict[int, int] = {}  # a relation OID → the key its last change used
+        leaves = _Leaves()
         pending: list[tuple[bytes, int, bytes]] = []  # schema messages before a change
         cache = _SchemaCache()
         plain: _Plain | None = None
         block: _Block | None = None
         block_txn: _Streamed | None = None
+        prepared: dict[int, _Plain | _Streamed] = {}  # by xid, until Commit/Rollback Prepared
         units = self.units
         for entry in entries:
             payload = entry.payload
@@ -205,7 +225,8 @@ class RecordedStream:
                 pending.append((payload[:1], getattr(message, "oid", 0), body))
                 continue
             if tag in _CHANGE_TAGS or (tag == ord("M") and (plain is not None or in_stream)):
-                keys, sent_here = _keys(message, pending, schemas, key_of)
+                top = block_txn.xid if block_txn is not None else None
+                keys, sent_here = _keys(message, pending, schemas, leaves, cache, top)
                 pending = []
                 change = _Change(
                     entry.lsn,
@@ -215,7 +236,6 @@ class RecordedStream:
                     keys,
                     tuple(schemas.get(key, ()) for key in keys),
                 )
-                top = block_txn.xid if block_txn is not None else None
                 change.forced = frozenset(
                     key for key in keys if key in sent_here and not cache.needs(key, top)
                 )
@@ -231,7 +251,8 @@ class RecordedStream:
             pending = []
             if isinstance(message, Begin | BeginPrepare):
                 decision = message.final_lsn if isinstance(message, Begin) else message.prepare_lsn
-                plain = _Plain(decision, [(entry.lsn, payload)], [], (0, b""))
+                xid = message.xid if isinstance(message, BeginPrepare) else None
+                plain = _Plain(decision, [(entry.lsn, payload)], [], (0, b""), xid)
             elif tag == ord("O") and plain is not None:
                 plain.head.append((entry.lsn, payload))
             elif tag == ord("O") and block is not None and not block.changes:
@@ -239,6 +260,8 @@ class RecordedStream:
             elif isinstance(message, Commit | Prepare) and plain is not None:
                 plain.tail = (entry.lsn, payload)
                 units.append(plain)
+                if plain.xid is not None:
+                    prepared[plain.xid] = plain
                 plain = None
             elif isinstance(message, StreamStart):
                 block_txn = streamed.setdefault(message.xid, _Streamed(message.xid))
@@ -258,11 +281,17 @@ class RecordedStream:
                 txn.end, txn.end_index = message, len(units)
                 txn.end_lsn, txn.end_payload = entry.lsn, payload
                 units.append(_EndRef(txn))
-                if not isinstance(message, StreamPrepare):
+                if isinstance(message, StreamPrepare):
+                    prepared[message.xid] = txn
+                else:
                     cache.forget(message.xid, commit=isinstance(message, StreamCommit))
             elif isinstance(message, CommitPrepared):
+                prepared.pop(message.xid, None)
                 units.append(_Single(message.commit_lsn, (entry.lsn, payload)))
             elif isinstance(message, RollbackPrepared):
+                rolled_back = prepared.pop(message.xid, None)
+                if rolled_back is not None:
+                    rolled_back.rolled_back = True
                 units.append(_Single(message.rollback_end_lsn, (entry.lsn, payload), strict=True))
             elif isinstance(message, Message):
                 units.append(_Single(message.lsn, (entry.lsn, payload), strict=True))
@@ -274,10 +303,12 @@ def _keys(
     message: PgOutputMessage,
     pending: list[tuple[bytes, int, bytes]],
     schemas: dict[int, _Schema],
-    key_of: dict[int, int],
+    leaves: _Leaves,
+    cache: _SchemaCache,
+    top: int | None,
 ) -> tuple[tuple[int, ...], set[int]]:
     """The cache keys a change uses, and those whose schema was sent right before it;
-    records the schemas sent in ``schemas`` and ``key_of``."""
+    records the schemas sent in ``schemas`` and the partitions in ``leaves``."""
     if isinstance(message, Truncate):
         relations = message.relation_oids
         groups: list[list[tuple[bytes, int, bytes]]] = [[]]
@@ -290,17 +321,111 @@ def _keys(
         relations = () if oid is None else (int(oid),)
         groups = [list(pending), []]
     sent: set[int] = set()
+    named: dict[int, int] = {}  # the relation the change names → its cache key
     for group in groups:
         if group and group[-1][0] == b"R":
             key = group[-1][1]
             schemas[key] = tuple((t, b) for t, _, b in group)
             sent.add(key)
-            # The relation the change names is the first Relation of the group (the
-            # root when published through it) or the key itself.
-            first = next(o for t, o, _ in group if t == b"R")
-            key_of[first] = key
-            key_of[key] = key
-    return tuple(key_of.get(oid, oid) for oid in relations), sent
+            # The relation the change names is the group's first Relation: the root when
+            # published through it (maybe_send_schema sends the ancestor, then the leaf).
+            named[next(o for t, o, _ in group if t == b"R")] = key
+    keys = []
+    row = _row(message)
+    for oid in relations:
+        leaf = named.get(oid)
+        if leaf is None:
+            leaf = leaves.guess(oid, row, cache, top)
+        else:
+            leaves.described(oid, leaf, row)
+        keys.append(leaf)
+    return tuple(keys), sent
+
+
+def _row(message: PgOutputMessage) -> TupleData | None:
+    """The row values a change carries (new row, else the old key or row)."""
+    for name in ("new_tuple", "key_tuple", "old_tuple"):
+        row = getattr(message, name, None)
+        if row is not None:
+            return cast(TupleData, row)
+    return None
+
+
+class _Leaves:
+    """Which partition each change to a partitioned table published through its root
+    (``publish_via_partition_root``) was made in.
+
+    The change names the root; the cache entry that decides whether a Relation is due
+    (``RelationSyncEntry``) is the partition's, and pgoutput names the partition only
+    when it sends that entry's schema (the root's Relation, then the partition's). A
+    change sent without a schema belongs to a partition whose schema is in the cache at
+    that point of the recording: when only one of the root's partitions is, that one.
+    Otherwise the row's values decide, as a list partition key would: of the columns
+    whose values were never seen in two partitions, the one with the fewest distinct
+    values in the root's rows, if the row's value there was seen in exactly one of the
+    candidates; else the partition the root's last change used.
+    """
+
+    def __init__(self) -> None:
+        self.of_root: dict[int, list[int]] = {}
+        self.last: dict[int, int] = {}
+        self.seen: dict[int, list[set[object]]] = {}  # per partition, per column: values
+        self.values: dict[int, list[set[object]]] = {}  # per root, per column: values
+
+    def described(self, root: int, leaf: int, row: TupleData | None) -> None:
+        known = self.of_root.setdefault(root, [])
+        if leaf not in known:
+            known.append(leaf)
+        self._note(root, row)
+        self._learn(root, leaf, row)
+
+    def guess(self, root: int, row: TupleData | None, cache: _SchemaCache, top: int | None) -> int:
+        known = self.of_root.get(root)
+        if not known:
+            return root
+        self._note(root, row)
+        candidates = [leaf for leaf in known if not cache.needs(leaf, top)]
+        if len(candidates) == 1:
+            self._learn(root, candidates[0], row)
+            return candidates[0]
+        leaf = self.last.get(root, known[-1])
+        if len(candidates) > 1 and row is not None:
+            leaf = self._by_key(root, candidates, row) or leaf
+        self.last[root] = leaf
+        return leaf
+
+    def _by_key(self, root: int, candidates: list[int], row: TupleData) -> int | None:
+        counts = self.values.get(root, [])
+        leaves = self.of_root[root]
+        order = sorted(range(min(len(row), len(counts))), key=lambda c: len(counts[c]))
+        for column in order:
+            per_leaf = [self._seen(leaf, column) for leaf in leaves]
+            if any(a & b for a, b in itertools.combinations(per_leaf, 2)):
+                continue  # a value in two partitions: not the partition key
+            holders = [leaf for leaf in candidates if row[column] in self._seen(leaf, column)]
+            if len(holders) == 1:
+                return holders[0]
+        return None
+
+    def _seen(self, leaf: int, column: int) -> set[object]:
+        columns = self.seen.get(leaf, [])
+        return columns[column] if column < len(columns) else set()
+
+    def _note(self, root: int, row: TupleData | None) -> None:
+        if row is not None:
+            _add_row(self.values.setdefault(root, []), row)
+
+    def _learn(self, root: int, leaf: int, row: TupleData | None) -> None:
+        self.last[root] = leaf
+        if row is not None:
+            _add_row(self.seen.setdefault(leaf, []), row)
+
+
+def _add_row(columns: list[set[object]], row: TupleData) -> None:
+    columns.extend(set() for _ in range(len(row) - len(columns)))
+    for values, value in zip(columns, row, strict=False):
+        if value is not None and not isinstance(value, UnchangedToast):
+            values.add(value)
 
 
 class _SchemaCache:
@@ -336,37 +461,72 @@ class _SchemaCache:
 def resume(stream: RecordedStream, from_lsn: int, *, major: int) -> Iterator[list[Out]]:
     """What a new walsender sends from ``from_lsn``: one list of messages per unit (a
     transaction, a stream block, a single message), in the order they are sent."""
-    cache = _SchemaCache()
-    # Per streamed transaction: the first block that ends at or after from_lsn, and the
-    # subtransactions aborted before it (their changes were only spilled).
-    plans: dict[int, _Plan] = {}
+    walk = _Walk(from_lsn, major)
     for unit in stream.units:
         if isinstance(unit, _Plain):
-            if unit.decision_lsn < from_lsn:
-                continue
-            out = list(unit.head)
-            for change in unit.changes:
-                out.extend(_with_schema(cache, change, None, None))
-            out.append(unit.tail)
-            yield out
+            if unit.decision_lsn >= from_lsn:
+                yield walk.plain(unit)
         elif isinstance(unit, _Single):
             if unit.decision_lsn > from_lsn or (not unit.strict and unit.decision_lsn == from_lsn):
                 yield [unit.out]
         else:
-            txn = unit.streamed
-            plan = plans.get(txn.xid)
-            if plan is None:
-                plan = plans[txn.xid] = _Plan.make(txn, from_lsn)
+            plan = walk.plan(unit.streamed)
             if plan.skipped:
                 continue
             if isinstance(unit, _BlockRef):
-                out = plan.block(cache, unit.block)
+                out = plan.block(walk, unit.block)
             elif isinstance(unit, _AbortRef):
-                out = plan.abort(cache, unit.position)
+                out = plan.abort(walk.cache, unit.position)
             else:
-                out = plan.finish(cache, major)
+                out = plan.finish(walk, major)
             if out:
                 yield out
+
+
+class _Walk:
+    """One new walsender's state while it decodes the recording again."""
+
+    def __init__(self, from_lsn: int, major: int) -> None:
+        self.from_lsn = from_lsn
+        self.major = major
+        self.cache = _SchemaCache()
+        self.plans: dict[int, _Plan] = {}
+        self.warm: set[int] = set()
+        """Relations whose catalog entries this walsender has looked up already."""
+
+    def plan(self, txn: _Streamed) -> _Plan:
+        plan = self.plans.get(txn.xid)
+        if plan is None:
+            plan = self.plans[txn.xid] = _Plan.make(txn, self.from_lsn, self.major)
+        return plan
+
+    def sendable(self, changes: Sequence[_Change], aborted: bool) -> tuple[list[_Change], int]:
+        """The changes decoded before a concurrent abort stops the transaction, and the
+        LSN of the change that stopped it (0: none did).
+
+        A transaction decoded before its end record (streamed, or prepared with
+        two_phase) is checked for a concurrent abort at every catalog lookup
+        (``SetupCheckXidLive``, ``HandleConcurrentAbort``). When the new walsender
+        decodes one that has already rolled back and must look up a relation it has not
+        looked up before (a fresh walsender's caches are empty; the transactions it
+        skipped filled nothing), the lookup fails with ERRCODE_TRANSACTION_ROLLBACK and
+        ``ReorderBufferProcessTXN`` stops there: nothing more of the transaction is sent
+        (a stream block ends at that change; a Begin Prepare is followed by its Prepare).
+        """
+        warm = self.warm
+        for index, change in enumerate(changes):
+            if aborted and any(key not in warm for key in change.keys):
+                return list(changes[:index]), change.lsn
+            warm.update(change.keys)
+        return list(changes), 0
+
+    def plain(self, unit: _Plain) -> list[Out]:
+        changes, _ = self.sendable(unit.changes, unit.rolled_back)
+        out = list(unit.head)
+        for change in changes:
+            out.extend(_with_schema(self.cache, change, None, None))
+        out.append(unit.tail)
+        return out
 
 
 @dataclass(slots=True)
@@ -374,55 +534,98 @@ class _Plan:
     txn: _Streamed
     skipped: bool
     first: int
-    """Index in txn.blocks of the first block the new walsender streams (-1: none)."""
+    """Index in txn.blocks of the block in which the new walsender first streams (-1:
+    never; the transaction is sent whole at its end)."""
+    cut: int
+    """The LSN of the change the first streamed block ends at (its Stream Stop)."""
     dropped: frozenset[int]
     """Subxids aborted before that block: never streamed, silently discarded."""
+    stopped: bool = False
+    """A concurrent abort ended the streaming (see _Walk.sendable)."""
+    carry: list[_Change] = field(default_factory=list)
+    """Changes decoded but not streamed yet (after the first block's end)."""
+    streamed: set[int | None] = field(default_factory=set)
+    """The (sub)transactions some of whose changes were streamed."""
 
     @classmethod
-    def make(cls, txn: _Streamed, from_lsn: int) -> _Plan:
+    def make(cls, txn: _Streamed, from_lsn: int, major: int) -> _Plan:
         decision = txn.decision_lsn
         if decision is None or decision < from_lsn:
-            return cls(txn, True, -1, frozenset())
-        blocks = txn.blocks
-        # The last block, when the end follows it at once, was streamed at commit time
-        # (ReorderBufferStreamCommit), not because memory ran out.
-        limit_blocks = blocks[:-1] if blocks and blocks[-1].index + 1 == txn.end_index else blocks
-        first = next((i for i, b in enumerate(limit_blocks) if b.stop_lsn >= from_lsn), -1)
-        cut = blocks[first].index if first >= 0 else txn.end_index
-        dropped = frozenset(sub for index, sub, _, _ in txn.aborts if index < cut)
-        return cls(txn, False, first, dropped)
+            return cls(txn, True, -1, 0, frozenset())
+        first, cut = _first_stream(txn, from_lsn, major)
+        index = txn.blocks[first].index if first >= 0 else txn.end_index
+        dropped = frozenset(sub for at, sub, _, _ in txn.aborts if at < index)
+        return cls(txn, False, first, cut, dropped)
 
-    def _changes(self, blocks: Sequence[_Block]) -> list[_Change]:
+    def _kept(self, changes: Sequence[_Change]) -> list[_Change]:
         dropped = self.dropped
-        return [c for b in blocks for c in b.changes if c.xid not in dropped]
+        return [c for c in changes if c.xid not in dropped]
 
-    def block(self, cache: _SchemaCache, block: _Block) -> list[Out]:
+    def block(self, walk: _Walk, block: _Block) -> list[Out]:
         blocks = self.txn.blocks
         position = block.position
-        if self.first < 0 or position < self.first:
+        if self.stopped or self.first < 0 or position < self.first:
             return []  # spilled; sent with a later block or at the end
-        covered = blocks[: position + 1] if position == self.first else [block]
-        head = covered[0]
+        if position > self.first:
+            changes = self.carry + self._kept(block.changes)
+            start = self.carry[0].lsn if self.carry else block.start_lsn
+            self.carry = []
+            return self._stream(walk, start, None, changes, block.stop_lsn)
+        changes = self._kept([c for b in blocks[: position + 1] for c in b.changes])
+        head = [c for c in changes if c.lsn <= self.cut]
+        # Streamed at a change before the recorded block's end: the memory the rest of
+        # the block takes is below the limit there, so it goes with the next block (where
+        # the limit is hit again depends on the memory of changes the recording does not
+        # have; the next recorded block's end is kept). The block streamed at commit
+        # time takes what is left in any case.
+        self.carry = [c for c in changes if c.lsn > self.cut]
+        out = self._stream(walk, blocks[0].start_lsn, blocks[0].origin, head, self.cut, first=True)
+        if self.cut < block.stop_lsn and position == len(blocks) - 1 and not self.stopped:
+            rest = _Block(block.index, position + 1, block.stop_lsn, block.stop_lsn, None)
+            out += self.block(walk, rest)
+        return out
+
+    def _stream(
+        self,
+        walk: _Walk,
+        start: int,
+        origin: bytes | None,
+        changes: list[_Change],
+        stop: int,
+        *,
+        first: bool = False,
+    ) -> list[Out]:
         top = self.txn.xid
-        start = StreamStart(top, position == self.first)
-        out: list[Out] = [(head.start_lsn, encode(start))]
-        if position == self.first and blocks[0].origin is not None:
-            out.append((head.start_lsn, blocks[0].origin))
-        for change in self._changes(covered):
-            out.extend(_with_schema(cache, change, top, change.xid))
-        out.append((block.stop_lsn, b"E"))
+        sent, failed = walk.sendable(changes, self.txn.aborted)
+        out: list[Out] = [(start, encode(StreamStart(top, first)))]
+        if origin is not None:
+            out.append((start, origin))
+        for change in sent:
+            out.extend(_with_schema(walk.cache, change, top, change.xid))
+            self.streamed.add(change.xid)
+        if failed:
+            self.stopped = True
+            stop = failed
+        out.append((stop, b"E"))
         return out
 
     def abort(self, cache: _SchemaCache, position: int) -> list[Out]:
         _, subxid, lsn, payload = self.txn.aborts[position]
         if subxid in self.dropped:
             return []
+        # Its changes still in memory are discarded (ReorderBufferAbort); a Stream Abort
+        # goes only if some were streamed.
+        unsent = [c for c in self.carry if c.xid == subxid]
+        self.carry = [c for c in self.carry if c.xid != subxid]
+        if unsent and subxid not in self.streamed:
+            return []
         cache.forget(self.txn.xid, commit=False)
         return [(lsn, payload)]
 
-    def finish(self, cache: _SchemaCache, major: int) -> list[Out]:
+    def finish(self, walk: _Walk, major: int) -> list[Out]:
         txn = self.txn
         end = txn.end
+        cache = walk.cache
         if self.first >= 0:
             # Streamed: the last block (if any changes were left) came before; the end
             # goes as recorded.
@@ -432,7 +635,11 @@ class _Plan:
         # Never streamed by the new walsender: decoded whole at its end, unstreamed.
         if isinstance(end, StreamAbort) or end is None:
             return []
-        changes = self._changes(txn.blocks)
+        changes = self._kept([c for b in txn.blocks for c in b.changes])
+        if isinstance(end, StreamPrepare):
+            changes, _ = walk.sendable(changes, txn.rolled_back)
+        else:
+            walk.sendable(changes, False)
         body: list[Out] = []
         for change in changes:
             body.extend(_with_schema(cache, change, None, None))
@@ -460,6 +667,83 @@ class _Plan:
         if origin is not None:
             head.append((head[0][0], origin))
         return [*head, *body, (txn.end_lsn, tail)]
+
+
+def _first_stream(txn: _Streamed, from_lsn: int, major: int) -> tuple[int, int]:
+    """Where a new walsender starting at ``from_lsn`` first streams ``txn``: the index
+    of the recorded block that holds that point and the LSN of the change it is at.
+
+    ``ReorderBufferCanStartStreaming`` allows streaming only once the record being
+    decoded is at or after the start point: its start (``ReadRecPtr``) on 16+, its end
+    (``EndRecPtr``) on 14 and 15. Before that, hitting logical_decoding_work_mem spills
+    instead (``ReorderBufferCheckMemoryLimit``), which frees the memory as streaming
+    would. A spilled (serialized) (sub)transaction is then streamed at its very next
+    change that may stream (``ReorderBufferProcessPartialChange``), without waiting
+    for the memory limit; a (sub)transaction that had no change before the spill is not
+    serialized and waits for the limit, hit at the recorded blocks' ends.
+
+    The changes whose positions the recording has: each block's first and last change
+    (Stream Start, Stream Stop) and the published changes. A change's record starts at
+    its LSN and ends where the next known change starts; a transactional message's LSN
+    is its record's end (``DecodeLogicalMsg`` queues it at ``buf->endptr``).
+    """
+    blocks = txn.blocks
+    # The last block, when the end follows it at once, was streamed at commit time
+    # (ReorderBufferStreamCommit), not because memory ran out.
+    final = bool(blocks) and blocks[-1].index + 1 == txn.end_index
+    limits = {b.stop_lsn for b in (blocks[:-1] if final else blocks)}
+    if not limits:
+        return -1, 0
+    # (LSN, a message's record end?, the (sub)transaction's xid or None) in change order.
+    events: list[tuple[int, bool, int | None]] = []
+    for block in blocks:
+        changes = block.changes
+        if block.start_lsn and (not changes or changes[0].lsn != block.start_lsn):
+            events.append((block.start_lsn, False, None))
+        events.extend(
+            (c.lsn, c.tag == ord("M"), None if c.tag == ord("M") else c.xid) for c in changes
+        )
+        if not changes or changes[-1].lsn != block.stop_lsn:
+            events.append((block.stop_lsn, False, None))
+
+    aborts = [lsn for _, _, lsn, _ in txn.aborts]
+
+    def may_stream(index: int) -> bool:
+        lsn, message, _ = events[index]
+        if major >= 16:  # the record's start
+            if message:
+                return index > 0 and events[index - 1][0] >= from_lsn
+            return lsn >= from_lsn
+        if message:  # the record's end
+            return lsn >= from_lsn
+        following = events[index + 1] if index + 1 < len(events) else None
+        end = following[0] if following is not None and not following[1] else lsn
+        # A subtransaction's abort recorded in between is a record in between: the
+        # change's record ends before the abort's (whose position is its end).
+        end = min([end, *(a - 1 for a in aborts if lsn < a <= end)])
+        return end >= from_lsn
+
+    def block_of(lsn: int) -> int:
+        return next(i for i, b in enumerate(blocks) if b.stop_lsn >= lsn)
+
+    first_change: dict[int, int] = {}
+    for lsn, _, xid in events:
+        if xid is not None:
+            first_change.setdefault(xid, lsn)
+    spilled_at = 0
+    for index, (lsn, _, xid) in enumerate(events):
+        if not may_stream(index):
+            if lsn in limits:
+                spilled_at = lsn
+            continue
+        if not spilled_at:
+            if lsn in limits:
+                return block_of(lsn), lsn  # as recorded: nothing was spilled
+            continue
+        serialized = xid is None or first_change[xid] <= spilled_at
+        if lsn in limits or serialized:
+            return block_of(lsn), lsn
+    return -1, 0
 
 
 def _with_schema(
