@@ -356,3 +356,40 @@ def test_a_change_published_through_the_root_is_given_its_partition() -> None:
         Decoder().decode(p).relation_name for _, p in _resumed(entries, 17, 0x48) if p[:1] == b"R"
     ]  # type: ignore[attr-defined]
     assert relations == ["p", "p_eu", "p", "p_us"]
+
+
+def test_a_resumed_script_ends_its_first_block_where_a_resumed_recording_does() -> None:
+    """One rule for scripts and recordings: resumed inside a transaction that spilled
+    before the start point, the script encoder streams at the first change it may
+    stream (ReorderBufferProcessPartialChange), where server.resume cuts the same stream
+    read as a recording — not at the next memory limit."""
+    script = _big_script()
+    options = StreamOptions(proto_version=2, publication_names=("pub",), streaming="on")
+    whole = [
+        (e.wal_start, e.payload) for e in encode_stream(script, options) if isinstance(e, Send)
+    ]
+    parsed = RecordedStream([StreamEntry(lsn, payload) for lsn, payload in whole])
+    starts = [lsn for lsn, payload in whole if payload[:1] == b"S"]
+    later = starts[1:]  # a Stream Start after the first block of its transaction
+    assert later
+
+    def first_block(stream: list[tuple[int, bytes]]) -> list[int]:
+        out: list[int] = []
+        inside = False
+        for lsn, payload in stream:
+            if payload[:1] == b"S":
+                inside = True
+            elif payload[:1] == b"E" and inside:
+                return out
+            elif inside:
+                out.append(lsn)
+        return out
+
+    for at in later:
+        ours = [
+            (e.wal_start, e.payload)
+            for e in encode_stream(script, options, from_lsn=at)
+            if isinstance(e, Send)
+        ]
+        theirs = [pair for unit in resume(parsed, at, major=16) for pair in unit]
+        assert first_block(ours) == first_block(theirs), f"resumed at {at:X}"

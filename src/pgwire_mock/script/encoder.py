@@ -95,7 +95,7 @@ __all__ = [
     "encode_stream",
 ]
 
-MAX_PROTO_VERSION: Final[Mapping[int, int]] = {14: 2, 15: 3, 16: 4, 17: 4}
+MAX_PROTO_VERSION: Final[Mapping[int, int]] = {14: 2, 15: 3, 16: 4, 17: 4, 18: 4}
 
 
 # --- events ---------------------------------------------------------------------------------
@@ -363,6 +363,7 @@ class _TxnState:
     pending: list[WChange] = field(default_factory=list)
     memory: int = 0
     spilled: int = 0  # pending[:spilled] went to disk (counted in memory no more)
+    serialized: set[int] = field(default_factory=set)  # id() of SubTxns with spilled changes
     streamed: bool = False
     streamed_subs: set[int] = field(default_factory=set)  # id() of SubTxn
     invalidated: set[int] = field(default_factory=set)  # table OIDs, flushed at the end
@@ -499,7 +500,9 @@ class _Session:
             if isinstance(item, WChange):
                 state.pending.append(item)
                 state.memory += item.size
-                if streamable and txn.stream == "auto" and state.memory >= self.limit:
+                if not (streamable and txn.stream == "auto"):
+                    continue
+                if state.memory >= self.limit:
                     if item.lsn >= self.from_lsn:
                         yield from self.stream_block(txn, state)
                     else:
@@ -508,6 +511,16 @@ class _Session:
                         # disk, which empties its memory as streaming would.
                         state.memory = 0
                         state.spilled = len(state.pending)
+                        state.serialized.update(id(c.sub) for c in state.pending)
+                elif (
+                    id(item.sub) in state.serialized
+                    and item.lsn >= self.from_lsn
+                    and item.kind != "ddl"
+                ):
+                    # ReorderBufferProcessPartialChange: a spilled (sub)transaction streams
+                    # at its first change that may stream, not at the next memory limit
+                    # (the rule server/resume.py applies to recordings).
+                    yield from self.stream_block(txn, state)
                 continue
             aborted = {id(s) for s in item.subs}
             if (
@@ -597,6 +610,7 @@ class _Session:
         state.pending = []
         state.memory = 0
         state.spilled = 0
+        state.serialized.clear()  # ReorderBufferTruncateTXN: streamed, no longer on disk
         self.flush_invalidations(state)
 
     def flush_invalidations(self, state: _TxnState) -> None:
