@@ -60,7 +60,7 @@ def _first_difference(a: bytes, b: bytes) -> str:
     "but cuts the later stream blocks where the recording cut them; PostgreSQL cuts them by "
     "memory that includes changes the recording does not hold (docs/clients.md, Restart and "
     "resume; the resume check names these cells block-boundary-only)",
-    strict=False,
+    strict=True,
 )
 def test_pg_recvlogical_restarted_inside_a_streamed_transaction(pg_server: Server) -> None:
     """Stopped with -E in the middle of a stream block and started again, pg_recvlogical
