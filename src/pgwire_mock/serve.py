@@ -54,6 +54,13 @@ def _user(text: str) -> User:
     name, sep, password = text.partition(":")
     if not name:
         raise argparse.ArgumentTypeError(f"expected NAME[:PASSWORD], got {text!r}")
+    if sep and not password:
+        # PostgreSQL has no empty passwords: CREATE ROLE ... PASSWORD '' clears it, and an
+        # empty answer is refused. Say so rather than make a role nobody can log in as.
+        raise argparse.ArgumentTypeError(
+            f"empty password in {text!r}: PostgreSQL refuses empty passwords; "
+            f"give one, or use --user {name} (or --role {name}) for a role without a password"
+        )
     return User(name, password if sep else None)
 
 

@@ -14,6 +14,12 @@ error PostgreSQL sends (``src/backend/libpq/auth.c``, ``auth-scram.c``). Facts k
   iteration count is the role's secret's (4096 by default).
 * Channel binding (SCRAM-SHA-256-PLUS) is not offered, so a client over TLS that
   supports it sends the ``y`` GS2 flag, which is accepted.
+* An empty cleartext or MD5 answer is ``28P01 empty password returned by client`` before
+  the role is even looked at (``recv_password_packet``), and a role whose password is
+  ``""`` has no password, as ``CREATE ROLE ... PASSWORD ''`` clears it. Checked on
+  PostgreSQL 14-17.
+* Passwords are compared as UTF-8 bytes, so any password works; SCRAM prepares a
+  non-ASCII one with SASLprep on both sides, as ``pg_saslprep`` does.
 """
 
 from __future__ import annotations
@@ -74,6 +80,12 @@ class User:
     name: str
     password: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.password == "":
+            # CREATE ROLE ... PASSWORD '' stores no password ("empty string is not a valid
+            # password, clearing password"), so only trust lets such a role in.
+            object.__setattr__(self, "password", None)
+
     def scram_secret(self, salt: bytes) -> ScramSecret | None:
         if self.password is None:
             return None
@@ -110,6 +122,18 @@ def _password_failed(user: str) -> AuthFailedError:
     )
 
 
+def _empty_password() -> AuthFailedError:
+    # recv_password_packet() in src/backend/libpq/auth.c: an ERROR during authentication,
+    # which PostgreSQL sends as FATAL.
+    return AuthFailedError(ServerError("FATAL", "28P01", "empty password returned by client"))
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison of two passwords or hashes as UTF-8 bytes
+    (hmac.compare_digest refuses str with non-ASCII characters)."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
 def _protocol_violation(message: str, detail: str | None = None) -> AuthFailedError:
     return AuthFailedError(ServerError("FATAL", "08P01", message, detail))
 
@@ -137,19 +161,21 @@ class _Cleartext(Exchange):
     def respond(self, message: FrontendAuthMessage) -> Authentication | None:
         if not isinstance(message, PasswordMessage):
             raise _protocol_violation("expected password response")
+        if not message.password:
+            raise _empty_password()
         known = self._known
         if known is None or known.password is None:
             raise _password_failed(self._user)
         scram = ScramSecret.parse(known.password)
         if scram is not None:
-            ok = hmac.compare_digest(
+            ok = _same(
                 ScramSecret.from_password(message.password, scram.salt, scram.iterations).render(),
                 scram.render(),
             )
         elif known.md5_secret() == known.password:  # only an md5 secret is stored
-            ok = hmac.compare_digest(md5_secret(self._user, message.password), known.password)
+            ok = _same(md5_secret(self._user, message.password), known.password)
         else:
-            ok = hmac.compare_digest(message.password, known.password)
+            ok = _same(message.password, known.password)
         if not ok:
             raise _password_failed(self._user)
         return None
@@ -165,10 +191,12 @@ class _Md5(Exchange):
     def respond(self, message: FrontendAuthMessage) -> Authentication | None:
         if not isinstance(message, PasswordMessage):
             raise _protocol_violation("expected password response")
+        if not message.password:
+            raise _empty_password()
         if self._secret is None:
             raise _password_failed(self._user)
         expected = "md5" + hashlib.md5(self._secret[3:].encode("ascii") + self._salt).hexdigest()
-        if not hmac.compare_digest(message.password, expected):
+        if not _same(message.password, expected):
             raise _password_failed(self._user)
         return None
 
