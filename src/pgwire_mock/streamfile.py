@@ -2,12 +2,31 @@
 
 Two formats are recognised by their first byte:
 
-- **JSON Lines** (what ``pgwire-mock capture`` writes): an optional first line
-  ``{"meta": {...}}``, then one line per pgoutput message,
+- **JSON Lines** (what ``pgwire-mock capture`` and ``pgwire-mock record`` write): an
+  optional first line ``{"meta": {...}}``, then one line per pgoutput message,
   ``{"lsn": "0/16B3748", "xid": 735, "data": "<hex payload>"}``.
-- **Wire** (what ``pgwire-mock record`` writes): the bytes a walsender sends after
-  CopyBothResponse, i.e. CopyData messages holding XLogData and keepalives. Only the
-  XLogData payloads are pgoutput messages; keepalives are skipped.
+- **Wire**: the bytes a walsender sends after CopyBothResponse, i.e. CopyData messages
+  holding XLogData and keepalives. Only the XLogData payloads are pgoutput messages;
+  keepalives are skipped.
+
+A JSON Lines recording made with ``pgwire-mock record --snapshot`` also holds the
+published tables as the new slot's exported snapshot saw them. Its meta has a
+``snapshot`` object::
+
+    {"consistent_point": "0/1A2B3C8", "snapshot_name": "00000003-00000002-1",
+     "tables": [{"schema": "public", "name": "t", "oid": 16385, "relreplident": "d",
+                 "relnatts": 3,
+                 "columns": [{"attnum": 1, "name": "id", "type_oid": 23, "typmod": -1,
+                              "key": true}, ...]}, ...]}
+
+(from pg_class and pg_attribute: the columns a table publishes, i.e. neither dropped
+nor generated; ``key`` is whether the column is in the replica identity index, false
+for all under REPLICA IDENTITY FULL or NOTHING), and between the meta line and the
+stream one line per row of those tables, ``{"table": "public.t", "copy": "1\\tsome
+text\\t\\\\N"}``: the row as ``COPY schema.table TO STDOUT`` (text format) sends it
+under that snapshot, without its newline. The stream after them starts at the
+consistent point. Wire files cannot carry a snapshot: ``record --snapshot`` always
+writes JSON Lines.
 """
 
 from __future__ import annotations
@@ -18,6 +37,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Final
 
 from codec import DecodeError
+from codec.copy import decode_text_row
 from codec.replication import PrimaryKeepalive, XLogData, decode_server_copy_data
 from codec.values import LSN
 from codec.wire import BackendReader, CopyData
@@ -31,12 +51,39 @@ class StreamEntry:
     payload: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """One row of a recorded snapshot: its table (``schema.name``), its values as COPY's
+    text format gives them (the types' output form, None for NULL) and its line."""
+
+    table: str
+    values: tuple[bytes | None, ...]
+    line: int
+
+
 class StreamFileError(ValueError):
     """A stream file that is not in either format; the message names the place."""
 
 
 def read_stream(source: IO[bytes], name: str = "<stream>") -> Iterator[StreamEntry]:
     """Yield the pgoutput payloads of a JSON Lines or wire-format stream file."""
+    for record in _read(source, name):
+        if isinstance(record, StreamEntry):
+            yield record
+
+
+def read_snapshot(source: IO[bytes], name: str = "<stream>") -> list[SnapshotRow]:
+    """The snapshot rows of a ``record --snapshot`` recording (none for other files);
+    they come before the stream, so reading stops at its first message."""
+    rows: list[SnapshotRow] = []
+    for record in _read(source, name):
+        if isinstance(record, StreamEntry):
+            break
+        rows.append(record)
+    return rows
+
+
+def _read(source: IO[bytes], name: str) -> Iterator[StreamEntry | SnapshotRow]:
     first = source.read(1)
     if not first:
         return
@@ -74,20 +121,45 @@ def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield tail
 
 
-def _read_json_lines(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry]:
+def _read_json_lines(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry | SnapshotRow]:
+    streaming = False
     for number, line in enumerate(_lines(chunks), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            if "meta" in record:
-                continue
+        except ValueError as err:
+            raise StreamFileError(f"{name}, line {number}: not JSON: {err}") from None
+        if isinstance(record, dict) and "meta" in record:
+            continue
+        if isinstance(record, dict) and "table" in record:
+            if streaming:
+                raise StreamFileError(f"{name}, line {number}: a snapshot row after the stream")
+            yield _snapshot_row(record, number, name)
+            continue
+        streaming = True
+        try:
             lsn = LSN.parse(record["lsn"]) if isinstance(record["lsn"], str) else record["lsn"]
-            yield StreamEntry(int(lsn), bytes.fromhex(record["data"]))
+            entry = StreamEntry(int(lsn), bytes.fromhex(record["data"]))
         except (ValueError, KeyError, TypeError, DecodeError) as err:
             raise StreamFileError(
                 f"{name}, line {number}: expected {{'lsn': 'X/Y', 'data': '<hex>'}}: {err}"
             ) from None
+        yield entry
+
+
+def _snapshot_row(record: dict[str, Any], number: int, name: str) -> SnapshotRow:
+    try:
+        table, copy = record["table"], record["copy"]
+        if not isinstance(table, str) or not isinstance(copy, str) or "\n" in copy:
+            raise TypeError("table and copy must be strings, copy one row without newline")
+        values = decode_text_row(copy.encode("utf-8", "surrogateescape") + b"\n")
+    except (KeyError, TypeError, DecodeError) as err:
+        raise StreamFileError(
+            f"{name}, line {number}: expected {{'table': 'schema.name', 'copy': "
+            f"'<COPY text row>'}}: {err}"
+        ) from None
+    return SnapshotRow(table, values, number)
 
 
 _DATA_KEY = b'"data": "'
