@@ -8,6 +8,10 @@ before it in commit order — a prepared one once COMMIT PREPARED is before it �
 the changes of subtransactions rolled back, TRUNCATE emptying, ALTER TABLE reshaping the
 rows (a new column NULL, a dropped one gone).
 
+:func:`apply_change` is the one place these rules live: a recording made with
+``pgwire-mock record --snapshot`` (:mod:`pgwire_mock.script.snapshot`) applies its
+recorded changes to its recorded rows through it too.
+
 Rows are found for UPDATE and DELETE as pgoutput's subscriber finds them: by the replica
 identity — the key columns (the old key when the change carries one, else the new row's)
 or, under REPLICA IDENTITY FULL, the whole old row. An unchanged TOASTed value keeps
@@ -29,7 +33,7 @@ from pgwire_mock.script.compile import (
     WTxn,
 )
 
-__all__ = ["TableState", "tables_at"]
+__all__ = ["TableState", "apply_change", "tables_at"]
 
 
 @dataclass(eq=False)
@@ -58,17 +62,19 @@ def _apply(tables: dict[str, TableState], txn: WTxn) -> None:
     aborted = {id(sub) for item in txn.items if isinstance(item, WSubAbort) for sub in item.subs}
     for item in txn.items:
         if isinstance(item, WChange) and id(item.sub) not in aborted:
-            _change(tables, item)
+            apply_change(tables, item)
 
 
-def _change(tables: dict[str, TableState], change: WChange) -> None:
+def apply_change(tables: dict[str, TableState], change: WChange) -> None:
+    """Apply one change (insert, update, delete, truncate, ddl) to ``tables``; a ddl
+    change naming a table not there yet creates it empty."""
     if change.kind == "truncate":
         for version in change.tables:
             tables[version.name].rows.clear()
         return
     if change.kind == "ddl":
         for version in change.tables:
-            state = tables[version.name]
+            state = tables.setdefault(version.name, TableState(version))
             state.rows = [_reshape(state.version, version, row) for row in state.rows]
             state.version = version
         return

@@ -8,7 +8,9 @@ live WAL so far) and :class:`SourceError`.
 
 Two adapters: :class:`RecordingSource` replays a captured stream (JSON Lines from
 ``pgwire-mock capture`` or raw CopyData, via :func:`pgwire_mock.streamfile.read_stream`)
-and :class:`ScriptSource` runs the script encoder of :mod:`pgwire_mock.script`.
+and :class:`ScriptSource` runs the script encoder of :mod:`pgwire_mock.script`. A
+recording made with ``record --snapshot`` is a :class:`SnapshotRecordingSource`: it
+also serves its tables (:mod:`pgwire_mock.script.snapshot`), as a script source does.
 
 XLogData positions follow ``WalSndPrepareWrite`` (walsender.c): wal_start and wal_end
 are both the record's LSN when pgoutput writes with ``last_write`` true, and 0/0
@@ -21,14 +23,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from codec import DecodeError
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.resume import RecordedStream, resume
 from pgwire_mock.server.state import PublicationState, SlotState, wal_file_name
 from pgwire_mock.server.versions import PgOutputOptions, error, split_identifier_string
-from pgwire_mock.streamfile import StreamEntry, read_meta, read_stream
+from pgwire_mock.streamfile import StreamEntry, read_meta, read_snapshot, read_stream
+
+if TYPE_CHECKING:  # scripts load YAML: only recordings with a snapshot need them
+    from pgwire_mock.script.snapshot import RecordedTables
+    from pgwire_mock.script.tables import TableState
 
 __all__ = [
     "CaughtUp",
@@ -38,6 +44,7 @@ __all__ = [
     "Pause",
     "RecordingSource",
     "ScriptSource",
+    "SnapshotRecordingSource",
     "SourceError",
     "StreamEvent",
     "StreamSource",
@@ -215,18 +222,22 @@ class RecordingSource:
             meta = read_meta(f)
         with path.open("rb") as f:
             entries = list(read_stream(f, str(path)))
-        major = None
-        publications: list[str] = []
-        if meta is not None:
-            major = int(meta["major"]) if "major" in meta else None
-            names = str((meta.get("options") or {}).get("publication_names", ""))
-            # The option's value as sent: pgoutput reads it with SplitIdentifierString, so
-            # '"Pub",other' names Pub and other (pgwire-mock record quotes every name).
-            split = split_identifier_string(names)
-            if split is None:  # not valid syntax: keep the old, literal reading
-                split = [n.strip() for n in names.split(",")]
-            publications = [n for n in split if n]
-        return cls(entries, major=major, publications=publications, name=str(path))
+        if meta is not None and isinstance(meta.get("snapshot"), dict):
+            from pgwire_mock.script.snapshot import RecordedTables  # noqa: PLC0415 - see TYPE_CHECKING
+
+            with path.open("rb") as f:
+                rows = read_snapshot(f, str(path))
+            tables = RecordedTables.load(meta["snapshot"], rows, entries, str(path))
+            return SnapshotRecordingSource(
+                entries,
+                tables,
+                major=_major(meta),
+                publications=_publications(meta),
+                name=str(path),
+            )
+        if meta is None:
+            return cls(entries, name=str(path))
+        return cls(entries, major=_major(meta), publications=_publications(meta), name=str(path))
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
         if from_lsn <= self.start_lsn:
@@ -266,6 +277,60 @@ class RecordingSource:
         if self._parsed is None:
             self._parsed = RecordedStream(self.entries)
         return self._parsed
+
+
+def _major(meta: Mapping[str, Any]) -> int | None:
+    return int(meta["major"]) if "major" in meta else None
+
+
+def _publications(meta: Mapping[str, Any]) -> list[str]:
+    names = str((meta.get("options") or {}).get("publication_names", ""))
+    # The option's value as sent: pgoutput reads it with SplitIdentifierString, so
+    # '"Pub",other' names Pub and other (pgwire-mock record quotes every name).
+    split = split_identifier_string(names)
+    if split is None:  # not valid syntax: keep the old, literal reading
+        split = [n.strip() for n in names.split(",")]
+    return [n for n in split if n]
+
+
+class SnapshotRecordingSource(RecordingSource):
+    """A recording made with ``record --snapshot``: its stream, and its tables as a
+    snapshot at any WAL position sees them (the recorded snapshot, then the recorded
+    transactions committed before it), for the catalog queries and COPY of a subscriber.
+
+    The recording starts at the slot's consistent point, so new slots made there
+    (``new_slots`` ``stream_start``) see the snapshot's rows through COPY and get the
+    whole stream after it, as the recorded slot did.
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[StreamEntry],
+        tables: RecordedTables,
+        *,
+        major: int | None = None,
+        publications: Sequence[str] = (),
+        name: str = "<recording>",
+    ) -> None:
+        super().__init__(entries, major=major, publications=publications, name=name)
+        self.tables = tables
+        self.start_lsn = tables.consistent_point
+        self.end_lsn = max(self.end_lsn, self.start_lsn)
+
+    def tables_at(self, lsn: int) -> Mapping[str, TableState]:
+        """The recorded tables as a snapshot at ``lsn`` sees them (name → TableState)."""
+        from pgwire_mock.script.snapshot import UnreadableTables  # noqa: PLC0415
+
+        try:
+            return self.tables.tables_at(lsn)
+        except UnreadableTables as err:
+            raise ServerError("ERROR", "0A000", str(err)) from None
+
+    def publication_table(
+        self, publication: str, table: str
+    ) -> tuple[tuple[str, ...] | None, str | None]:
+        """No column lists or row filters: ``record --snapshot`` refuses tables with them."""
+        return None, None
 
 
 # --- scripts -------------------------------------------------------------------------------
