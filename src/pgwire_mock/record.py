@@ -5,6 +5,15 @@ what it recorded as pg_recvlogical does, and writes the JSON Lines recording for
 :mod:`pgwire_mock.streamfile`: a ``{"meta": ...}`` line (server version, major, slot,
 options) and one ``{"lsn", "data"}`` line per XLogData payload.
 
+With ``--snapshot`` it creates the slot with an exported snapshot, as a client that
+copies the tables first does (``CREATE_REPLICATION_SLOT … (SNAPSHOT 'export')``, on 14
+``EXPORT_SNAPSHOT``), and on a second, ordinary connection reads the published tables
+under it: ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY``, ``SET TRANSACTION
+SNAPSHOT``, the tables' definitions from pg_class and pg_attribute, then ``COPY … TO
+STDOUT`` of each. The meta line gains them (``snapshot``), one line per row follows,
+and the stream is recorded from the slot's consistent point: exactly what that snapshot
+does not see (:mod:`pgwire_mock.streamfile` has the format).
+
 A walsender reports ``wal_start`` 0/0 for the messages pgoutput writes ahead of the
 record that caused them (Relation, Type, a Begin followed by Origin; walsender.c
 WalSndPrepareWrite). The recording gives each of those the position of the next
@@ -16,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +36,13 @@ from pgwire_mock.client import (
     capture_via_walsender,
     pgoutput_options,
 )
+from pgwire_mock.server.versions import split_identifier_string
 
-__all__ = ["add_record_command", "fill_positions", "record"]
+__all__ = ["SnapshotError", "add_record_command", "fill_positions", "record"]
+
+
+class SnapshotError(ValueError):
+    """The published tables cannot be recorded as a snapshot (the message says why)."""
 
 
 def fill_positions(entries: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -60,13 +74,38 @@ def record(
     end_lsn: int | None = None,
     idle_timeout: float = 2.0,
     create_slot: bool = False,
+    snapshot: bool = False,
+    after_snapshot: Callable[[], object] | None = None,
 ) -> int:
-    """Record ``slot`` into ``out``; return the number of messages written."""
+    """Record ``slot`` into ``out``; return the number of messages written.
+
+    ``snapshot``: create the slot with an exported snapshot and record the published
+    tables as it sees them, then the stream from its consistent point; without
+    ``end_lsn`` the stream ends at the WAL's end once the tables are copied and
+    ``after_snapshot`` (if given) has run.
+    """
+    two_phase = options.get("two_phase") in ("on", "true")
+    snapshot_meta: dict[str, Any] | None = None
+    rows: list[tuple[str, bytes]] = []
     with ReplicationConnection.connect(dsn) as conn:
         server_version = conn.session.parameters.get("server_version", "")
         major = conn.session.server_version_major
-        if create_slot:
-            conn.create_slot(slot, two_phase=options.get("two_phase") in ("on", "true"))
+        if snapshot:
+            created = conn.create_slot(slot, snapshot="export", two_phase=two_phase)
+            if created.snapshot_name is None:
+                raise SnapshotError("CREATE_REPLICATION_SLOT exported no snapshot")
+            publications = split_identifier_string(options.get("publication_names", "")) or []
+            tables, rows = _copy_tables(dsn, created.snapshot_name, publications, major)
+            start_lsn = int(created.consistent_point)
+            snapshot_meta = {
+                "consistent_point": str(created.consistent_point),
+                "snapshot_name": created.snapshot_name,
+                "tables": tables,
+            }
+            if after_snapshot is not None:
+                after_snapshot()
+        elif create_slot:
+            conn.create_slot(slot, two_phase=two_phase)
         if end_lsn is None:
             end_lsn = int(conn.identify_system().xlogpos)
     entries = capture_via_walsender(
@@ -79,11 +118,99 @@ def record(
         "options": dict(options),
         "recorded_from": "walsender",
     }
+    if snapshot_meta is not None:
+        meta["snapshot"] = snapshot_meta
     with out.open("w") as f:
         f.write(json.dumps({"meta": meta}) + "\n")
+        for table, row in rows:
+            copy = row.decode("utf-8", "surrogateescape")
+            f.write(json.dumps({"table": table, "copy": copy}) + "\n")
         for lsn, payload in fill_positions([(int(lsn), payload) for lsn, payload in entries]):
             f.write(json.dumps({"lsn": str(LSN(lsn)), "data": payload.hex()}) + "\n")
     return len(entries)
+
+
+_TABLES = """
+SELECT DISTINCT c.oid, n.nspname, c.relname, c.relreplident, c.relnatts, c.relkind
+FROM pg_catalog.pg_publication_tables t
+JOIN pg_catalog.pg_namespace n ON n.nspname = t.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+WHERE t.pubname = ANY(%s) ORDER BY n.nspname, c.relname
+"""
+# 15+: publications can publish a column list or filter rows (pg_publication_rel).
+_FILTERED = """
+SELECT p.pubname, pr.prrelid::regclass::text FROM pg_catalog.pg_publication_rel pr
+JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid
+WHERE p.pubname = ANY(%s) AND (pr.prattrs IS NOT NULL OR pr.prqual IS NOT NULL)
+"""
+# The columns pgoutput publishes, and the replica identity index's, as tablesync.c's
+# fetch_remote_table_info reads them (no index: FULL or NOTHING, none is a key).
+_COLUMNS = """
+SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, coalesce(a.attnum = ANY(i.indkey), false)
+FROM pg_catalog.pg_attribute a
+LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = pg_catalog.pg_get_replica_identity_index(%s)
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+ORDER BY a.attnum
+"""
+
+
+def _copy_tables(
+    dsn: str, snapshot_name: str, publications: Sequence[str], major: int
+) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+    """The published tables' definitions and rows (COPY text lines, without newline) as
+    the exported snapshot sees them, read as a client copying them would."""
+    import psycopg  # noqa: PLC0415 - only --snapshot needs an SQL connection
+    from psycopg import sql  # noqa: PLC0415
+
+    tables: list[dict[str, Any]] = []
+    rows: list[tuple[str, bytes]] = []
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
+            if major >= 15:
+                for pubname, relation in conn.execute(_FILTERED, (list(publications),)):
+                    raise SnapshotError(
+                        f"publication {pubname} publishes {relation} with a column list or "
+                        "row filter: --snapshot records whole tables only"
+                    )
+            found = conn.execute(_TABLES, (list(publications),)).fetchall()
+            for oid, schema, name, identity, natts, kind in found:
+                if kind != "r":
+                    raise SnapshotError(
+                        f"{schema}.{name} is not an ordinary table (relkind {kind}): "
+                        "--snapshot records ordinary tables only"
+                    )
+                columns = [
+                    {"attnum": n, "name": a, "type_oid": t, "typmod": m, "key": k}
+                    for n, a, t, m, k in conn.execute(_COLUMNS, (oid, oid))
+                ]
+                tables.append(
+                    {
+                        "schema": schema,
+                        "name": name,
+                        "oid": int(oid),
+                        "relreplident": identity,
+                        "relnatts": natts,
+                        "columns": columns,
+                    }
+                )
+                copy = sql.SQL("COPY {}.{} ({}) TO STDOUT").format(
+                    sql.Identifier(schema),
+                    sql.Identifier(name),
+                    sql.SQL(", ").join(sql.Identifier(c["name"]) for c in columns),
+                )
+                data = bytearray()
+                with conn.cursor().copy(copy) as reader:
+                    for chunk in reader:
+                        data += chunk
+                # COPY writes a newline inside a value as \n: each line is one row.
+                lines = bytes(data).split(b"\n")[:-1]
+                rows.extend((f"{schema}.{name}", line) for line in lines)
+            conn.execute("COMMIT")
+    except psycopg.Error as err:
+        raise SnapshotError(f"reading the snapshot: {err}") from None
+    return tables, rows
 
 
 def add_record_command(commands: Any) -> None:
@@ -93,13 +220,25 @@ def add_record_command(commands: Any) -> None:
         description="Stream a logical replication slot from a real PostgreSQL (like "
         "pg_recvlogical, confirming what was recorded) up to its current WAL end, or "
         "--endpos, and write it as a JSON Lines recording that 'pgwire-mock serve "
-        "--script FILE' replays byte for byte.",
+        "--script FILE' replays byte for byte. With --snapshot it creates the slot with "
+        "an exported snapshot, records the published tables as that snapshot sees them "
+        "(definitions and rows, read with SET TRANSACTION SNAPSHOT and COPY ... TO STDOUT "
+        "on a second connection) and then the stream from the slot's consistent point, so "
+        "that 'serve' answers a subscriber's table copy and stream as the server would.",
     )
     parser.add_argument("--dsn", required=True, help="libpq DSN or postgresql:// URI")
     parser.add_argument("--slot", required=True, help="logical slot (pgoutput) to read")
     parser.add_argument("--publication", required=True, action="append", help="repeatable")
     parser.add_argument("--out", required=True, type=Path, help="recording to write")
     parser.add_argument("--create-slot", action="store_true", help="create the slot first")
+    parser.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="create the slot with an exported snapshot and record the published tables' "
+        "rows as of its consistent point before the stream (always JSON Lines: a raw wire "
+        "file cannot hold tables; whole ordinary tables only, no column lists or row "
+        "filters); the stream ends at the WAL's end once the tables are copied, or --endpos",
+    )
     parser.add_argument("--proto-version", type=int, default=1, choices=(1, 2, 3, 4))
     parser.add_argument("--binary", action="store_true", help="binary tuple values")
     parser.add_argument("--messages", action="store_true", help="logical decoding messages")
@@ -114,6 +253,8 @@ def add_record_command(commands: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from pgwire_mock.cli import CommandError  # noqa: PLC0415 - cli imports this module
 
+    if args.snapshot and args.start != "0/0":
+        raise CommandError("--snapshot records from the new slot's consistent point: no --start")
     options = {
         k: str(v)
         for k, v in pgoutput_options(
@@ -135,6 +276,7 @@ def _run(args: argparse.Namespace) -> int:
             end_lsn=None if args.endpos is None else int(LSN.parse(args.endpos)),
             idle_timeout=args.idle,
             create_slot=args.create_slot,
+            snapshot=args.snapshot,
         )
     except (ReplicationClientError, OSError, ValueError) as err:
         raise CommandError(str(err)) from None
