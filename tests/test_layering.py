@@ -39,6 +39,8 @@ EXTRA = {
     "pgwire_mock/pytest_plugin": {"pytest"},
     # The matrix's spark-values check reads the Spark side's Arrow/Parquet output.
     "conformance/spark_check": {"pyarrow", "numpy"},
+    # The live-WAL story's consumer is written with psycopg2, as CDC consumers are.
+    "conformance/live": {"psycopg2"},
 }
 # Blocking I/O has no place in a sans-IO codec.
 CODEC_FORBIDDEN = {"socket", "asyncio", "threading", "selectors", "ssl", "subprocess", "logging"}
