@@ -123,3 +123,22 @@ def test_rows_round_trip_through_yaml_and_bad_rows_name_their_place() -> None:
     keyless = Script(pg_version=16).table(T, columns=[column("id", "int4", key=True)], rows=[{}])
     with pytest.raises(ScriptError, match="missing replica identity column 'id'"):
         compile_script(keyless)
+
+
+def test_a_nan_row_is_found_as_postgres_finds_it() -> None:
+    """NaN equals NaN in PostgreSQL's float and numeric comparisons, so an UPDATE or
+    DELETE under REPLICA IDENTITY FULL finds a row holding one."""
+    s = Script(pg_version=16).table(
+        "public.f",
+        columns=[column("a", "float8"), column("n", "numeric"), column("b", "text")],
+        replica_identity="full",
+        rows=[{"a": "NaN", "n": "NaN", "b": "x"}],
+    )
+    s.transaction(
+        [update("public.f", {"a": 1.0, "n": 1, "b": "y"}, old={"a": "NaN", "n": "NaN", "b": "x"})]
+    )
+    s.transaction([delete("public.f", old={"a": 1.0, "n": 1, "b": "y"})])
+    compiled = compile_script(s)
+    (updated, _), _ = commits(s)
+    assert [r[2] for r in tables_at(compiled, updated + 1)["public.f"].rows] == ["y"]
+    assert tables_at(compiled, compiled.end_lsn)["public.f"].rows == []

@@ -20,7 +20,9 @@ the row's old value.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.script.compile import (
@@ -108,9 +110,23 @@ def _find(state: TableState, change: WChange) -> int | None:
     if wanted is None or not keys:
         return None
     for index, row in enumerate(state.rows):
-        if all(row[i] == wanted[i] for i in keys):
+        if all(_equal(row[i], wanted[i]) for i in keys):
             return index
     return None
+
+
+def _equal(a: object, b: object) -> bool:
+    """Equality as the subscriber's lookup sees it: PostgreSQL orders NaN equal to NaN
+    (float8_eq, cmp_numerics), Python does not."""
+    if a == b:
+        return True
+    return _is_nan(a) and _is_nan(b)
+
+
+def _is_nan(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value)
+    return isinstance(value, Decimal) and value.is_nan()
 
 
 def _reshape(old: TableVersion, new: TableVersion, row: Row) -> Row:
