@@ -27,7 +27,6 @@ from codec.pgoutput import UNCHANGED_TOAST, Relation, RelationColumn, Type
 from codec.values import datetime_to_pg_timestamp, decode_text, type_by_name
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
-    FAULT_NAMES,
     REPLICA_IDENTITIES,
     STREAM_MODES,
     AlterTable,
@@ -60,6 +59,8 @@ from pgwire_mock.script.types import (
     convert,
     encode_value,
 )
+from pgwire_mock.server.faults import Fault as ServerFault
+from pgwire_mock.server.faults import FaultError
 
 __all__ = ["CompiledScript", "Compiler", "compile_script"]
 
@@ -600,9 +601,11 @@ class Compiler:
             self.clock += int(step.seconds * 1_000_000)
             self.wal.append(WMarker("sleep", self.lsn, step))
         elif isinstance(step, Fault):
-            if step.name not in FAULT_NAMES:
-                names = ", ".join(sorted(FAULT_NAMES))
-                raise ScriptError(f"unknown fault {step.name!r} (expected one of {names})", where)
+            # The rules --fault applies, so a bad step fails here and not mid-stream.
+            try:
+                ServerFault.from_params(step.name, step.params)
+            except FaultError as err:
+                raise ScriptError(str(err), where) from None
             self.wal.append(WMarker("fault", self.lsn, step))
         elif isinstance(step, WaitFor):
             for name, value in (("seconds", step.seconds), ("timeout", step.timeout)):

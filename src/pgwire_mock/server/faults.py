@@ -78,9 +78,7 @@ class Fault:
     def __post_init__(self) -> None:
         spec = FAULTS.get(self.name)
         if spec is None:
-            raise FaultError(
-                f"unknown fault {self.name!r} (expected one of {', '.join(sorted(FAULTS))})"
-            )
+            raise FaultError(_unknown(self.name))
         if self.name == "close_after" and (self.messages is None) == (self.bytes is None):
             raise FaultError("close_after needs exactly one of messages=N or bytes=N")
         if self.name == "slow" and (self.rate is None or self.rate <= 0):
@@ -103,7 +101,7 @@ class Fault:
         """A fault from a script step's keys (values already typed by YAML/JSON)."""
         spec = FAULTS.get(name)
         if spec is None:
-            raise FaultError(f"unknown fault {name!r} (expected one of {', '.join(FAULTS)})")
+            raise FaultError(_unknown(name))
         values: dict[str, Any] = {}
         for key, raw in params.items():
             target = spec.params.get(key)
@@ -125,7 +123,7 @@ class Fault:
         name = name.strip()
         spec = FAULTS.get(name)
         if spec is None:
-            raise FaultError(f"unknown fault {name!r} (expected one of {', '.join(FAULTS)})")
+            raise FaultError(_unknown(name))
         params: dict[str, Any] = {}
         if args:
             # A comma starts a new parameter only before "key=": messages may hold commas.
@@ -154,6 +152,10 @@ class Fault:
             if f.name != "name" and getattr(self, f.name) != f.default
         ]
         return self.name + (":" + ",".join(parts) if parts else "")
+
+
+def _unknown(name: str) -> str:
+    return f"unknown fault {name!r} (expected one of {', '.join(sorted(FAULTS))})"
 
 
 def _show(name: str, value: object) -> str:
