@@ -405,6 +405,10 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
             raise ServeError(f"cannot read {path}")
     if args.auth != "trust" and not args.user:
         raise ServeError(f"--auth {args.auth} needs at least one --user NAME:PASSWORD")
+    if args.state_file is not None and not args.state_file.parent.is_dir():
+        raise ServeError(
+            f"--state-file {args.state_file}: directory {args.state_file.parent} does not exist"
+        )
     try:
         state = ServerState.load(args.state_file) if args.state_file else ServerState()
     except ValueError as err:
@@ -526,7 +530,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         control.addCallbacks(controlling, control_failed)
     reactor.run()
-    state.save()
+    state.save_now()
     return status["code"]
 
 

@@ -32,6 +32,7 @@ from pgwire_mock.server.state import ServerState
 
 __all__ = [
     "CHUNK_SIZE",
+    "SAVE_INTERVAL",
     "TLSFiles",
     "WalSenderFactory",
     "WalSenderProtocol",
@@ -45,6 +46,8 @@ CHUNK_SIZE: Final = 256 * 1024
 A Twisted transport pauses its producer as soon as its buffer passes 64 KiB, so every pull
 costs a reactor round trip (write, drain, resume): a 256 KiB pull needs a quarter of the
 round trips of a 64 KiB one, while a connection still holds at most about one pull."""
+SAVE_INTERVAL: Final = 0.1
+"""Seconds between writes of a state file (``ServerState.coalesce_saves``)."""
 _CHUNKS_PER_TURN: Final = 16
 """Pulls before yielding to the reactor, so one fast stream cannot starve the others."""
 
@@ -259,6 +262,7 @@ class WalSenderFactory(Factory):
         *,
         tls: TLSFiles | None = None,
         log: Callable[[str], None] | None = None,
+        save_interval: float = SAVE_INTERVAL,
     ) -> None:
         self.config = config
         self.state = state
@@ -272,6 +276,7 @@ class WalSenderFactory(Factory):
         self.connections = 0
         if tls is not None:
             config.tls = True
+        state.coalesce_saves(clock.callLater, save_interval, self.log)
         wal = getattr(config.source, "wal", None)
         #: Writes a served script's live WAL (None: a recording, or nothing served).
         self.wal_writer = (
@@ -285,6 +290,7 @@ class WalSenderFactory(Factory):
     def stopFactory(self) -> None:  # noqa: N802 - Twisted's name
         if self.wal_writer is not None:
             self.wal_writer.stop()
+        self.state.flush()
 
     def _wal_written(self) -> None:
         for protocol in list(self.protocols):

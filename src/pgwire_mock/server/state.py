@@ -5,11 +5,13 @@ catalogs). :class:`ServerState` keeps it in one object that all sessions of a pr
 use, and optionally in a JSON file (``path``) so that a restarted fake resumes like a
 restarted PostgreSQL: slots keep their confirmed_flush, temporary slots are gone.
 
-Nothing here does I/O except :meth:`ServerState.save` / :meth:`ServerState.load`.
+Nothing here does I/O except :meth:`ServerState.save_now` (which :meth:`ServerState.save`
+calls, at once or coalesced) and :meth:`ServerState.load`.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -194,6 +196,13 @@ class ServerState:
     never saved."""
     clock: Callable[[], float] = field(default=time.time, repr=False)
     """Wall-clock time (Unix seconds) for timestamps the catalogs show."""
+    _schedule: Callable[[float, Callable[[], None]], object] | None = field(
+        default=None, init=False, repr=False
+    )
+    _save_interval: float = field(default=0.0, init=False, repr=False)
+    _save_log: Callable[[str], None] | None = field(default=None, init=False, repr=False)
+    _dirty: bool = field(default=False, init=False, repr=False)
+    _save_pending: bool = field(default=False, init=False, repr=False)
 
     # --- sessions --------------------------------------------------------------------
 
@@ -266,7 +275,7 @@ class ServerState:
             inactive_since=self.clock(),
         )
         self.slots[name] = slot
-        self.save()
+        self.save_now()  # CreateSlotOnDisk: before the command completes
         return slot
 
     def get_slot(self, name: str) -> SlotState:
@@ -296,7 +305,7 @@ class ServerState:
         if slot.active_pid is not None and slot.active_pid != pid:
             raise SlotActiveError(name, slot.active_pid)
         del self.slots[name]
-        self.save()
+        self.save_now()  # ReplicationSlotDropPtr removes pg_replslot/<slot> at once
 
     def confirm(self, name: str, lsn: int, read_upto: int | None = None) -> None:
         """A status update's flush position moves the slot's confirmed_flush (never back;
@@ -401,16 +410,74 @@ class ServerState:
             ],
         }
 
+    def coalesce_saves(
+        self,
+        schedule: Callable[[float, Callable[[], None]], object],
+        interval: float,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        """From now on :meth:`save` writes at most once per ``interval`` seconds, from a
+        ``schedule(delay, callable)`` (a reactor's ``callLater``): a consumer acking every
+        message must not cost a durable write each, inside the event loop. A crash loses
+        at most ``interval`` of confirmations, which then arrive again, as after a
+        PostgreSQL crash between checkpoints. ``log`` hears of failed writes."""
+        self._schedule = schedule
+        self._save_interval = interval
+        self._save_log = log
+
     def save(self) -> None:
-        """Write the state file atomically (no-op without ``path``)."""
+        """Write the state file now, or within the save interval when coalesced
+        (no-op without ``path``)."""
+        if self.path is None:
+            return
+        if self._schedule is None or self._save_interval <= 0:
+            self.save_now()
+            return
+        self._dirty = True
+        if not self._save_pending:
+            self._save_pending = True
+            self._schedule(self._save_interval, self._save_due)
+
+    def _save_due(self) -> None:
+        self._save_pending = False
+        if not self._dirty:
+            return
+        try:
+            self.save_now()
+        except OSError as err:
+            if self._save_log is None:
+                raise
+            self._save_log(f"cannot save the state file {self.path}: {err}")
+
+    def flush(self) -> None:
+        """Write a save that is still waiting for its interval (a server stopping)."""
+        if self._dirty:
+            self.save_now()
+
+    def save_now(self) -> None:
+        """Write the state file atomically and durably (no-op without ``path``): a
+        temporary file in the same directory, fsynced, renamed over the old one, then the
+        directory fsynced, so a crash or power loss leaves the old file or the new one."""
+        self._dirty = False
         if self.path is None:
             return
         text = json.dumps(self.to_json(), indent=1)
         directory = self.path.parent
-        fd, tmp = tempfile.mkstemp(prefix=".pgwire-mock-state", dir=directory)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        Path(tmp).replace(self.path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     @classmethod
     def load(cls, path: Path) -> ServerState:
@@ -419,6 +486,9 @@ class ServerState:
         Raises ValueError when the file is not a state file.
         """
         state = cls(path=path)
+        # Temporary files of saves that were killed before their rename.
+        for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+            leftover.unlink(missing_ok=True)
         if not path.exists():
             return state
         try:

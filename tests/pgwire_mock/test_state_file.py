@@ -1,0 +1,127 @@
+"""``--state-file``: saves coalesced off the hot path, atomic and durable, checked at start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from twisted.internet import task
+
+from pgwire_mock.server.protocol import WalSenderFactory
+from pgwire_mock.server.session import SessionConfig
+from pgwire_mock.server.state import ServerState
+
+
+def _saved(path: Path) -> dict[str, int]:
+    return {s["name"]: s["confirmed_flush"] for s in json.loads(path.read_text())["slots"]}
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    writes: list[int] = []
+    real = ServerState.save_now
+
+    def save_now(self: ServerState) -> None:
+        writes.append(1)
+        real(self)
+
+    monkeypatch.setattr(ServerState, "save_now", save_now)
+    return writes
+
+
+def test_a_servers_acknowledgements_are_saved_at_most_once_per_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thousand confirmations inside one save interval cost one write, made when the
+    interval ends; the file then holds the last position."""
+    path = tmp_path / "state.json"
+    state = ServerState.load(path)
+    clock = task.Clock()
+    WalSenderFactory(SessionConfig(), state, clock, save_interval=0.1)
+    state.create_slot("s", "pgoutput")
+    start = state.slots["s"].confirmed_flush
+    writes = _counting(monkeypatch)
+    for i in range(1, 1001):
+        state.confirm("s", start + i)
+    assert writes == []
+    assert _saved(path)["s"] == start
+    clock.advance(0.1)
+    assert len(writes) == 1
+    assert _saved(path)["s"] == start + 1000
+    clock.advance(1)
+    assert len(writes) == 1  # nothing changed since
+
+
+def test_slot_creation_and_drop_are_saved_at_once(tmp_path: Path) -> None:
+    """A created or dropped slot is on disk before the command completes, as
+    PostgreSQL's CREATE/DROP_REPLICATION_SLOT write pg_replslot at once."""
+    path = tmp_path / "state.json"
+    state = ServerState.load(path)
+    WalSenderFactory(SessionConfig(), state, task.Clock(), save_interval=0.1)
+    state.create_slot("s", "pgoutput")
+    assert "s" in _saved(path)
+    state.drop_slot("s", 1)
+    assert "s" not in _saved(path)
+
+
+def test_a_pending_save_is_written_when_the_server_stops(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    state = ServerState.load(path)
+    factory = WalSenderFactory(SessionConfig(), state, task.Clock(), save_interval=10)
+    state.create_slot("s", "pgoutput")
+    state.confirm("s", state.slots["s"].confirmed_flush + 5)
+    factory.stopFactory()
+    assert _saved(path)["s"] == state.slots["s"].confirmed_flush
+
+
+def test_saves_are_fsynced_before_and_after_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new file's data is flushed before it replaces the old one, and the directory
+    after, so a power loss leaves the old file or the new one, never an empty one."""
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "fsync file")
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    ServerState(path=tmp_path / "state.json").save_now()
+    assert events == ["fsync file", "rename", "fsync dir"]
+
+
+def test_temporary_files_of_killed_saves_are_removed_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    ServerState(path=path).save_now()
+    leftover = tmp_path / ".state.json.k1ll3d.tmp"
+    leftover.write_text("{")
+    other = tmp_path / ".other.json.k1ll3d.tmp"  # another state file's: not ours
+    other.write_text("{")
+    ServerState.load(path)
+    assert not leftover.exists()
+    assert other.exists()
+
+
+def test_serve_refuses_a_state_file_in_a_missing_directory(tmp_path: Path) -> None:
+    """Issue #14 item 8: one line and exit 1 at start, instead of a traceback per save."""
+    missing = tmp_path / "nowhere" / "state.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pgwire_mock.serve", "--port", "0", "--state-file", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"pgwire-mock serve: --state-file {missing}: directory {missing.parent} does not exist"
+    ]
