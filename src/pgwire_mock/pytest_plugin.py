@@ -40,7 +40,7 @@ from codec.replication import StandbyStatusUpdate
 from pgwire_mock.script.model import Change, Script, Step, Transaction
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
-from pgwire_mock.server.protocol import WalSenderFactory, listen
+from pgwire_mock.server.protocol import AUTHENTICATION_TIMEOUT, WalSenderFactory, listen
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import ScriptSource, StreamSource, load_source
 from pgwire_mock.server.sql import CannedAnswer
@@ -81,7 +81,14 @@ def _new_reactor() -> Any:
 class WalSender:
     """A running in-process fake walsender (see :func:`start_walsender`)."""
 
-    def __init__(self, config: SessionConfig, state: ServerState, *, host: str) -> None:
+    def __init__(
+        self,
+        config: SessionConfig,
+        state: ServerState,
+        *,
+        host: str,
+        authentication_timeout: float = AUTHENTICATION_TIMEOUT,
+    ) -> None:
         self.config = config
         self._state = state
         self.host = host
@@ -90,7 +97,13 @@ class WalSender:
         self._acknowledged: list[StandbyStatusUpdate] = []
         config.on_status_update = lambda _pid, update: self._acknowledged.append(update)
         self._reactor = _new_reactor()
-        self._factory = WalSenderFactory(config, state, self._reactor, log=self.log.append)
+        self._factory = WalSenderFactory(
+            config,
+            state,
+            self._reactor,
+            log=self.log.append,
+            authentication_timeout=authentication_timeout,
+        )
         self._port: Any = None
         self._thread = threading.Thread(
             target=self._reactor.run,
@@ -292,6 +305,7 @@ def start_walsender(
     max_wal_senders: int = 10,
     new_slots: str = "stream_start",
     host: str = "127.0.0.1",
+    authentication_timeout: float = AUTHENTICATION_TIMEOUT,
 ) -> WalSender:
     """Start a fake walsender on a free loopback port; ``stop()`` it when done.
 
@@ -306,7 +320,9 @@ def start_walsender(
     its snapshot seeing everything before).
     ``roles``, ``databases``, ``max_connections``, ``max_wal_senders``: as ``serve --role``,
     ``--database`` (the first holds the declared slots), ``--max-connections`` and
-    ``--max-wal-senders``.
+    ``--max-wal-senders``. ``authentication_timeout``: seconds from connecting to the end
+    of authentication before the server closes the connection (0: never), as
+    ``--authentication-timeout``.
     """
     source = _source(script) if script is not None else None
     state = ServerState()
@@ -353,7 +369,7 @@ def start_walsender(
         source=source,
         faults=tuple(Fault.parse(f) if isinstance(f, str) else f for f in faults),
     )
-    return WalSender(config, state, host=host)
+    return WalSender(config, state, host=host, authentication_timeout=authentication_timeout)
 
 
 @pytest.fixture

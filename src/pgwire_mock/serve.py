@@ -239,6 +239,14 @@ def add_serve_command(
     who.add_argument("--tls-key", metavar="PEM", type=Path, help="private key for --tls-cert")
     timing = serve.add_argument_group("timing")
     timing.add_argument(
+        "--authentication-timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="close a client that has not authenticated after this long, without a message, "
+        "as PostgreSQL's authentication_timeout (default 60; 0: never)",
+    )
+    timing.add_argument(
         "--wal-sender-timeout",
         type=_seconds,
         default=60.0,
@@ -470,11 +478,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tls = TLSFiles(args.tls_cert, args.tls_key) if args.tls_cert is not None else None
     if tls is not None:
         try:
-            tls.context_factory()
+            tls.context_factory(config.major)
         except Exception as err:  # any TLS loading problem is one line
             print(f"pgwire-mock serve: cannot use the TLS certificate/key: {err}", file=sys.stderr)
             return 1
-    factory = WalSenderFactory(config, state, reactor, tls=tls, log=_log)
+    factory = WalSenderFactory(
+        config,
+        state,
+        reactor,
+        tls=tls,
+        log=_log,
+        authentication_timeout=args.authentication_timeout,
+    )
     status = {"code": 0}
 
     def stop() -> None:

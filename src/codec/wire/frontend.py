@@ -56,6 +56,9 @@ PROTOCOL_3_2: Final = (3 << 16) | 2
 PROTOCOL_OPTION_PREFIX: Final = "_pq_."
 #: MAX_STARTUP_PACKET_LENGTH in pqcomm.h; the postmaster rejects longer startup packets.
 MAX_STARTUP_PACKET_LENGTH: Final = 10000
+#: PG_MAX_AUTH_TOKEN_LENGTH in auth.h: the largest length word (counting itself) of a
+#: password or SASL message; before authentication nothing longer is read.
+PG_MAX_AUTH_TOKEN_LENGTH: Final = 65535
 
 _CODE_AND_PID: Final = struct.Struct("!Ii")
 

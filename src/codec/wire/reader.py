@@ -452,6 +452,19 @@ class FrontendReader(_Reader[FrontendMessage]):
         if kind is not None:
             self._password_kind = kind
 
+    def peek_header(self) -> tuple[int, int | None] | None:
+        """The next typed message's tag and length word, without consuming anything:
+        ``(tag, None)`` while only the tag has arrived, None while nothing has (or in the
+        startup phase). A server reads the type byte first and may refuse a message by its
+        type or length before its body arrives, as PostgreSQL does before authentication.
+        """
+        buf, pos = self._buf, self._pos
+        if self._startup or len(buf) <= pos:
+            return None
+        if len(buf) - pos < TYPED_HEADER_SIZE:
+            return buf[pos], None
+        return buf[pos], _unpack_int32(buf, pos + 1)[0]
+
     def _next(self) -> FrontendMessage | None:
         if self._startup:
             return self._next_startup()

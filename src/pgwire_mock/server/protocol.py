@@ -18,19 +18,27 @@ from typing import Any, Final
 from typing import Protocol as TypingProtocol
 
 from twisted.application.internet import StreamServerEndpointService
+from twisted.internet.address import UNIXAddress
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
-from twisted.internet.interfaces import IListeningPort, IPushProducer
+from twisted.internet.interfaces import (
+    IHandshakeListener,
+    IListeningPort,
+    IOpenSSLServerConnectionCreator,
+    IPushProducer,
+)
 from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer  # type: ignore[import-untyped]  # no stubs shipped
 
 from pgwire_mock.server.faults import Fault
 from pgwire_mock.server.live import WalWriter
-from pgwire_mock.server.session import SessionConfig, WalSenderSession
+from pgwire_mock.server.session import Phase, SessionConfig, WalSenderSession
 from pgwire_mock.server.state import ServerState
 
 __all__ = [
+    "ALPN_PROTOCOL",
+    "AUTHENTICATION_TIMEOUT",
     "CHUNK_SIZE",
     "SAVE_INTERVAL",
     "TLSFiles",
@@ -46,6 +54,8 @@ CHUNK_SIZE: Final = 256 * 1024
 A Twisted transport pauses its producer as soon as its buffer passes 64 KiB, so every pull
 costs a reactor round trip (write, drain, resume): a 256 KiB pull needs a quarter of the
 round trips of a 64 KiB one, while a connection still holds at most about one pull."""
+AUTHENTICATION_TIMEOUT: Final = 60.0
+"""PostgreSQL's ``authentication_timeout`` default, in seconds."""
 SAVE_INTERVAL: Final = 0.1
 """Seconds between writes of a state file (``ServerState.coalesce_saves``)."""
 _CHUNKS_PER_TURN: Final = 16
@@ -76,15 +86,62 @@ class TLSFiles:
     certificate: Path
     key: Path
 
-    def context_factory(self) -> Any:
-        """A Twisted TLS context factory (needs pyOpenSSL: ``twisted[tls]``)."""
-        from twisted.internet import ssl  # noqa: PLC0415 - pyOpenSSL is optional
+    def context_factory(self, major: int = 16) -> Any:
+        """A TLS context factory for ``startTLS`` set up as PostgreSQL ``major``'s
+        (be-secure-openssl.c), loading the files now so that a bad pair fails at start.
 
-        pem = self.certificate.read_bytes() + b"\n" + self.key.read_bytes()
-        return ssl.PrivateCertificate.loadPEM(pem).options()  # type: ignore[no-untyped-call]
+        Built on pyOpenSSL (``twisted[tls]``) directly: Twisted's CertificateOptions always
+        installs an ALPN callback that, with no protocols configured, answers every client
+        offering ALPN (libpq 17+) with alert 80. 14-16 install none (ALPN ignored); 17+
+        select "postgresql" and refuse any other offer with no_application_protocol.
+        """
+        from OpenSSL import SSL  # noqa: PLC0415 - pyOpenSSL is optional
+
+        context = SSL.Context(SSL.TLS_SERVER_METHOD)
+        context.set_min_proto_version(SSL.TLS1_2_VERSION)  # ssl_min_protocol_version
+        context.set_options(SSL.OP_NO_TICKET)
+        context.set_session_cache_mode(SSL.SESS_CACHE_OFF)
+        context.use_certificate_chain_file(str(self.certificate))
+        context.use_privatekey_file(str(self.key))
+        context.check_privatekey()
+        if major >= 17:
+
+            def select(_connection: object, offered: list[bytes]) -> bytes:
+                if ALPN_PROTOCOL in offered:
+                    return ALPN_PROTOCOL
+                # An exception makes pyOpenSSL answer SSL_TLSEXT_ERR_ALERT_FATAL: the
+                # no_application_protocol alert, as alpn_cb. Twisted catches SSL.Error and
+                # reads its argument as OpenSSL's error queue: (library, function, reason).
+                raise SSL.Error([("SSL routines", "alpn", "no application protocol")])
+
+            context.set_alpn_select_callback(select)
+        return _ServerTLS(context)
 
 
-@implementer(IPushProducer)
+ALPN_PROTOCOL: Final = b"postgresql"
+"""What PostgreSQL 17+ accept in ALPN (PG_ALPN_PROTOCOL), and require of direct TLS."""
+
+
+@implementer(IOpenSSLServerConnectionCreator)
+@dataclass(frozen=True, slots=True)
+class _ServerTLS:
+    """Server TLS connections from one pyOpenSSL context, for ``startTLS``."""
+
+    context: Any
+
+    def serverConnectionForTLS(self, _protocol: object) -> Any:  # noqa: N802 - Twisted's name
+        from OpenSSL import SSL  # noqa: PLC0415 - pyOpenSSL is optional
+
+        return SSL.Connection(self.context)
+
+
+_UNAUTHENTICATED: Final = (Phase.STARTUP, Phase.AUTHENTICATING)
+_TLS_HANDSHAKE: Final = 0x16
+"""The first byte of a TLS ClientHello record; no startup packet starts with it (that
+length would be hundreds of megabytes)."""
+
+
+@implementer(IPushProducer, IHandshakeListener)
 class WalSenderProtocol(Protocol):
     """One client connection."""
 
@@ -95,6 +152,9 @@ class WalSenderProtocol(Protocol):
         self._paused = False
         self._timer: DelayedCall | None = None
         self._pump_call: DelayedCall | None = None
+        self._auth_timer: DelayedCall | None = None
+        self._first_bytes = True
+        self._direct_tls = False
         self._peer = "?"
 
     # --- Protocol ---------------------------------------------------------------------
@@ -117,11 +177,20 @@ class WalSenderProtocol(Protocol):
         factory.connected(self)
         self._log("connection opened")
         transport.registerProducer(self, True)
+        if factory.authentication_timeout > 0:
+            # authentication_timeout: from accept to the end of authentication.
+            self._auth_timer = self.clock.callLater(
+                factory.authentication_timeout, self._authentication_timeout
+            )
 
     def dataReceived(self, data: bytes) -> None:  # noqa: N802 - Twisted's name
         session = self.session
         if session is None:
             return
+        if self._first_bytes:
+            self._first_bytes = False
+            if data[:1] == bytes((_TLS_HANDSHAKE,)) and self._start_direct_tls(data):
+                return
         session.receive_data(data, self.clock.seconds())
         self._after()
         # An acknowledgement or a new slot may meet a wait_for step's condition.
@@ -130,15 +199,74 @@ class WalSenderProtocol(Protocol):
             writer.check()
 
     def connectionLost(self, reason: Failure | None = None) -> None:  # noqa: N802
-        for call in (self._timer, self._pump_call):
+        for call in (self._timer, self._pump_call, self._auth_timer):
             if call is not None and call.active():
                 call.cancel()
-        self._timer = self._pump_call = None
+        self._timer = self._pump_call = self._auth_timer = None
         self.factory.disconnected(self)
         session = self.session
         if session is not None and not session.closed:
             session.receive_eof(self.clock.seconds())
         self._log("connection closed")
+        if session is not None:
+            # The session holds this protocol (on_output, its log) and the protocol the
+            # session: a cycle that refcounting cannot free, so whatever the session
+            # buffered would stay until a full garbage collection. Break it.
+            session.on_output = None
+            self.session = None
+
+    # --- TLS ------------------------------------------------------------------------------
+
+    def _start_direct_tls(self, data: bytes) -> bool:
+        """A ClientHello instead of a startup packet: direct TLS (17+, ProcessSSLStartup).
+        Started when emulating 17+ with a certificate over TCP; otherwise False, and the
+        session takes the bytes as a startup packet of absurd length and closes without a
+        word, as both 14-16 and a 17+ without SSL do."""
+        factory, transport = self.factory, self._transport()
+        if factory.config.major < 17 or factory.tls is None or not hasattr(transport, "startTLS"):
+            return False
+        if isinstance(transport.getHost(), UNIXAddress):
+            return False
+        self._direct_tls = True
+        assert self.session is not None
+        self.session.tls_active = True  # an SSLRequest inside TLS gets 'N'
+        transport.startTLS(factory.tls_context())
+        # startTLS put a TLS protocol between the transport and this one; the ClientHello
+        # already read is its first input.
+        transport.protocol.dataReceived(data)
+        return True
+
+    def handshakeCompleted(self) -> None:  # noqa: N802 - Twisted's name
+        if not self._direct_tls:
+            return
+        # The TLS layer startTLS put in front of this protocol knows what ALPN chose.
+        negotiated = getattr(self._transport().protocol, "negotiatedProtocol", None)
+        if negotiated != ALPN_PROTOCOL:
+            # COMMERROR: logged only; the client sees the connection close.
+            self._log(
+                "received direct SSL connection request without ALPN protocol negotiation extension"
+            )
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        """Close as an exiting backend does: its socket, at once. Through Twisted's TLS
+        layer a close would reset a connection mid-handshake, or wait for the client's
+        close_notify after it; below that layer it is a plain FIN, as PostgreSQL's."""
+        transport = self._transport()
+        layer = getattr(transport, "protocol", None) if getattr(transport, "TLS", False) else None
+        below = getattr(layer, "transport", None)
+        (below if below is not None else transport).loseConnection()
+
+    def _authentication_timeout(self) -> None:
+        self._auth_timer = None
+        session = self.session
+        if session is None or session.phase not in _UNAUTHENTICATED:
+            return
+        # StartupPacketTimeoutHandler exits at once; during authentication the FATAL
+        # "canceling authentication due to timeout" goes to the log only. Either way the
+        # client sees the connection close, nothing else (checked on 14-18).
+        self._log("canceling authentication due to timeout")
+        self._hang_up()
 
     # --- IPushProducer -------------------------------------------------------------------
 
@@ -195,6 +323,10 @@ class WalSenderProtocol(Protocol):
             self._cancel_timer()
             self._transport().loseConnection()
             return
+        if self._auth_timer is not None and session.phase not in _UNAUTHENTICATED:
+            if self._auth_timer.active():
+                self._auth_timer.cancel()
+            self._auth_timer = None
         self._pump()
         self._reschedule()
 
@@ -263,9 +395,12 @@ class WalSenderFactory(Factory):
         tls: TLSFiles | None = None,
         log: Callable[[str], None] | None = None,
         save_interval: float = SAVE_INTERVAL,
+        authentication_timeout: float = AUTHENTICATION_TIMEOUT,
     ) -> None:
         self.config = config
         self.state = state
+        #: Seconds a client has from connecting to the end of authentication; 0: no limit.
+        self.authentication_timeout = authentication_timeout
         self.clock = clock
         self.tls = tls
         self.log: Callable[[str], None] = log or (lambda _line: None)
@@ -300,7 +435,7 @@ class WalSenderFactory(Factory):
         if self._tls_context is None:
             if self.tls is None:  # pragma: no cover - the session only asks when configured
                 raise RuntimeError("TLS requested but no certificate configured")
-            self._tls_context = self.tls.context_factory()
+            self._tls_context = self.tls.context_factory(self.config.major)
         return self._tls_context
 
     def buildProtocol(self, addr: object) -> WalSenderProtocol:  # noqa: N802 - Twisted's name

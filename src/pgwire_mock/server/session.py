@@ -45,6 +45,7 @@ from codec.replication import (
 )
 from codec.replication import encode as encode_replication
 from codec.wire import (
+    PG_MAX_AUTH_TOKEN_LENGTH,
     AuthenticationOk,
     AuthenticationSASLFinal,
     BackendKeyData,
@@ -342,9 +343,18 @@ class WalSenderSession:
             return
         self._reader.feed(data)
         while not self.closed and not self._start_tls:
+            if self.phase is Phase.AUTHENTICATING and self._refused_before_auth():
+                return
             try:
                 message = self._reader.next_message()
             except DecodeError as err:
+                if self._reader.in_startup_phase and err.offset == 0:
+                    # A startup packet's bad length word: "invalid length of startup
+                    # packet" is a COMMERROR (ProcessStartupPacket): logged, then the
+                    # backend exits without a word to the client.
+                    self._log(f"invalid length of startup packet: {err}")
+                    self._finish()
+                    return
                 # A framing error loses the connection, as PostgreSQL's "invalid frontend
                 # message type" / "invalid message length" (COMMERROR, then exit).
                 self._log(f"protocol violation: {err}")
@@ -731,6 +741,36 @@ class WalSenderSession:
             if not isinstance(reply, AuthenticationSASLFinal):
                 return
         self._authenticated()
+
+    def _refused_before_auth(self) -> bool:
+        """recv_password_packet (auth.c) and CheckSASLAuth (auth-sasl.c) read the type
+        byte first: anything but 'p' is FATAL 08P01 at once, whatever length follows. A
+        'p' longer than PG_MAX_AUTH_TOKEN_LENGTH is "invalid message length", a
+        COMMERROR: the connection closes, with 28P01 after SASL (checked on 14-18). So an
+        unauthenticated client cannot make the server buffer more than 64 KiB."""
+        head = self._reader.peek_header()
+        if head is None:
+            return False
+        tag, length = head
+        sasl = self._reader.password_kind is not PasswordMessage
+        if tag != ord("p"):
+            what = "SASL" if sasl else "password"
+            self._fatal(
+                ServerError("FATAL", "08P01", f"expected {what} response, got message type {tag}")
+            )
+            return True
+        if length is None or length <= PG_MAX_AUTH_TOKEN_LENGTH:
+            return False
+        self._log("invalid message length")
+        if sasl:
+            self._fatal(
+                ServerError(
+                    "FATAL", "28P01", f'password authentication failed for user "{self.user}"'
+                )
+            )
+        else:
+            self._finish()
+        return True
 
     def _on_auth_violation(self, message: object) -> None:
         self._fatal(
