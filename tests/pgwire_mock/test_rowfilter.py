@@ -4,7 +4,6 @@ script format."""
 
 from __future__ import annotations
 
-import time
 from decimal import Decimal
 
 import pytest
@@ -72,21 +71,31 @@ def test_unreadable_filters_are_one_line_errors(text: str, reason: str) -> None:
     assert "\n" not in str(info.value)
 
 
-def test_parsing_work_grows_linearly() -> None:
-    """A bound on work, not a clock: tokens in, tokens out, and 8x the input costs about
-    8x (the best of three runs, with a generous margin)."""
+def test_parsing_work_grows_linearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bound on work, not on a clock: the parser looks at each token a bounded number
+    of times, so 8x the input costs 8x the token reads."""
+    reads = {"n": 0}
+    peek, take = RowFilter._peek, RowFilter._take
 
-    def best(n: int) -> float:
-        text = " AND ".join(f"(c{i} > {i})" for i in range(n))
-        runs = []
-        for _ in range(3):
-            start = time.perf_counter()
-            RowFilter(text)
-            runs.append(time.perf_counter() - start)
-        return min(runs)
+    def counted_peek(self: RowFilter) -> object:
+        reads["n"] += 1
+        return peek(self)
 
-    small, large = best(500), best(4000)
-    assert large < small * 8 * 3
+    def counted_take(self: RowFilter) -> object:
+        reads["n"] += 1
+        return take(self)
+
+    monkeypatch.setattr(RowFilter, "_peek", counted_peek)
+    monkeypatch.setattr(RowFilter, "_take", counted_take)
+
+    def work(n: int) -> int:
+        reads["n"] = 0
+        RowFilter(" AND ".join(f"(c{i} > {i}) OR (c{i} IS NULL)" for i in range(n)))
+        return reads["n"]
+
+    small, large = work(500), work(4000)
+    assert large <= small * 8 * 1.01
+    assert small < 500 * 200  # a few dozen reads per term, not per character
 
 
 def _script(**publication: object) -> Script:
