@@ -68,6 +68,12 @@ ISO dates and times with any numeric offset, ``BC``/``AD``, ``epoch``). Not acce
 SQL-standard interval input forms, and abbreviated (classful) inet/cidr input such as
 ``10/8``. A timestamptz or timetz without an offset is taken to be in UTC (the walsender's
 TimeZone). A time zone written on a ``timestamp`` is ignored, as PostgreSQL does.
+
+Limits enforced where PostgreSQL enforces them: date/time text has at most 25 fields
+(MAXDATEFIELDS) whose characters fit ParseDateTime's work buffer (129 bytes for date,
+time and timetz, 153 for the timestamps, 256 for interval; whitespace between fields
+does not count); jsonb numbers overflow where numeric does, json numbers never. Any text
+decodes or is refused in time linear in its length.
 """
 
 from codec.values._arrays import BoundedArray

@@ -138,6 +138,8 @@ CHAR: Final = Converter(18, "char", 1002, "str", _char_in, _char_out, _char_recv
 # --------------------------------------------------------------------------- bytea
 
 _HEXDIGITS: Final = frozenset("0123456789abcdefABCDEF")
+# Hex pairs, whitespace allowed before each and at the end; always matches (maybe nothing).
+_HEX_PAIRS: Final = re.compile(r"(?:[ \t\n\r\v\f]*+[0-9a-fA-F]{2})*+[ \t\n\r\v\f]*+")
 
 
 def _bytea_in(text: str) -> bytes:
@@ -145,20 +147,16 @@ def _bytea_in(text: str) -> bytes:
     # allowed between pairs), else the escape format where only "\\" and "\ooo" are
     # escapes and every other character is its UTF-8 bytes.
     if text.startswith("\\x"):
-        out = bytearray()
-        i, n = 2, len(text)
-        while i < n:
-            ch = text[i]
-            if ch in PG_SPACE:
-                i += 1
-                continue
-            if ch not in _HEXDIGITS:
-                raise Invalid(i, f"expected a hex digit, found {ch!r}")
-            if i + 1 >= n or text[i + 1] not in _HEXDIGITS:
-                raise Invalid(i + 1, "expected a second hex digit: odd number of digits")
-            out.append(int(text[i : i + 2], 16))
-            i += 2
-        return bytes(out)
+        # One C-speed pass finds where the pairs stop; bytes.fromhex skips the same
+        # whitespace (space, \t \n \r \v \f) before each pair. A per-character loop
+        # took 130 ms for 1 MB.
+        pairs = _HEX_PAIRS.match(text, 2)
+        end = pairs.end() if pairs is not None else 2
+        if end == len(text):
+            return bytes.fromhex(text[2:])
+        if text[end] in _HEXDIGITS:
+            raise Invalid(end + 1, "expected a second hex digit: odd number of digits")
+        raise Invalid(end, f"expected a hex digit, found {text[end]!r}")
     if "\\" not in text:
         return _text_in(text).encode()
     out = bytearray()
