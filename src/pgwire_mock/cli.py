@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import IO, NoReturn
@@ -18,6 +18,8 @@ from codec import CodecError
 from codec.values import LSN
 from pgwire_mock import __version__
 from pgwire_mock.describe import StreamDescriber
+from pgwire_mock.recvlogical import TAGS as RECVLOGICAL_TAGS
+from pgwire_mock.recvlogical import read_recvlogical
 from pgwire_mock.streamfile import StreamFileError, read_stream
 
 EXIT_OK = 0
@@ -43,6 +45,17 @@ def _open_input(name: str) -> tuple[IO[bytes], str]:
         raise CommandError(f"cannot read {name}: {err.strerror}") from None
 
 
+def _entries(source: IO[bytes], name: str) -> Iterator[tuple[int | None, bytes]]:
+    """(position, payload) of each message; pg_recvlogical's files carry no positions."""
+    first = source.peek(1)[:1] if hasattr(source, "peek") else b""
+    if first and first[0] in RECVLOGICAL_TAGS:
+        for payload in read_recvlogical(source, name):
+            yield None, payload
+    else:
+        for entry in read_stream(source, name):
+            yield entry.lsn, entry.payload
+
+
 def cmd_decode(args: argparse.Namespace) -> int:
     source, name = _open_input(args.file)
     describer = StreamDescriber()
@@ -50,18 +63,21 @@ def cmd_decode(args: argparse.Namespace) -> int:
     count = 0
     with source:
         try:
-            for entry in read_stream(source, name):
+            for lsn, payload in _entries(source, name):
                 count += 1
-                message = describer.decode(entry.payload)
+                message = describer.decode(payload)
+                position = None if lsn is None else str(LSN(lsn))
                 if args.json:
-                    record = {"lsn": str(LSN(entry.lsn)), **describer.json(message)}
+                    record = {"lsn": position, **describer.json(message)}
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 else:
-                    out.write(f"{LSN(entry.lsn)} {describer.text(message)}\n")
+                    out.write(f"{position or '-'} {describer.text(message)}\n")
         except StreamFileError as err:
             raise CommandError(str(err)) from None
         except CodecError as err:
             raise CommandError(f"{name}: message {count}: {err}") from None
+        except OSError as err:
+            raise CommandError(f"cannot read {name}: {err.strerror}") from None
     return EXIT_OK
 
 
@@ -77,9 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     decode = commands.add_parser(
         "decode",
         help="print a captured pgoutput stream, one line per message",
-        description="Decode a pgoutput stream file (JSON Lines from 'capture', or the "
-        "raw CopyData bytes a walsender sends) and print one line per message in "
-        "test_decoding's style, or JSON lines with --json.",
+        description="Decode a pgoutput stream file (JSON Lines from 'capture' or 'record', "
+        "the raw CopyData bytes a walsender sends, or what 'pg_recvlogical -P pgoutput "
+        "-f FILE' writes) and print one line per message in test_decoding's style, or "
+        "JSON lines with --json. Each line starts with the message's WAL position; "
+        "pg_recvlogical's files hold none, so theirs start with '-' (null in JSON).",
     )
     decode.add_argument("file", metavar="FILE", help="stream file, or - for standard input")
     decode.add_argument("--json", action="store_true", help="print one JSON object per message")
