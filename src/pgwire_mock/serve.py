@@ -38,15 +38,17 @@ examples:
   pgwire-mock serve --script stream.yaml --user app:secret --auth scram-sha-256
   pgwire-mock serve --listen unix:/tmp/.s.PGSQL.5433 --script rec.jsonl --state-file s.json
 
-Clients connect with replication=database, e.g.
+Clients connect with replication=database; for the first example's recording, e.g.
   pg_recvlogical -h 127.0.0.1 -p 5433 -U postgres -d postgres -S s --create-slot --start \\
-      -o proto_version=1 -o publication_names=pub -f -
+      -P pgoutput -o proto_version=1 -o publication_names=pgwm_types -o messages=true -f -
 
-Recordings (JSON Lines from 'pgwire-mock capture', or raw CopyData) are replayed byte for
-byte; scripts (.yaml/.yml/.json) are encoded for each client's pgoutput options. Slots
-created by clients start where the source's WAL starts, so a new slot sees the whole
-stream; confirmed positions persist with --state-file, and a restarted server resumes
-from them as PostgreSQL does.
+Recordings (JSON Lines from 'pgwire-mock capture' or 'record', or raw CopyData) are
+replayed byte for byte, so a client asking for another proto_version or binary than a
+recording was made with is refused (0A000), as the Python API refuses it; scripts
+(.yaml/.yml/.json) are encoded for each client's pgoutput options. Slots created by
+clients start where the source's WAL starts, so a new slot sees the whole stream;
+confirmed positions persist with --state-file, and a restarted server resumes from them
+as PostgreSQL does.
 """
 
 

@@ -196,8 +196,12 @@ class RecordingSource:
         major: int | None = None,
         publications: Sequence[str] = (),
         name: str = "<recording>",
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
+        # The options the recording was made with (its meta's): a client asking for
+        # others is refused, as pgwire_mock.script.Recording.check refuses it.
+        self.options = options
         self.entries = tuple(entries)
         self.major = major
         lsns = [e.lsn for e in self.entries if e.lsn]
@@ -237,9 +241,20 @@ class RecordingSource:
             )
         if meta is None:
             return cls(entries, name=str(path))
-        return cls(entries, major=_major(meta), publications=_publications(meta), name=str(path))
+        return cls(
+            entries,
+            major=_major(meta),
+            publications=_publications(meta),
+            name=str(path),
+            options=meta.get("options"),
+        )
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
+        if self.options is not None:
+            refused = _refuse_options(self.name, self.options, options)
+            if refused is not None:
+                yield refused
+                return
         if from_lsn <= self.start_lsn:
             units: Iterable[_Unit] = self._units
         else:
@@ -277,6 +292,36 @@ class RecordingSource:
         if self._parsed is None:
             self._parsed = RecordedStream(self.entries)
         return self._parsed
+
+
+_LAYOUT_OPTIONS: Final = frozenset({"proto_version", "binary"})
+
+
+def _refuse_options(
+    name: str, recorded: Mapping[str, Any], options: PgOutputOptions
+) -> SourceError | None:
+    """The Python API's refusal (Recording.check, 0A000) of a protocol version or value
+    format a recording was not made with: a protocol-1 client cannot read protocol 4's
+    messages, nor a text client binary values."""
+    from pgwire_mock.script import OptionError, Recording, StreamOptions  # noqa: PLC0415
+
+    wanted = StreamOptions(
+        proto_version=options.proto_version,
+        publication_names=options.publication_names,
+        binary=options.binary,
+        messages=options.messages,
+        streaming=options.streaming,
+        two_phase=options.two_phase,
+        origin=options.origin,
+    )
+    try:
+        # Only the options that change how the payloads are laid out: a client that
+        # asked for no messages (or another publication) can still read the others.
+        laid_out = {k: v for k, v in recorded.items() if k in _LAYOUT_OPTIONS}
+        Recording(name, {"options": laid_out}, ()).check(wanted)
+    except OptionError as err:
+        return SourceError(ServerError("ERROR", err.sqlstate, err.problem))
+    return None
 
 
 def _major(meta: Mapping[str, Any]) -> int | None:

@@ -1,0 +1,105 @@
+"""The command line's rough edges of issue #14 item 9, each as the reporter saw it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg2
+import psycopg2.extras
+import pytest
+
+from codec.values import LSN
+from pgwire_mock.recvlogical import read_recvlogical
+from pgwire_mock.serve import _EPILOG
+from pgwire_mock.streamfile import read_stream
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "data" / "golden"
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[int]:
+    """``pgwire-mock serve --port 0 ARGS`` in a subprocess; yields its port."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pgwire_mock.serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert server.stderr is not None
+        first = server.stderr.readline()
+        match = re.search(r"listening on [\d.]+:(\d+)", first)
+        assert match, first
+        yield int(match.group(1))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("pg_recvlogical") is None, reason="needs pg_recvlogical")
+def test_the_help_examples_pg_recvlogical_reads_the_help_examples_recording(
+    tmp_path: Path,
+) -> None:
+    """serve --help's first example served, its pg_recvlogical command (with -E to stop
+    and -f to a file) gets every recorded message: the plugin and publication are right."""
+    examples = [line.strip() for line in _EPILOG.replace("\\\n", " ").splitlines()]
+    serve = next(line for line in examples if line.startswith("pgwire-mock serve"))
+    reader = next(line for line in examples if line.startswith("pg_recvlogical"))
+    serve_args = shlex.split(serve)[2:]
+    recording = Path(ROOT, serve_args[serve_args.index("--script") + 1])
+    with recording.open("rb") as f:
+        entries = list(read_stream(f))
+    expected = [entry.payload for entry in entries]
+    last = str(LSN(max(entry.lsn for entry in entries)))
+    with serving(*serve_args) as port:
+        command = shlex.split(reader)
+        command[command.index("-p") + 1] = str(port)
+        command[command.index("-f") + 1] = str(tmp_path / "out.bin")
+        result = subprocess.run(
+            [*command, "-E", last],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr
+    with (tmp_path / "out.bin").open("rb") as f:
+        assert list(read_recvlogical(f)) == expected, result.stderr
+
+
+def test_serve_refuses_a_protocol_4_recording_to_a_protocol_1_client() -> None:
+    """As the Python API (Recording.check) does: 0A000, the recording's protocol named."""
+    recording = GOLDEN / "pg17" / "streaming.v4-parallel-2pc-bin.jsonl"
+    with serving("--script", str(recording)) as port:
+        conn = psycopg2.connect(
+            host="127.0.0.1",
+            port=port,
+            user="u",
+            dbname="d",
+            connection_factory=psycopg2.extras.LogicalReplicationConnection,
+        )
+        try:
+            cur = conn.cursor()
+            cur.create_replication_slot("s", output_plugin="pgoutput")
+            with pytest.raises(psycopg2.Error) as caught:
+                cur.start_replication(
+                    slot_name="s",
+                    decode=False,
+                    options={"proto_version": "1", "publication_names": "pgwm_streaming"},
+                )
+                while cur.read_message() is None:
+                    pass
+        finally:
+            conn.close()
+    assert caught.value.pgcode == "0A000"
+    assert "was recorded with proto_version=4, the client asked for proto_version=1" in str(
+        caught.value
+    )
