@@ -1,5 +1,6 @@
 """The catalog queries of PostgreSQL's logical replication subscriber, answered from the
-served tables and publications.
+served tables and publications (pgjdbc's, for Debezium's snapshot, are in
+:mod:`pgwire_mock.server.jdbc_catalog`).
 
 ``CREATE SUBSCRIPTION`` and its apply and table-sync workers ask the publisher, over a
 replication connection, which publications exist, which tables they publish, how each
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 from codec.copy import BINARY_TRAILER, binary_header, encode_binary_row, encode_text_row
 from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.jdbc_catalog import JdbcCatalog
 from pgwire_mock.server.sql import Column, Result
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
@@ -120,6 +122,7 @@ class CatalogQueries:
         self.queried = False
         """A statement of the transaction took a snapshot (FirstSnapshotSet)."""
         self._in_transaction = False
+        self._jdbc = JdbcCatalog(major, self._states)
         flags = re.IGNORECASE
         self._handlers: tuple[
             tuple[re.Pattern[str], Callable[..., Result | CopyOut | None]], ...
@@ -229,6 +232,9 @@ class CatalogQueries:
         self._in_transaction = in_transaction
         if in_transaction and _TAKES_SNAPSHOT.match(text):
             self.queried = True
+        jdbc = self._jdbc.answer(text)
+        if jdbc is not None:
+            return jdbc
         for pattern, handler in self._handlers:
             match = pattern.fullmatch(text)
             if match is not None:
