@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 from codec.copy import BINARY_TRAILER, binary_header, encode_binary_row, encode_text_row
 from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.jdbc_catalog import JdbcCatalog
 from pgwire_mock.server.sql import Column, Result
 from pgwire_mock.server.state import ServerState
@@ -132,6 +133,16 @@ class CatalogQueries:
             (
                 re.compile(r"LOCK (?:TABLE )?(?:ONLY )?[^;]+? IN [A-Z ]+ MODE(?: NOWAIT)?", flags),
                 self._lock,
+            ),
+            (
+                # Debezium's PostgresConnection.currentXLogLocation (10+).
+                re.compile(
+                    r"select \(case pg_is_in_recovery\(\) when 't' then "
+                    r"pg_last_wal_receive_lsn\(\) else pg_current_wal_lsn\(\) end\) AS "
+                    r"pg_current_wal_lsn",
+                    flags,
+                ),
+                self._wal_position,
             ),
             (
                 re.compile(
@@ -303,6 +314,11 @@ class CatalogQueries:
             raise error(self.major, "snapshot_import_serializable")
         self.snapshot_lsn = lsn
         return Result("SET")
+
+    def _wal_position(self, _: re.Match[str]) -> Result:
+        """Not in recovery: pg_current_wal_lsn(), the end of the served WAL."""
+        column = Column("pg_current_wal_lsn", "pg_lsn")
+        return Result("SELECT 1", (column,), ((format_lsn(self.state.wal_lsn),),))
 
     def _lock(self, _: re.Match[str]) -> Result:
         if not self._in_transaction:
