@@ -3,7 +3,9 @@ array_send), per src/backend/utils/adt/arrayfuncs.c."""
 
 from __future__ import annotations
 
+import re
 import struct
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final
 
@@ -165,146 +167,231 @@ def _parse_dims(text: str, pos: int) -> tuple[list[int], list[int], int]:
     return sizes, bounds, pos + 1
 
 
+# One token of array_in() text, tried in this order: whitespace; a run of unquoted
+# elements without escapes ("1,2, 3"), taken whole and split at C speed; a run of
+# quoted elements without escapes; one quoted element; a brace or comma. An unquoted
+# element with a backslash escape is read by _UNQUOTED. Every quantifier is possessive,
+# so each token is found in one pass over its characters and a 1 MB array costs a few
+# C-level scans plus one decode per element, however its text is arranged.
+_TOKEN: Final = re.compile(
+    r"[ \t\n\r\v\f]++"
+    r'|(?P<run>[^{},"\\ \t\n\r\v\f][^{},"\\]*+(?:,[^{},"\\]++)*+)'
+    r'|(?P<quoted_run>"[^"\\]*+"(?:[ \t\n\r\v\f]*+,[ \t\n\r\v\f]*+"[^"\\]*+")*+)'
+    r'|"(?P<quoted>[^"\\]*+(?:\\.[^"\\]*+)*+)"'
+    r"|(?P<punct>[{},])",
+    re.DOTALL,
+)
+_QUOTED_CONTENTS: Final = re.compile(r'"([^"]*+)"')
+_UNQUOTED: Final = re.compile(r'(?:[^{},"\\]++|\\.)++', re.DOTALL)
+# re.split keeps the captured (escaped) characters between the pieces, so joining its
+# result drops the backslashes at C speed (sub() with a template is per match in 3.11).
+_UNESCAPE: Final = re.compile(r"\\(.)", re.DOTALL).split
+_SPACE_RUN: Final = re.compile(r"[ \t\n\r\v\f]*+")
+
+
+def _skip_space(text: str, pos: int) -> int:
+    match = _SPACE_RUN.match(text, pos)  # always matches, maybe nothing
+    return match.end() if match is not None else pos
+
+
+_HAS_SPACE: Final = re.compile(r"[ \t\n\r\v\f]").search
+
+# Where the elements came from, to point an element's error at its offset without
+# recording an offset per element: (index of the first element, offset of the token,
+# the run's comma-separated pieces / QUOTED_RUN / None for a single element).
+QUOTED_RUN: Final = "quoted run"
+_Span = tuple[int, int, list[str] | str | None]
+
+
+def _unquoted(text: str, start: int) -> tuple[str, int, bool]:
+    """An unquoted element with backslash escapes at ``start`` (not whitespace):
+    (its text, the position after it, whether it had an escape). Trailing whitespace
+    is dropped unless escaped, as in array_in()'s ReadArrayStr()."""
+    n = len(text)
+    match = _UNQUOTED.match(text, start)
+    end = match.end() if match is not None else start
+    if end < n and text[end] == "\\":  # only a backslash at the very end is left over
+        raise Invalid(start, "unterminated backslash escape")
+    if end < n and text[end] == '"':
+        raise Invalid(end, "unexpected '\"' inside an unquoted array element")
+    raw = text[start:end]
+    trimmed = raw.rstrip(PG_SPACE)
+    if "\\" not in trimmed:
+        return trimmed, end, False
+    if (len(trimmed) - len(trimmed.rstrip("\\"))) % 2:  # the last space was escaped
+        trimmed = raw[: len(trimmed) + 1]
+    return "".join(_UNESCAPE(trimmed)), end, True
+
+
 def _parse_text(
     text: str,
-) -> tuple[list[int], list[tuple[str | None, int]], list[int] | None, list[int] | None]:
-    """Tokenise array_in() syntax into (shape, [(element text or None, offset)], dims).
+) -> tuple[list[int], list[str | None], list[_Span], list[int] | None, list[int] | None]:
+    """Tokenise array_in() syntax into (shape, element texts with None for NULL, spans
+    for error offsets, given sizes, given lower bounds).
 
     Iterative, and every loop advances, so no input can hang or recurse deeply.
     """
     n = len(text)
-    pos = 0
-    while pos < n and text[pos] in PG_SPACE:
-        pos += 1
+    pos = _skip_space(text, 0)
     given_sizes = given_bounds = None
     if pos < n and text[pos] == "[":
         given_sizes, given_bounds, pos = _parse_dims(text, pos)
-        while pos < n and text[pos] in PG_SPACE:
-            pos += 1
+        pos = _skip_space(text, pos)
     if pos >= n or text[pos] != "{":
         raise Invalid(pos, "expected '{' to start an array")
-    items: list[tuple[str | None, int]] = []
+    texts: list[str | None] = []
+    spans: list[_Span] = []
     shape: list[int] = []  # size per depth, fixed by the first completed sub-array
     counts: list[int] = []  # items seen so far at each open depth
     ndim: int | None = None  # depth at which elements live
     depth = 0
     expect_item = True  # right after '{' or ','
+    token = _TOKEN.match
     while True:
         if pos >= n:
             raise Invalid(pos, "unexpected end of array")
+        match = token(text, pos)
+        kind = match.lastgroup if match is not None else None
+        if match is not None and kind is None:  # whitespace
+            pos = match.end()
+            continue
         ch = text[pos]
-        if ch in PG_SPACE:
-            pos += 1
-            continue
-        if ch == "{":
-            if not expect_item or (ndim is not None and depth >= ndim):
-                raise Invalid(pos, "unexpected '{'")
-            if depth >= MAXDIM:
-                raise Invalid(pos, f"number of array dimensions exceeds the maximum ({MAXDIM})")
-            if counts:
-                counts[-1] += 1
-            depth += 1
-            counts.append(0)
-            pos += 1
-            expect_item = True
-            continue
-        if ch == "}":
-            count = counts.pop()
-            if expect_item and count:  # "{1,}"
-                raise Invalid(pos, "expected an element before '}'")
-            if count == 0:
-                if depth != 1 or counts or items:
-                    raise Invalid(
-                        pos, "empty sub-array: multidimensional arrays need matching sub-arrays"
-                    )
-                ndim = 0
-            elif ndim is None:
-                ndim = depth
-            if ndim and depth > len(shape):
-                shape.extend([0] * (depth - len(shape)))
-            if ndim:
-                if shape[depth - 1] == 0:
-                    shape[depth - 1] = count
-                elif shape[depth - 1] != count:
-                    raise Invalid(
-                        pos, "multidimensional arrays must have sub-arrays of matching sizes"
-                    )
-            depth -= 1
-            pos += 1
-            expect_item = False
-            if depth == 0:
-                break
-            continue
-        if ch == ",":
+        if kind == "punct":
+            if ch == "{":
+                if not expect_item or (ndim is not None and depth >= ndim):
+                    raise Invalid(pos, "unexpected '{'")
+                if depth >= MAXDIM:
+                    raise Invalid(pos, f"number of array dimensions exceeds the maximum ({MAXDIM})")
+                if counts:
+                    counts[-1] += 1
+                depth += 1
+                counts.append(0)
+                pos += 1
+                expect_item = True
+                continue
+            if ch == "}":
+                count = counts.pop()
+                if expect_item and count:  # "{1,}"
+                    raise Invalid(pos, "expected an element before '}'")
+                if count == 0:
+                    if depth != 1 or counts or texts:
+                        raise Invalid(
+                            pos, "empty sub-array: multidimensional arrays need matching sub-arrays"
+                        )
+                    ndim = 0
+                elif ndim is None:
+                    ndim = depth
+                if ndim and depth > len(shape):
+                    shape.extend([0] * (depth - len(shape)))
+                if ndim:
+                    if shape[depth - 1] == 0:
+                        shape[depth - 1] = count
+                    elif shape[depth - 1] != count:
+                        raise Invalid(
+                            pos, "multidimensional arrays must have sub-arrays of matching sizes"
+                        )
+                depth -= 1
+                pos += 1
+                expect_item = False
+                if depth == 0:
+                    break
+                continue
             if expect_item:
                 raise Invalid(pos, "expected an element before ','")
             expect_item = True
             pos += 1
             continue
-        # An element, quoted or not.
+        # One element or a run of them, quoted or not.
         if not expect_item or depth == 0 or (ndim is not None and depth != ndim):
             raise Invalid(pos, f"unexpected character {ch!r}")
         if ndim is None:
             ndim = depth
-        start = pos
-        chars: list[str] = []
-        if ch == '"':
-            pos += 1
-            while True:
-                if pos >= n:
-                    raise Invalid(start, "unterminated quoted array element")
-                c = text[pos]
-                if c == '"':
-                    pos += 1
-                    break
-                if c == "\\":
-                    pos += 1
-                    if pos >= n:
-                        raise Invalid(start, "unterminated quoted array element")
-                    c = text[pos]
-                chars.append(c)
-                pos += 1
-            items.append(("".join(chars), start))
-        else:
-            escaped = False
-            kept = 0  # length of chars up to the last escaped or non-space char
-            while pos < n:
-                c = text[pos]
-                if c in '{},"':
-                    break
-                if c == "\\":
-                    pos += 1
-                    if pos >= n:
-                        raise Invalid(start, "unterminated backslash escape")
-                    chars.append(text[pos])
-                    escaped = True
-                    kept = len(chars)
-                else:
-                    chars.append(c)
-                    if c not in PG_SPACE:
-                        kept = len(chars)
-                pos += 1
-            if pos < n and text[pos] == '"':
-                raise Invalid(pos, "unexpected '\"' inside an unquoted array element")
-            element = "".join(chars[:kept])
-            if not escaped and element.upper() == "NULL":
-                items.append((None, start))
+        first = len(texts)
+        if kind == "run":
+            assert match is not None
+            run, end = match.group("run"), match.end()
+            pieces = run.split(",")
+            # A last piece that runs into a backslash or quote is read by _unquoted.
+            tail = pieces.pop() if end < n and text[end] in '\\"' else None
+            elements = pieces
+            if _HAS_SPACE(run):
+                elements = [piece.strip(PG_SPACE) for piece in pieces]
+                if "" in elements:
+                    blank = elements.index("")
+                    if blank < len(elements) - 1 or tail is not None:
+                        comma = pos + sum(len(p) + 1 for p in pieces[: blank + 1]) - 1
+                        raise Invalid(comma, "expected an element before ','")
+                    elements.pop()  # "1, }": the comma is read, no element after it
+                    pieces.pop()
+                    tail = ""
+            if "NULL" in run.upper():
+                texts.extend(None if e.upper() == "NULL" else e for e in elements)
             else:
-                items.append((element, start))
+                texts.extend(elements)
+            spans.append((first, pos, pieces))
+            counts[-1] += len(elements)
+            expect_item = False
+            pos = end
+            if tail is None:
+                continue
+            pos = end - len(tail.lstrip(PG_SPACE))
+            expect_item = True
+            if pos == end:  # nothing but whitespace before the quote or backslash
+                continue
+            first = len(texts)
+        elif kind == "quoted_run":
+            assert match is not None
+            contents = _QUOTED_CONTENTS.findall(match.group("quoted_run"))
+            texts.extend(contents)
+            spans.append((first, pos, QUOTED_RUN))
+            counts[-1] += len(contents)
+            pos = match.end()
+            expect_item = False
+            continue
+        elif kind == "quoted":
+            assert match is not None
+            content = match.group("quoted")
+            texts.append("".join(_UNESCAPE(content)) if "\\" in content else content)
+            spans.append((first, pos, None))
+            counts[-1] += 1
+            pos = match.end()
+            expect_item = False
+            continue
+        elif ch == '"':
+            raise Invalid(pos, "unterminated quoted array element")
+        element, end, escaped = _unquoted(text, pos)
+        texts.append(None if not escaped and element.upper() == "NULL" else element)
+        spans.append((first, pos, None))
         counts[-1] += 1
+        pos = end
         expect_item = False
-    while pos < n and text[pos] in PG_SPACE:
-        pos += 1
+    pos = _skip_space(text, pos)
     if pos != n:
         raise Invalid(pos, "junk after closing right brace")
-    return shape if ndim else [], items, given_sizes, given_bounds
+    return shape if ndim else [], texts, spans, given_sizes, given_bounds
+
+
+def _element_offset(text: str, spans: list[_Span], index: int) -> int:
+    """The offset in ``text`` of element ``index``, from the spans _parse_text kept."""
+    first, offset, pieces = spans[bisect_right([span[0] for span in spans], index) - 1]
+    if pieces is None:
+        return offset
+    if pieces == QUOTED_RUN:
+        for k, quoted in enumerate(_QUOTED_CONTENTS.finditer(text, offset)):
+            if k == index - first:
+                return quoted.start()
+    assert isinstance(pieces, list)
+    for piece in pieces[: index - first]:
+        offset += len(piece) + 1
+    piece = pieces[index - first]
+    return offset + len(piece) - len(piece.lstrip(PG_SPACE))
 
 
 def make_text_decoder(element: Converter) -> object:
     decode = element.decode_text
 
     def decode_text(text: str) -> object:
-        shape, tokens, sizes, bounds = _parse_text(text)
+        shape, texts, spans, sizes, bounds = _parse_text(text)
         if sizes is not None and bounds is not None:
             if shape and sizes != shape:
                 raise Invalid(0, "array dimensions do not match the array contents")
@@ -312,16 +399,22 @@ def make_text_decoder(element: Converter) -> object:
                 bounds = []
         else:
             bounds = [1] * len(shape)
-        items: list[object] = []
-        append = items.append
-        for token, offset in tokens:
-            if token is None:
-                append(None)
-                continue
-            try:
-                append(decode(token))
-            except Invalid as err:
-                raise Invalid(offset + err.offset, f"element {len(items)}: {err.reason}") from None
+        try:
+            # map() keeps the per-element cost to the element decoder itself.
+            if None in texts:
+                items = [None if token is None else decode(token) for token in texts]
+            else:
+                items = list(map(decode, texts))  # type: ignore[arg-type]
+        except Invalid:
+            for index, token in enumerate(texts):
+                if token is None:
+                    continue
+                try:
+                    decode(token)
+                except Invalid as err:
+                    offset = _element_offset(text, spans, index) + err.offset
+                    raise Invalid(offset, f"element {index}: {err.reason}") from None
+            raise
         return _result(items, shape, bounds)
 
     return decode_text
