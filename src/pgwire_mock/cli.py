@@ -76,7 +76,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
             raise CommandError(str(err)) from None
         except CodecError as err:
             raise CommandError(f"{name}: message {count}: {err}") from None
-        except OSError as err:
+        except BrokenPipeError:
+            raise  # stdout's reader went away: main() ends quietly
+        except OSError as err:  # e.g. a directory, or an I/O error mid-file
             raise CommandError(f"cannot read {name}: {err.strerror}") from None
     return EXIT_OK
 
@@ -135,4 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m pgwire_mock.cli`: run the imported module's main, whose CommandError is
+    # the one the subcommands raise (this __main__ module's is another class).
+    from pgwire_mock.cli import main as imported_main
+
+    sys.exit(imported_main())

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from codec.pgoutput import Begin, BeginPrepare, Commit, Decoder, Prepare, StreamStart, StreamStop
 from codec.values import LSN
 from pgwire_mock.client import (
     ReplicationClientError,
@@ -37,8 +38,9 @@ from pgwire_mock.client import (
     pgoutput_options,
 )
 from pgwire_mock.server.versions import split_identifier_string
+from pgwire_mock.streamfile import read_stream
 
-__all__ = ["SnapshotError", "add_record_command", "fill_positions", "record"]
+__all__ = ["SnapshotError", "add_record_command", "fill_positions", "record", "unfinished"]
 
 
 class SnapshotError(ValueError):
@@ -128,6 +130,29 @@ def record(
         for lsn, payload in fill_positions([(int(lsn), payload) for lsn, payload in entries]):
             f.write(json.dumps({"lsn": str(LSN(lsn)), "data": payload.hex()}) + "\n")
     return len(entries)
+
+
+def unfinished(payloads: Iterable[bytes]) -> str | None:
+    """What a stream ends inside of, if it ends inside a transaction (a Begin or Begin
+    Prepare with no Commit or Prepare, a Stream Start with no Stream Stop), else None.
+
+    A streamed transaction whose blocks all ended but that has not committed yet is not
+    unfinished: pgoutput sends such blocks before the commit, and a real slot read up to
+    the WAL's end gives the same.
+    """
+    decoder = Decoder()
+    open_at: str | None = None
+    for payload in payloads:
+        message = decoder.decode(payload)
+        if isinstance(message, Begin):
+            open_at = f"BEGIN of xid {message.xid} with no COMMIT"
+        elif isinstance(message, BeginPrepare):
+            open_at = f"BEGIN PREPARE of xid {message.xid} ('{message.gid}') with no PREPARE"
+        elif isinstance(message, StreamStart):
+            open_at = f"STREAM START of xid {message.xid} with no STREAM STOP"
+        elif isinstance(message, Commit | Prepare | StreamStop):
+            open_at = None
+    return open_at
 
 
 _TABLES = """
@@ -224,7 +249,9 @@ def add_record_command(commands: Any) -> None:
         "an exported snapshot, records the published tables as that snapshot sees them "
         "(definitions and rows, read with SET TRANSACTION SNAPSHOT and COPY ... TO STDOUT "
         "on a second connection) and then the stream from the slot's consistent point, so "
-        "that 'serve' answers a subscriber's table copy and stream as the server would.",
+        "that 'serve' answers a subscriber's table copy and stream as the server would. "
+        "A recording that ends inside a transaction (an --endpos before its end) is "
+        "written but reported, with exit status 1.",
     )
     parser.add_argument("--dsn", required=True, help="libpq DSN or postgresql:// URI")
     parser.add_argument("--slot", required=True, help="logical slot (pgoutput) to read")
@@ -280,5 +307,14 @@ def _run(args: argparse.Namespace) -> int:
         )
     except (ReplicationClientError, OSError, ValueError) as err:
         raise CommandError(str(err)) from None
+    with args.out.open("rb") as f:
+        cut = unfinished(entry.payload for entry in read_stream(f, str(args.out)))
+    if cut is not None:
+        # 'serve' would replay a transaction that never ends, and a consumer would wait
+        # for its commit forever: say so rather than exit 0 with such a file.
+        raise CommandError(
+            f"{args.out} ends inside a transaction: {cut}, in the {count} messages written; "
+            "record up to an --endpos after its end"
+        )
     print(f"recorded {count} messages from slot {args.slot} into {args.out}")
     return 0

@@ -103,3 +103,57 @@ def test_serve_refuses_a_protocol_4_recording_to_a_protocol_1_client() -> None:
     assert "was recorded with proto_version=4, the client asked for proto_version=1" in str(
         caught.value
     )
+
+
+def test_record_of_a_lone_begin_is_one_line_and_status_1(tmp_path: Path) -> None:
+    """--endpos at a Begin used to leave a recording of that Begin alone, and exit 0."""
+    out = tmp_path / "cut.jsonl"
+    with serving("--script", "examples/demo.yaml") as port:
+        dsn = f"postgresql://u@127.0.0.1:{port}/shop"
+        base = [sys.executable, "-m", "pgwire_mock.cli", "record", "--dsn", dsn]
+        base += ["--publication", "demo_pub", "--create-slot", "--out", str(out)]
+        cut = subprocess.run(
+            [*base, "--slot", "a", "--endpos", "0/1500000"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        whole = subprocess.run(
+            [*base, "--slot", "b"], capture_output=True, text=True, timeout=60, check=False
+        )
+    assert cut.returncode == 1
+    assert cut.stderr.splitlines() == [
+        f"pgwire-mock record: {out} ends inside a transaction: BEGIN of xid 750 with no "
+        "COMMIT, in the 1 messages written; record up to an --endpos after its end"
+    ]
+    assert whole.returncode == 0, whole.stderr
+    assert whole.stdout.startswith("recorded 35 messages")
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected"),
+    [
+        (lambda tags: tags.index(b"B") + 1, "BEGIN of xid"),
+        (lambda tags: tags.index(b"b") + 2, "BEGIN PREPARE of xid"),
+        (lambda tags: tags.index(b"S") + 2, "STREAM START of xid"),
+        (lambda tags: tags.index(b"E") + 1, None),  # a streamed block ended: not cut
+        (len, None),
+    ],
+    ids=["begin", "begin-prepare", "stream-start", "after-stream-stop", "whole"],
+)
+def test_unfinished_names_what_a_cut_recording_ends_inside(
+    keep: object, expected: str | None
+) -> None:
+    from pgwire_mock.record import unfinished
+
+    with (GOLDEN / "pg17" / "streaming.v4-parallel-2pc-bin.jsonl").open("rb") as f:
+        payloads = [entry.payload for entry in read_stream(f)]
+    with (GOLDEN / "pg17" / "two_phase.v3-stream-2pc.jsonl").open("rb") as f:
+        payloads += [entry.payload for entry in read_stream(f)]
+    tags = [p[:1] for p in payloads]
+    found = unfinished(payloads[: keep(tags)])  # type: ignore[operator]
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(expected), found
