@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from importlib.metadata import entry_points
@@ -34,6 +35,23 @@ class CommandError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def check_output(path: str | Path, option: str) -> None:
+    """Raise :class:`CommandError` now if ``path`` (``-``: standard output) cannot be
+    written, so that a command fails before its work rather than after it."""
+    if str(path) == "-":
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise CommandError(f"{option} {target}: is a directory")
+    folder = target.parent
+    if not folder.is_dir():
+        raise CommandError(f"{option} {target}: directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        target.exists() and not os.access(target, os.W_OK)
+    ):
+        raise CommandError(f"{option} {target}: permission denied")
 
 
 def _open_input(name: str) -> tuple[IO[bytes], str]:

@@ -278,8 +278,9 @@ def add_record_command(commands: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pgwire_mock.cli import CommandError  # noqa: PLC0415 - cli imports this module
+    from pgwire_mock.cli import CommandError, check_output  # noqa: PLC0415 - cli imports us
 
+    check_output(args.out, "--out")  # before streaming (and confirming) anything
     if args.snapshot and args.start != "0/0":
         raise CommandError("--snapshot records from the new slot's consistent point: no --start")
     options = {

@@ -157,3 +157,24 @@ def test_unfinished_names_what_a_cut_recording_ends_inside(
         assert found is None
     else:
         assert found is not None and found.startswith(expected), found
+
+
+def test_synth_checks_expected_before_generating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad --expected path used to fail only after the whole stream was written."""
+    from pgwire_mock.cli import main
+
+    out = tmp_path / "stream.jsonl"
+    spec = ROOT / "examples" / "synth-spec.yaml"
+    args = ["synth", "--spec", str(spec), "--seed", "1", "--changes", "200", "--out", str(out)]
+    assert main([*args, "--expected", str(tmp_path / "missing" / "expected.json")]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"pgwire-mock synth: --expected {tmp_path}/missing/expected.json: "
+        f"directory {tmp_path}/missing does not exist"
+    ]
+    assert not out.exists()  # nothing was generated
+    assert main([*args, "--expected", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.endswith(f"--expected {tmp_path}: is a directory\n")
+    assert main([*args, "--expected", str(tmp_path / "expected.json")]) == 0
+    assert out.exists() and (tmp_path / "expected.json").exists()

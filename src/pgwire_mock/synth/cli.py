@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from codec import CodecError
 from codec.values import encode_text
-from pgwire_mock.cli import CommandError
+from pgwire_mock.cli import CommandError, check_output
 from pgwire_mock.synth.generator import Shard, StreamItem, Synth, SynthError
 from pgwire_mock.synth.output import write_expected, write_recording
 from pgwire_mock.synth.spec import SpecError, load_spec
@@ -86,6 +86,9 @@ def run_synth(args: argparse.Namespace) -> int:
         synth = Synth(spec, args.seed, args.changes)
     except (SpecError, SynthError) as err:
         raise CommandError(str(err)) from None
+    check_output(args.out, "--out")
+    if args.expected is not None:
+        check_output(args.expected, "--expected")
     blocks = synth.shard_blocks(shard)
     delta = StateDelta() if args.expected is not None else None
     progress = Progress(len(blocks))
