@@ -24,6 +24,7 @@ from pathlib import Path
 import psycopg2
 import psycopg2.extras
 
+from codec.values import LSN
 from pgwire_mock.describe import StreamDescriber
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +95,7 @@ def main() -> int:
             last = time.monotonic()
             decoded = describer.decode(bytes(message.payload))
             kinds.add(type(decoded).__name__)
-            print(f"{message.data_start:>12} {describer.text(decoded)}")
+            print(f"{LSN(message.data_start)!s:>12} {describer.text(decoded)}")
             cur.send_feedback(flush_lsn=message.data_start)
         conn.close()
     finally:
