@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import shlex
 import shutil
@@ -16,6 +17,7 @@ import psycopg2.extras
 import pytest
 
 from codec.values import LSN
+from conformance import provision
 from pgwire_mock.recvlogical import read_recvlogical
 from pgwire_mock.serve import _EPILOG
 from pgwire_mock.streamfile import read_stream
@@ -178,3 +180,57 @@ def test_synth_checks_expected_before_generating(
     assert capsys.readouterr().err.endswith(f"--expected {tmp_path}: is a directory\n")
     assert main([*args, "--expected", str(tmp_path / "expected.json")]) == 0
     assert out.exists() and (tmp_path / "expected.json").exists()
+
+
+def test_conformance_without_the_spark_extra_skips_one_check_in_one_line(
+    pg_server: provision.Server,
+) -> None:
+    """Without pyarrow every cell of spark-values used to fail; now that column is left
+    out with one line naming the extra, and the rest passes (exit 0)."""
+    code = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from pgwire_mock.cli import main\n"
+        f"sys.exit(main(['conformance', '--dsn', '{pg_server.version}={pg_server.dsn}', "
+        "'--scenarios', 'types']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "pgwire-mock conformance: skipping the spark-values check, which needs the spark "
+        "extra (pip install -e '.[spark]' in a checkout): "
+    )
+    assert "spark-values" not in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("all ")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
+def test_conformance_shows_progress_on_a_terminal_only(
+    pg_server: provision.Server, tty: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pgwire_mock.cli import main
+
+    err = Terminal() if tty else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    dsn = f"{pg_server.version}={pg_server.dsn}"
+    assert main(["conformance", "--dsn", dsn, "--scenarios", "types,toast"]) == 0
+    shown = err.getvalue()
+    if not tty:
+        assert shown == ""
+        return
+    v = pg_server.version
+    assert shown.split("\r\x1b[K") == [
+        "",
+        f"conformance: PostgreSQL {v}: connecting…",
+        f"conformance: PostgreSQL {v}: types (1/2)…",
+        f"conformance: PostgreSQL {v}: toast (2/2)…",
+        "",  # cleared before the results
+    ]
