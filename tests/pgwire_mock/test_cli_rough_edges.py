@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import shlex
 import shutil
@@ -234,3 +235,34 @@ def test_conformance_shows_progress_on_a_terminal_only(
         f"conformance: PostgreSQL {v}: toast (2/2)…",
         "",  # cleared before the results
     ]
+
+
+def test_the_docker_images_default_command_serves_the_demo(tmp_path: Path) -> None:
+    """docker/Dockerfile's CMD (its files mapped back to the repository) starts serve,
+    and docker/README.md's pg_recvlogical command reads from it; the docs no longer say
+    that serve does not exist."""
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    readme = (ROOT / "docker" / "README.md").read_text()
+    for text in (dockerfile, readme):
+        assert "does not exist" not in text
+    (entrypoint,) = json.loads(re.search(r"^ENTRYPOINT (.*)$", dockerfile, re.M)[1])  # type: ignore[index]
+    assert entrypoint == "pgwire-mock"
+    command = json.loads(re.search(r"^CMD (.*)$", dockerfile, re.M)[1])  # type: ignore[index]
+    copied = dict(
+        (dest, str(ROOT / src))
+        for src, dest in re.findall(r"^COPY (\S+) (/\S+)$", dockerfile, re.M)
+    )
+    assert command[0] == "serve"
+    args = [copied.get(arg, arg) for arg in command[1:]]
+    reader = readme.split("docker run --rm -p 5433:5433 pgwire-mock\n", 1)[1]
+    reader = reader.split("```", 1)[0].replace("\\\n", " ")
+    with serving(*args, "--host", "127.0.0.1", "--port", "0") as port:
+        words = shlex.split(reader)
+        words[words.index("-p") + 1] = str(port)
+        words[words.index("-f") + 1] = str(tmp_path / "out.bin")
+        result = subprocess.run(
+            [*words, "-E", "0/1500000"], capture_output=True, text=True, timeout=30, check=False
+        )
+    assert result.returncode == 0, result.stderr
+    with (tmp_path / "out.bin").open("rb") as f:
+        assert next(read_recvlogical(f))[:1] == b"B"
