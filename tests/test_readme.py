@@ -55,3 +55,35 @@ def test_readme_pytest_plugin_example_passes(tmp_path: Path, marker: str) -> Non
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_readme_installs_from_a_checkout_with_extras_that_exist() -> None:
+    """pgwire-mock is not on PyPI: no `pip install pgwire-mock[...]`, and every extra the
+    README installs is one pyproject.toml declares."""
+    import tomllib
+
+    assert "pip install pgwire-mock" not in README
+    assert "pip install 'pgwire-mock" not in README
+    declared = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    named = {
+        extra
+        for group in re.findall(r"pip install (?:-e )?'[^'\[]*\[([^\]]+)\]'", README)
+        for extra in group.split(",")
+    }
+    assert named and named <= declared, named - declared
+
+
+def test_readme_conformance_sample_has_every_check_column() -> None:
+    """The sample output is a run's: its header names the matrix's checks, in order."""
+    from conformance.checks import CHECKS
+
+    sample = README.split("$ pgwire-mock conformance", 1)[1].split("```", 1)[0]
+    header = next(line for line in sample.splitlines() if line.strip().startswith("scenario"))
+    assert header.split() == ["scenario", *(check.name for check in CHECKS)]
+    cells = int(re.search(r"all (\d+) cells passed", sample).group(1))  # type: ignore[union-attr]
+    assert cells == 2 * 5 * len(CHECKS)
