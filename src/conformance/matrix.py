@@ -465,6 +465,14 @@ def _run_conformance(args: argparse.Namespace) -> int:
         result = run_matrix(versions, dsns, scenarios, checks=checks, progress=progress)
     finally:
         progress.clear()
+    no_server = [c for c in result.cells if c.detail.startswith("server: ")]
+    if result.cells and len(no_server) == len(result.cells):
+        # No version had a server: no matrix to show, only why (one line).
+        first = no_server[0]
+        others = len({c.major for c in no_server}) - 1
+        more = f" (and {others} more versions)" if others else ""
+        reason = " ".join(first.detail.removeprefix("server: ").split())
+        raise CommandError(f"PostgreSQL {first.major}: {reason}{more}")
     if args.json:
         json.dump(result.to_json(), sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")

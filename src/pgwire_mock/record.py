@@ -271,17 +271,42 @@ def add_record_command(commands: Any) -> None:
     parser.add_argument("--messages", action="store_true", help="logical decoding messages")
     parser.add_argument("--streaming", choices=("off", "on", "parallel"), default="off")
     parser.add_argument("--two-phase", action="store_true", help="two-phase transactions")
-    parser.add_argument("--start", default="0/0", help="start LSN (default: the slot's)")
-    parser.add_argument("--endpos", help="stop after this LSN (default: the server's WAL end)")
-    parser.add_argument("--idle", type=float, default=2.0, help="seconds without data to wait")
+    parser.add_argument(
+        "--start", type=_lsn, default=LSN(0), help="start LSN (default: the slot's)"
+    )
+    parser.add_argument(
+        "--endpos", type=_lsn, help="stop after this LSN (default: the server's WAL end)"
+    )
+    parser.add_argument(
+        "--idle", type=_idle, default=2.0, help="seconds without data to wait (default 2)"
+    )
     parser.set_defaults(run=_run)
+
+
+def _lsn(text: str) -> LSN:
+    try:
+        return LSN.parse(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an LSN such as 0/16B3748, got {text!r}"
+        ) from None
+
+
+def _idle(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return seconds
 
 
 def _run(args: argparse.Namespace) -> int:
     from pgwire_mock.cli import CommandError, check_output  # noqa: PLC0415 - cli imports us
 
     check_output(args.out, "--out")  # before streaming (and confirming) anything
-    if args.snapshot and args.start != "0/0":
+    if args.snapshot and args.start != 0:
         raise CommandError("--snapshot records from the new slot's consistent point: no --start")
     options = {
         k: str(v)
@@ -300,8 +325,8 @@ def _run(args: argparse.Namespace) -> int:
             args.slot,
             args.out,
             options,
-            start_lsn=int(LSN.parse(args.start)),
-            end_lsn=None if args.endpos is None else int(LSN.parse(args.endpos)),
+            start_lsn=int(args.start),
+            end_lsn=None if args.endpos is None else int(args.endpos),
             idle_timeout=args.idle,
             create_slot=args.create_slot,
             snapshot=args.snapshot,

@@ -85,6 +85,31 @@ def _fault(text: str) -> Fault:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a TCP port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0-65535, got {port}")
+    return port
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An integer option's type with PostgreSQL's lower bound for the setting."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _seconds(text: str) -> float:
     units = {"ms": 0.001, "s": 1.0, "min": 60.0}
     for unit in ("ms", "min", "s"):
@@ -124,7 +149,7 @@ def add_serve_command(
     )
     where.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=DEFAULT_PORT,
         help=f"TCP port (default {DEFAULT_PORT}; 0: any free)",
     )
@@ -215,7 +240,7 @@ def add_serve_command(
     )
     catalog.add_argument(
         "--max-connections",
-        type=int,
+        type=_at_least(1),  # PostgreSQL's minimum for max_connections
         default=100,
         metavar="N",
         help="non-replication connections at once (default 100, as PostgreSQL); one more "
@@ -223,7 +248,7 @@ def add_serve_command(
     )
     catalog.add_argument(
         "--max-wal-senders",
-        type=int,
+        type=_at_least(0),
         default=10,
         metavar="N",
         help="replication connections at once (default 10, as PostgreSQL); one more gets "
@@ -295,7 +320,9 @@ def add_serve_command(
         "--tls-key DIR/key.pem'.",
     )
     cert.add_argument("--out", metavar="DIR", type=Path, required=True, help="directory")
-    cert.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    cert.add_argument(
+        "--days", type=_at_least(1), default=365, help="validity in days (default 365)"
+    )
     cert.set_defaults(run=cmd_cert)
 
 
@@ -366,7 +393,9 @@ class ServeError(Exception):
 def _canned(path: Path) -> dict[str, CannedAnswer]:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+    except OSError as err:
+        raise ServeError(f"cannot read --sql-answers {path}: {err.strerror}") from None
+    except ValueError as err:
         raise ServeError(f"cannot read --sql-answers {path}: {err}") from None
     if not isinstance(data, dict):
         raise ServeError(f"--sql-answers {path}: expected a JSON object")
@@ -415,6 +444,8 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
             raise ServeError(f"cannot read {path}")
     if args.auth != "trust" and not args.user:
         raise ServeError(f"--auth {args.auth} needs at least one --user NAME:PASSWORD")
+    if args.state_file is not None and args.state_file.is_dir():
+        raise ServeError(f"--state-file {args.state_file}: is a directory")
     if args.state_file is not None and not args.state_file.parent.is_dir():
         raise ServeError(
             f"--state-file {args.state_file}: directory {args.state_file.parent} does not exist"
@@ -557,9 +588,10 @@ def _listen_control(reactor: Any, description: str, factory: Any) -> Any:
 
     from pgwire_mock.server.control import control_site  # noqa: PLC0415
 
+    endpoint: Any = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
+    # After the description is known good: a bad one is the only line printed.
     if factory.wal_writer is None:
         _log("--control: the served stream is not a script, so POST /wal will be refused")
-    endpoint: Any = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
     return endpoint.listen(control_site(factory))
 
 
