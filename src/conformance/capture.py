@@ -286,9 +286,21 @@ def add_command(commands: Any) -> None:
 
 def _run_capture(args: argparse.Namespace) -> int:
     try:
-        paths = capture_corpus(args.out, _parse_versions(args.versions))
-    except (provision.ProvisionError, CaptureError, OSError) as err:
+        versions = _parse_versions(args.versions)
+    except provision.ProvisionError as err:
         raise CommandError(str(err)) from None
+    try:  # before any server starts: a bad --out is found in a second, not a minute
+        args.out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CommandError(f"--out {args.out}: not a directory") from None
+    except OSError as err:
+        raise CommandError(f"--out {args.out}: {err.strerror}") from None
+    try:
+        paths = capture_corpus(args.out, versions)
+    except (provision.ProvisionError, CaptureError) as err:
+        raise CommandError(str(err)) from None
+    except OSError as err:
+        raise CommandError(f"cannot write {err.filename or args.out}: {err.strerror}") from None
     for major, tags in sorted(tags_by_major(load(p) for p in paths).items()):
         count = sum(1 for p in paths if p.parent.name == f"pg{major}")
         print(f"PostgreSQL {major}: {count} files, message types {''.join(sorted(tags))}")

@@ -94,6 +94,8 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("record: bad endpos", [*RECORD, "--out", "o", "--endpos", "1"], 2, "expected an LSN"),
     ("record: bad idle", [*RECORD, "--out", "o", "--idle", "-1"], 2, "expected seconds > 0"),
     ("capture: bad version", ["capture", "--versions", "99"], 1, "unsupported PostgreSQL major"),
+    ("capture: out is a file", ["capture", "--out", "bad.bin"], 1, "--out bad.bin: not a dir"),
+    ("capture: out nowhere", ["capture", "--out", "/proc/x/y"], 1, "--out /proc/x/y: No such"),
     ("conformance: bad version", ["conformance", "--versions", "9"], 1, "unsupported"),
     ("conformance: bad dsn", ["conformance", "--dsn", "bad"], 1, "expected MAJOR=DSN"),
     ("conformance: scenario", ["conformance", "--scenarios", "nosuch"], 1, "unknown scenario"),
