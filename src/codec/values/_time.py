@@ -205,7 +205,7 @@ _TIME_RE: Final = r"([0-9]{1,2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]*+))?)?"
 _ZONE_RE: Final = r"(z|utc|gmt|[+-][0-9]{1,2}(?::?[0-9]{2}(?::?[0-9]{2})?)?)"
 _SP: Final = r"[ \t\n\r\v\f]*+"
 _TIMESTAMP_MATCH: Final = re.compile(
-    rf"{_SP}{_DATE_RE}(?:(?:[tT]|[ \t\n\r\v\f]+){_TIME_RE})?{_SP}{_ZONE_RE}?{_SP}(bc|ad)?{_SP}",
+    rf"{_SP}{_DATE_RE}(?:(?:[tT]|[ \t\n\r\v\f]++){_TIME_RE})?{_SP}{_ZONE_RE}?{_SP}(bc|ad)?{_SP}",
     re.IGNORECASE,
 ).fullmatch
 _DATE_MATCH: Final = re.compile(rf"{_SP}{_DATE_RE}{_SP}(bc|ad)?{_SP}", re.IGNORECASE).fullmatch
