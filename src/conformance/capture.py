@@ -268,7 +268,7 @@ def add_command(commands: Any) -> None:
     """Register ``pgwire-mock capture`` (called through the pgwire_mock.commands entry point)."""
     parser = commands.add_parser(
         "capture",
-        help="capture a golden pgoutput corpus from real PostgreSQL 14-17",
+        help="capture a golden pgoutput corpus from real PostgreSQL 14-18",
         description="Run every scenario on real PostgreSQL (started here, or named by "
         "PGWIRE_MOCK_DSN_<major>) under each option set and write the pgoutput messages "
         "as JSON Lines, one file per version, scenario and option set.",

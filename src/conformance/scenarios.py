@@ -45,7 +45,7 @@ __all__ = [
     "option_sets",
 ]
 
-MAX_PROTO_VERSION: Final[Mapping[int, int]] = {14: 2, 15: 3, 16: 4, 17: 4}
+MAX_PROTO_VERSION: Final[Mapping[int, int]] = {14: 2, 15: 3, 16: 4, 17: 4, 18: 4}
 
 _BASE_TAGS: Final = frozenset("BMCORYIUDTSEcA")
 _TWO_PHASE_TAGS: Final = frozenset("bPKrp")
@@ -56,6 +56,7 @@ EXPECTED_TAGS: Final[Mapping[int, frozenset[str]]] = {
     15: _BASE_TAGS | _TWO_PHASE_TAGS,
     16: _BASE_TAGS | _TWO_PHASE_TAGS,
     17: _BASE_TAGS | _TWO_PHASE_TAGS,
+    18: _BASE_TAGS | _TWO_PHASE_TAGS,
 }
 
 

@@ -34,13 +34,14 @@ from codec.pgoutput import (
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden"
 FILES = sorted(GOLDEN.glob("pg*/*.jsonl"))
-VERSIONS = (14, 15, 16, 17)
+VERSIONS = (14, 15, 16, 17, 18)
 # What each major can emit (protocol 3 two-phase from 15; 14 has no b/P/K/r/p).
 EXPECTED_TAGS = {
     14: set("BMCORYIUDTSEcA"),
     15: set("BMCORYIUDTSEcAbPKrp"),
     16: set("BMCORYIUDTSEcAbPKrp"),
     17: set("BMCORYIUDTSEcAbPKrp"),
+    18: set("BMCORYIUDTSEcAbPKrp"),
 }
 
 

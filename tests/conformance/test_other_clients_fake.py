@@ -24,12 +24,12 @@ from conformance import clients, fake
 from conformance.checks import walsender_position_ok
 from conformance.subjects import StreamMessage
 from pgwire_mock.client import ReplicationConnection
-from pgwire_mock.server import RecordingSource, ServerState, SessionConfig, SlotState
+from pgwire_mock.server import MAJORS, RecordingSource, ServerState, SessionConfig, SlotState
 
 pytestmark = pytest.mark.slow
 
 GOLDEN = Path(__file__).parent.parent / "data" / "golden"
-MAJORS = (14, 15, 16, 17)
+
 SCENARIO = "replica_identity.v1"  # inserts, updates with old keys/tuples, deletes; proto 1
 SLOT = "occ_fake"
 PROTO_VERSION = 1  # pg-logical-replication's parser knows protocol 1 and 2 only

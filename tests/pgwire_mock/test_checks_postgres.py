@@ -15,11 +15,13 @@ import pytest
 from psycopg import conninfo
 
 from codec.wire import (
+    BackendKeyData,
     BackendReader,
     CommandComplete,
     DataRow,
     ErrorResponse,
     NegotiateProtocolVersion,
+    ParameterStatus,
     Query,
     ReadyForQuery,
     RowDescription,
@@ -34,11 +36,13 @@ pytestmark = pytest.mark.postgres
 class Raw:
     """A frontend that records every message, one startup or query at a time."""
 
-    def __init__(self, host: str, port: int, params: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self, host: str, port: int, params: Sequence[tuple[str, str]], protocol: int = 0x30000
+    ) -> None:
         self.sock = socket.create_connection((host, port))
         self.sock.settimeout(30)
         self.reader = BackendReader()
-        self.sock.sendall(StartupMessage(tuple(params)).encode())
+        self.sock.sendall(StartupMessage(tuple(params), protocol).encode())
         self.startup = self._until_ready()
 
     @property
@@ -88,6 +92,11 @@ def seen(messages: Sequence[object], *, values: bool = True) -> list[object]:
             out.append(m.command_tag)
         elif isinstance(m, NegotiateProtocolVersion):
             out.append((m.protocol_version, m.unrecognized_options))
+        elif isinstance(m, BackendKeyData):
+            key = m.secret_key
+            out.append(("BackendKeyData", 4 if isinstance(key, int) else len(key)))
+        elif isinstance(m, ParameterStatus):
+            out.append(("ParameterStatus", m.name))
         else:
             out.append(m if isinstance(m, str) else type(m).__name__)
     return out
@@ -234,6 +243,11 @@ SQL = [
     "SHOW statement_timeout",
     "SET statement_timeout = 0",
     "SET TIME ZONE 'UTC'",
+    "SELECT pg_catalog.set_config('search_path', '', false)",
+    "SET search_path = public",
+    "SET search_path = public",
+    "SHOW search_path",
+    "SET application_name = 'x'",
     "SHOW wal_level",
     "SHOW max_connections",
     "SHOW max_wal_senders",
@@ -308,4 +322,96 @@ def test_pg_publication_shows_publications_as_they_were_created(
             for name in names:
                 conn.execute(f"DROP PUBLICATION IF EXISTS {name}")
             conn.execute(f"DROP TABLE IF EXISTS {table}")
+    assert replies[1] == replies[0]
+
+
+ALTER_CASES = [
+    "ALTER_REPLICATION_SLOT {slot} (FAILOVER)",
+    "ALTER_REPLICATION_SLOT {slot} (FAILOVER false)",
+    "ALTER_REPLICATION_SLOT {slot} (FAILOVER maybe)",
+    "ALTER_REPLICATION_SLOT {slot} (FAILOVER, FAILOVER false)",
+    "ALTER_REPLICATION_SLOT {slot} (TWO_PHASE)",
+    "ALTER_REPLICATION_SLOT {slot} (TWO_PHASE false, FAILOVER true)",
+    "ALTER_REPLICATION_SLOT {slot} (TWO_PHASE, TWO_PHASE)",
+    "ALTER_REPLICATION_SLOT {slot} (TWO_PHASE 2)",
+    "ALTER_REPLICATION_SLOT {slot} (BOGUS)",
+    "ALTER_REPLICATION_SLOT nosuch (FAILOVER)",
+    "ALTER_REPLICATION_SLOT nosuch (BOGUS)",
+    "ALTER_REPLICATION_SLOT {physical} (FAILOVER)",
+    "ALTER_REPLICATION_SLOT {temporary} (FAILOVER)",
+    "ALTER_REPLICATION_SLOT {temporary} (FAILOVER false)",
+]
+
+
+def test_alter_replication_slot_as_postgres_answers(pg_server: Server) -> None:
+    """ALTER_REPLICATION_SLOT (17: FAILOVER; 18: TWO_PHASE too): options are parsed before
+    the slot is acquired; then the slot's kind and persistence are checked; then
+    pg_replication_slots shows the new flags."""
+    if pg_server.version < 17:
+        pytest.skip("ALTER_REPLICATION_SLOT is new in 17")
+    suffix = uuid.uuid4().hex[:8]
+    slot, physical, temporary = f"alt_{suffix}", f"alt_p_{suffix}", f"alt_t_{suffix}"
+    fake = start_walsender(pg_version=pg_server.version, roles=["postgres"], databases=["postgres"])
+    params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    replies = []
+    try:
+        for host, port in (_address(pg_server), (fake.host, fake.port)):
+            conn = Raw(host, port, params)
+            answers = []
+            for text in (
+                f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput",
+                f"CREATE_REPLICATION_SLOT {physical} PHYSICAL",
+                f"CREATE_REPLICATION_SLOT {temporary} TEMPORARY LOGICAL pgoutput",
+            ):
+                answers.append((text.split()[1], [seen(conn.query(text))[-2]]))  # the tag
+            for case in ALTER_CASES:
+                text = case.format(slot=slot, physical=physical, temporary=temporary)
+                answers.append((text, seen(conn.query(text))))
+            for name in (slot, temporary):
+                flags = "SELECT slot_name, failover, two_phase FROM pg_replication_slots"
+                answers.append((name, seen(conn.query(f"{flags} WHERE slot_name = '{name}'"))))
+            replies.append(answers)
+            conn.close()
+    finally:
+        fake.stop()
+        with pg_server.connect() as conn:
+            for name in (slot, physical):
+                conn.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                    f" WHERE slot_name = '{name}'"
+                )
+    real, mock = replies
+    diffs = [
+        f"{text}\n  fake: {got}\n  real: {want}"
+        for (text, want), (_, got) in zip(real, mock, strict=True)
+        if got != want
+    ]
+    assert not diffs, "\n".join(diffs)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "options"),
+    [
+        (0x30000, ()),
+        (0x30001, ()),
+        (0x30002, ()),
+        (0x30002, ("_pq_.x",)),
+        (0x30003, ("_pq_.x",)),
+        (0x3FFFF, ()),
+        (0x30000, ("_pq_.a", "_pq_.b")),
+    ],
+    ids=["3.0", "3.1", "3.2", "3.2+option", "3.3+option", "3.65535", "3.0+options"],
+)
+def test_protocol_negotiation_as_postgres_negotiates(
+    pg_server: Server, fake: WalSender, protocol: int, options: tuple[str, ...]
+) -> None:
+    """NegotiateProtocolVersion (17: 3.0 only; 18: up to 3.2), the cancel key's length
+    (18: 32 bytes when 3.2 or newer was asked for), the ParameterStatus names in order."""
+    params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    params += [(name, "1") for name in options]
+    replies = []
+    for host, port in (_address(pg_server), (fake.host, fake.port)):
+        conn = Raw(host, port, params, protocol)
+        replies.append([m for m in seen(conn.startup) if m != "AuthenticationOk"])
+        conn.close()
     assert replies[1] == replies[0]

@@ -30,11 +30,11 @@ from pgwire_mock.script import (
     encode_stream,
     insert,
 )
+from pgwire_mock.server import MAJORS
 
 __all__ = ["make_walsender"]  # the plugin's fixture, used below without -p
 
 
-MAJORS = (14, 15, 16, 17)
 OPTIONS = {"proto_version": "1", "publication_names": "pub"}
 
 

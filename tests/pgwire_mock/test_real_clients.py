@@ -21,9 +21,10 @@ import pytest
 from psycopg2 import extras
 
 from codec.values import LSN
+from pgwire_mock.server import MAJORS
 
 GOLDEN = Path(__file__).parent.parent / "data" / "golden"
-MAJORS = (14, 15, 16, 17)
+
 RECORDING = "streaming.v2-stream"
 PUBLICATION = "pgwm_streaming"
 

@@ -20,14 +20,15 @@ from test_real_clients import FakeServer
 
 from codec.values import LSN
 from pgwire_mock.script import Send, StreamOptions, encode_stream, load_script
+from pgwire_mock.server import MAJORS
 
 DEMO = Path(__file__).parent.parent.parent / "examples" / "demo.yaml"
-MAJORS = (14, 15, 16, 17)
 OPTIONS: dict[int, dict[str, str]] = {
     14: {"proto_version": "2", "streaming": "on"},
     15: {"proto_version": "3", "streaming": "on", "two_phase": "true"},
     16: {"proto_version": "4", "streaming": "parallel", "two_phase": "true"},
     17: {"proto_version": "4", "streaming": "parallel", "two_phase": "true"},
+    18: {"proto_version": "4", "streaming": "parallel", "two_phase": "true"},
 }
 
 

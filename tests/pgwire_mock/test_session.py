@@ -57,7 +57,7 @@ from pgwire_mock.server.state import ServerState
 from pgwire_mock.streamfile import read_stream
 
 GOLDEN = Path(__file__).parent.parent / "data" / "golden"
-MAJORS = (14, 15, 16, 17)
+MAJORS = tuple(VERSIONS)
 T0 = 1_700_000_000.0
 
 

@@ -61,6 +61,7 @@ from pgwire_mock.script.types import (
 )
 from pgwire_mock.server.faults import Fault as ServerFault
 from pgwire_mock.server.faults import FaultError
+from pgwire_mock.server.versions import MAJORS
 
 __all__ = ["CompiledScript", "Compiler", "compile_script"]
 
@@ -310,9 +311,10 @@ class Compiler:
     def __init__(self, script: Script) -> None:
         self.script = script
         server = script.server
-        if not 14 <= server.pg_version <= 17:
+        if server.pg_version not in MAJORS:
             raise ScriptError(
-                f"expected 14, 15, 16 or 17, got {server.pg_version!r}", "server.pg_version"
+                f"expected one of {', '.join(map(str, MAJORS))}, got {server.pg_version!r}",
+                "server.pg_version",
             )
         if server.logical_decoding_work_mem < 64:
             raise ScriptError(

@@ -88,6 +88,7 @@ __all__ = [
     "MAX_PROTO_VERSION",
     "EndOfWal",
     "Fault",
+    "PublicationsSkipped",
     "Send",
     "Sleep",
     "StreamEvent",
@@ -141,7 +142,16 @@ class EndOfWal:
     lsn: int
 
 
-StreamEvent: TypeAlias = Send | Sleep | Fault | EndOfWal
+@dataclass(frozen=True, slots=True)
+class PublicationsSkipped:
+    """18: requested publications that do not exist, skipped with a WARNING when pgoutput
+    first loads the publications (``LoadPublications``), at the change at ``lsn``."""
+
+    names: tuple[str, ...]
+    lsn: int
+
+
+StreamEvent: TypeAlias = Send | Sleep | Fault | EndOfWal | PublicationsSkipped
 
 
 # --- options --------------------------------------------------------------------------------
@@ -344,7 +354,8 @@ def encode_stream(
     already moved it up to the slot's confirmed_flush). Raises :class:`ScriptError` for
     a bad script, :class:`OptionError` for options pgoutput refuses, and
     :class:`PublicationMissingError` when the first change is decoded if a requested
-    publication does not exist — the same point a real server reports it.
+    publication does not exist — the same point a real server reports it; 18 skips such
+    publications instead, and the stream yields :class:`PublicationsSkipped` there.
     """
     if isinstance(source, CompiledScript):
         compiled = source
@@ -385,9 +396,11 @@ class _Session:
         self.can_stream = options.streaming != "off"
         self.two_phase = options.two_phase and version >= 15
         self.limit = compiled.script.server.logical_decoding_work_mem * 1024
-        self.missing = next(
-            (p for p in options.publication_names if p not in compiled.publications), None
-        )
+        missing = tuple(p for p in options.publication_names if p not in compiled.publications)
+        # Up to 17 the first lookup fails (get_publication_oid); 18 warns once and goes on.
+        self.missing = missing[0] if missing and version < 18 else None
+        self.skipped_publications = missing if version >= 18 else ()
+        self.skipped_at: int | None = None  # the lookup's LSN, until the warning is yielded
         published: set[str] = set()
         self.all_tables = False
         for name in options.publication_names:
@@ -404,9 +417,12 @@ class _Session:
 
     # helpers
 
-    def is_published(self, table: TableVersion) -> bool:
+    def is_published(self, table: TableVersion, lsn: int) -> bool:
         if self.missing is not None:
             raise PublicationMissingError(self.missing)
+        if self.skipped_publications:
+            self.skipped_at = lsn
+            self.skipped_publications = ()
         return self.all_tables or table.name in self.published
 
     def view(self, table: TableVersion) -> _View:
@@ -476,7 +492,12 @@ class _Session:
             item = wal[i]
             i += 1
             if isinstance(item, WTxn):
-                yield from self.txn(item)
+                for event in self.txn(item):
+                    if self.skipped_at is not None:
+                        yield from self.skipped_warning()
+                    yield event
+                if self.skipped_at is not None:
+                    yield from self.skipped_warning()
             elif isinstance(item, WFinishPrepared):
                 yield from self.finish_prepared(item)
             elif isinstance(item, WMessage):
@@ -488,6 +509,12 @@ class _Session:
                     yield Sleep(float(step.seconds), item.lsn)
                 elif isinstance(step, ScriptFault):
                     yield Fault(step.name, dict(step.params), item.lsn)
+
+    def skipped_warning(self) -> Iterator[StreamEvent]:
+        assert self.skipped_at is not None
+        missing = (p for p in self.options.publication_names if p not in self.compiled.publications)
+        yield PublicationsSkipped(tuple(missing), self.skipped_at)
+        self.skipped_at = None
 
     def txn(self, txn: WTxn) -> Iterator[StreamEvent]:
         if self.skipped(txn):
@@ -688,7 +715,7 @@ class _Session:
             for t in change.tables:
                 self.invalidate(t.oid)
                 state.invalidated.add(t.oid)
-            sent = [t for t in change.tables if self.is_published(t)]
+            sent = [t for t in change.tables if self.is_published(t, change.lsn)]
             for t in sent:
                 out.extend(self.schema(t, change.lsn, xid, in_stream, top_xid))
             if sent:
@@ -697,7 +724,7 @@ class _Session:
             return out
         table = change.table
         assert table is not None
-        if not self.is_published(table):
+        if not self.is_published(table, change.lsn):
             return out
         if kind == "delete" and change.old is None:
             return out  # "didn't send DELETE change because of missing oldtuple"

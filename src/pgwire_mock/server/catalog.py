@@ -27,7 +27,7 @@ from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.jdbc_catalog import JdbcCatalog
-from pgwire_mock.server.sql import Column, Result
+from pgwire_mock.server.sql import Column, Result, pg_class_attnum
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
 
@@ -85,9 +85,9 @@ _PG_ATTRIBUTE: Final = 1249
 _PG_NAMESPACE: Final = 2615
 _PG_PUBLICATION: Final = 6104
 # pg_attribute.attnum's place: 16 moved attstattarget after it.
-_ATTNUM_COLUMN: Final = {14: 6, 15: 6, 16: 5, 17: 5}
+_ATTNUM_COLUMN: Final = {14: 6, 15: 6, 16: 5, 17: 5, 18: 5}
 # pg_publication_tables is a view: its OID depends on initdb's order (pinned builds).
-_PUBLICATION_TABLES_VIEW: Final = {14: 12285, 15: 12068, 16: 12068, 17: 12068}
+_PUBLICATION_TABLES_VIEW: Final = {14: 12285, 15: 12068, 16: 12068, 17: 12068, 18: 12068}
 
 
 def _literals(text: str) -> list[str]:
@@ -192,11 +192,13 @@ class CatalogQueries:
             ),
             (
                 re.compile(
-                    r"SELECT (a\.attnum, )?a\.attname, a\.atttypid, a\.attnum = ANY\(i\.indkey\) "
+                    # 18 publishers: generated columns are listed, with a flag.
+                    r"SELECT (a\.attnum, )?a\.attname, a\.atttypid, a\.attnum = ANY\(i\.indkey\)"
+                    r"(, a\.attgenerated != '')? "
                     r"FROM pg_catalog\.pg_attribute a LEFT JOIN pg_catalog\.pg_index i ON "
                     r"\(i\.indexrelid = pg_get_replica_identity_index\(([0-9]+)\)\) WHERE "
-                    r"a\.attnum > 0::pg_catalog\.int2 AND NOT a\.attisdropped AND "
-                    r"a\.attgenerated = '' AND a\.attrelid = ([0-9]+) ORDER BY a\.attnum",
+                    r"a\.attnum > 0::pg_catalog\.int2 AND NOT a\.attisdropped "
+                    r"(?:AND a\.attgenerated = '' )?AND a\.attrelid = ([0-9]+) ORDER BY a\.attnum",
                     flags,
                 ),
                 self._attributes,
@@ -411,8 +413,8 @@ class CatalogQueries:
         schema, name = (g.replace("''", "'") for g in match.groups())
         columns = (
             Column("oid", "oid", _PG_CLASS, 1),
-            Column("relreplident", "char", _PG_CLASS, 26),
-            Column("relkind", "char", _PG_CLASS, 17),
+            Column("relreplident", "char", _PG_CLASS, pg_class_attnum(self.major, "relreplident")),
+            Column("relkind", "char", _PG_CLASS, pg_class_attnum(self.major, "relkind")),
         )
         state = self._states().get(f"{schema}.{name}")
         rows: tuple[tuple[str | None, ...], ...] = ()
@@ -450,20 +452,26 @@ class CatalogQueries:
             Column("atttypid", "oid", _PG_ATTRIBUTE, 3),
             Column("?column?", "bool"),
         ]
+        with_generated = match.group(2) is not None
         if with_attnum:
             place = _ATTNUM_COLUMN.get(self.major, 5)
             columns.insert(0, Column("attnum", "int2", _PG_ATTRIBUTE, place))
-        state = self._by_oid(int(match.group(3)))
+        if with_generated:
+            columns.append(Column("?column?", "bool"))
+        state = self._by_oid(int(match.group(4)))
         rows: list[tuple[str | None, ...]] = []
         if state is not None:
             version = state.version
-            index = int(match.group(2)) == version.oid and version.identity in "di"
+            index = int(match.group(3)) == version.oid and version.identity in "di"
             has_index = index and any(c.key for c in version.published)
             for c in version.published:
                 # Without a replica identity index the LEFT JOIN finds no row: NULL.
                 key = ("t" if c.key else "f") if has_index else None
                 row: tuple[str | None, ...] = (c.name, str(c.ctype.oid), key)
-                rows.append((str(c.attnum), *row) if with_attnum else row)
+                if with_attnum:
+                    row = (str(c.attnum), *row)
+                # Scripts model no generated columns: attgenerated is '' for all.
+                rows.append((*row, "f") if with_generated else row)
         return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
 
     # --- SELECT … FROM t ---------------------------------------------------------------

@@ -105,6 +105,8 @@ KEYWORDS: Final[dict[int, frozenset[str]]] = {
     16: _KEYWORDS_ALL | {"READ_REPLICATION_SLOT", "TWO_PHASE"},
     17: _KEYWORDS_ALL
     | {"READ_REPLICATION_SLOT", "TWO_PHASE", "ALTER_REPLICATION_SLOT", "UPLOAD_MANIFEST"},
+    18: _KEYWORDS_ALL
+    | {"READ_REPLICATION_SLOT", "TWO_PHASE", "ALTER_REPLICATION_SLOT", "UPLOAD_MANIFEST"},
 }
 """Every word the replication scanner turns into a keyword token, per major."""
 
@@ -124,6 +126,7 @@ COMMAND_KEYWORDS: Final[dict[int, frozenset[str]]] = {
     15: _COMMANDS_ALL | {"READ_REPLICATION_SLOT"},
     16: _COMMANDS_ALL | {"READ_REPLICATION_SLOT"},
     17: _COMMANDS_ALL | {"READ_REPLICATION_SLOT", "ALTER_REPLICATION_SLOT", "UPLOAD_MANIFEST"},
+    18: _COMMANDS_ALL | {"READ_REPLICATION_SLOT", "ALTER_REPLICATION_SLOT", "UPLOAD_MANIFEST"},
 }
 """First words that make a Query a replication command (see
 ``replication_scanner_is_replication_command`` in repl_scanner.l)."""
@@ -131,9 +134,9 @@ COMMAND_KEYWORDS: Final[dict[int, frozenset[str]]] = {
 # Line of replication_yyerror() in repl_scanner.l, and of the "invalid timeline" checks
 # in repl_gram.y (TIMELINE_HISTORY, then START_REPLICATION ... TIMELINE), per major, as
 # the F/L/R fields of the real servers' ErrorResponse show them.
-_YYERROR_LINE: Final = {14: 246, 15: 239, 16: 249, 17: 251}
-_TIMELINE_HISTORY_LINE: Final = {14: 345, 15: 303, 16: 301, 17: 318}
-_OPT_TIMELINE_LINE: Final = {14: 377, 15: 335, 16: 333, 17: 359}
+_YYERROR_LINE: Final = {14: 246, 15: 239, 16: 249, 17: 251, 18: 265}
+_TIMELINE_HISTORY_LINE: Final = {14: 345, 15: 303, 16: 301, 17: 318, 18: 322}
+_OPT_TIMELINE_LINE: Final = {14: 377, 15: 335, 16: 333, 17: 359, 18: 363}
 _TRUNCATE_LINE: Final = 102  # scansup.c, the same on 14–17
 
 _ULONG_MAX: Final = (1 << 64) - 1
@@ -444,7 +447,13 @@ TokenKind = Literal["KEYWORD", "IDENT", "SCONST", "UCONST", "RECPTR", "CHAR", "E
 _IDENT_RE: Final = re.compile(r"[A-Za-z_\u0080-\U0010ffff][A-Za-z_0-9$\u0080-\U0010ffff]*")
 _RECPTR_RE: Final = re.compile(r"([0-9A-Fa-f]+)/([0-9A-Fa-f]+)")
 _UCONST_RE: Final = re.compile(r"[0-9]+")
-_WHITESPACE: Final = {14: " \t\n\r\f", 15: " \t\n\r\f", 16: " \t\n\r\f", 17: " \t\n\r\f\v"}
+_WHITESPACE: Final = {
+    14: " \t\n\r\f",
+    15: " \t\n\r\f",
+    16: " \t\n\r\f",
+    17: " \t\n\r\f\v",
+    18: " \t\n\r\f\v",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from pgwire_mock.server.errors import ServerError
-from pgwire_mock.server.sql import Column, Result
+from pgwire_mock.server.sql import Column, Result, pg_class_attnum
 
 if TYPE_CHECKING:
     from pgwire_mock.script.tables import TableState
@@ -474,7 +474,8 @@ class JdbcCatalog:
         schema, name = (_unquote(g) or "" for g in match.groups())
         state = self._table(schema, name, "replica identity query", text)
         rows = () if state is None else ((state.version.identity,),)
-        columns = (Column("relreplident", "char", _PG_CLASS, 26),)
+        attnum = pg_class_attnum(self.major, "relreplident")
+        columns = (Column("relreplident", "char", _PG_CLASS, attnum),)
         return Result(f"SELECT {len(rows)}", columns, rows)
 
 

@@ -46,6 +46,7 @@ from codec.replication import (
 from codec.replication import encode as encode_replication
 from codec.wire import (
     PG_MAX_AUTH_TOKEN_LENGTH,
+    PROTOCOL_3_2,
     AuthenticationOk,
     AuthenticationSASLFinal,
     BackendKeyData,
@@ -79,6 +80,7 @@ from codec.wire import (
     RowDescription,
     SASLInitialResponse,
     SASLResponse,
+    SecretKey,
     SSLRequest,
     SSLResponse,
     StartupMessage,
@@ -298,7 +300,7 @@ class WalSenderSession:
         self.facts = VERSIONS[config.major]
         self.phase = Phase.STARTUP
         self.pid = state.allocate_pid()
-        self.secret_key = int.from_bytes(config.random_bytes(4), "big", signed=True)
+        self.secret_key: SecretKey = int.from_bytes(config.random_bytes(4), "big", signed=True)
         self.user = ""
         self.database = ""
         self.replication: str = "database"  # database | physical | plain
@@ -317,6 +319,7 @@ class WalSenderSession:
         self._sql: SqlLayer | None = None
         self._catalog: CatalogQueries | None = None
         self._startup_params: dict[str, str] = {}
+        self._guc_reported: dict[str, str] = {}  # ParameterStatus values last sent
         self._now = now
         self._held = bytearray()  # client bytes a stalled walsender has not read yet
         #: Called when output appears outside receive_data/tick/produce (a cancel).
@@ -472,15 +475,26 @@ class WalSenderSession:
                         f'slot "{s.slot.name}", output plugin "pgoutput", in the change '
                         f"callback, associated LSN {format_lsn(event.lsn)}"
                     )
-                    self._stream_error(
-                        error(
-                            self.major,
-                            "publication_does_not_exist",
-                            context=context,
-                            publication=missing[0],
+                    if self.major >= 18:
+                        # LoadPublications (18) skips each with a WARNING and decodes on.
+                        for name in missing:
+                            warning = error(
+                                self.major,
+                                "publication_skipped",
+                                context=context,
+                                publication=name,
+                            )
+                            self._send(NoticeResponse(warning.fields()))
+                    else:
+                        self._stream_error(
+                            error(
+                                self.major,
+                                "publication_does_not_exist",
+                                context=context,
+                                publication=missing[0],
+                            )
                         )
-                    )
-                    break
+                        break
             elif isinstance(event, SourceError):
                 self._stream_error(event.error)
                 break
@@ -591,7 +605,26 @@ class WalSenderSession:
         self._send(NoticeResponse(err.fields()))
 
     def _ready(self) -> None:
+        self._report_changed_settings()
         self._send(ReadyForQuery(self.transaction_status))  # type: ignore[arg-type]
+
+    def _report_changed_settings(self) -> None:
+        """ReportChangedGUCOptions (guc.c), before each ReadyForQuery: a ParameterStatus
+        for every reported setting whose value differs from the one last sent. 14/15 walk
+        the name-sorted GUC array; 16+ a list each change pushes at its head."""
+        if self._sql is None or not self._sql.changed:
+            return
+        names = [name for name in self._sql.changed if name in self._guc_reported]
+        if self.major < 16:
+            names.sort(key=str.lower)
+        else:
+            names.reverse()
+        self._sql.changed.clear()
+        for name in names:
+            value = self._sql.settings[name]
+            if self._guc_reported[name] != value:
+                self._guc_reported[name] = value
+                self._send(ParameterStatus(name, value))
 
     def _fatal(self, err: ServerError) -> None:
         self._log(f"{err.severity}: {err.message}")
@@ -658,21 +691,26 @@ class WalSenderSession:
         self.close_requested = True
 
     def _on_startup(self, message: StartupMessage) -> None:
+        latest = self.facts.latest_protocol
         if message.major_version != 3:
             self._fatal(
                 ServerError(
                     "FATAL",
                     "0A000",
                     f"unsupported frontend protocol {message.major_version}."
-                    f"{message.minor_version}: server supports 3.0 to 3.0",
+                    f"{message.minor_version}: server supports 3.0 to 3.{latest & 0xFFFF}",
                 )
             )
             return
         params = dict(message.parameters)
-        # 14-17 speak protocol 3.0 only: a newer minor or any _pq_. option is answered.
-        negotiate = NegotiateProtocolVersion.for_startup(message, 0x30000)
+        # 14-17 speak 3.0 only, 18 up to 3.2: a newer minor or any _pq_. option is answered.
+        negotiate = NegotiateProtocolVersion.for_startup(message, latest)
         if negotiate is not None:
             self._send(negotiate)
+        if latest >= PROTOCOL_3_2 and message.protocol_version >= PROTOCOL_3_2:
+            # PostgresMain (18): MAX_CANCEL_KEY_LENGTH bytes when the client *asked* for
+            # 3.2 or newer, the 4-byte Int32 key otherwise.
+            self.secret_key = self.config.random_bytes(32)
         replication = params.get("replication")
         if replication is not None:
             if replication == "database":
@@ -813,6 +851,7 @@ class WalSenderSession:
             self.major, overrides, replication_database=self.replication != "physical"
         )
         self._send(*(ParameterStatus(name, value) for name, value in params))
+        self._guc_reported = dict(params)
         self._send(BackendKeyData(self.pid, self.secret_key))
         self.phase = Phase.READY
         self.state.sessions[self.pid] = self
@@ -1208,18 +1247,31 @@ class WalSenderSession:
         )
 
     def _alter_slot(self, command: AlterReplicationSlot) -> None:
+        """AlterReplicationSlot (walsender.c): every option is parsed before the slot is
+        acquired; ReplicationSlotAlter (slot.c) then checks the slot's kind and, for
+        failover, that it is not temporary. 18 adds TWO_PHASE."""
+        known = ("failover", "two_phase") if self.major >= 18 else ("failover",)
+        given: dict[str, bool] = {}
+        for option in command.options:
+            if option.name not in known:
+                raise error(self.major, "alter_slot_unrecognized_option", option=option.name)
+            if option.name in given:
+                raise error(self.major, f"alter_slot_conflicting_{option.name}")
+            flag = True if option.value is None else _parse_bool(str(option.value))
+            if flag is None:
+                raise error(self.major, "requires_boolean", option=option.name)
+            given[option.name] = flag
         try:
             slot = self.state.acquire(command.slot_name, self.pid)
         except StateError as err:
             raise self._slot_error(err) from None
         try:
-            for option in command.options:
-                if option.name != "failover":
-                    raise ServerError("ERROR", "XX000", f"unrecognized option: {option.name}")
-                flag = True if option.value is None else _parse_bool(str(option.value))
-                if flag is None:
-                    raise ServerError("ERROR", "42601", "failover requires a Boolean value")
-                slot.failover = flag
+            if not slot.logical:
+                raise error(self.major, "alter_slot_physical")
+            if given.get("failover") and slot.temporary:
+                raise error(self.major, "alter_failover_temporary_slot")
+            slot.failover = given.get("failover", slot.failover)
+            slot.two_phase = given.get("two_phase", slot.two_phase)
         finally:
             self.state.release(slot.name, self.pid)
         self._send(CommandComplete("ALTER_REPLICATION_SLOT"))
@@ -1269,6 +1321,7 @@ class WalSenderSession:
             # CreateDecodingContext (15+): a slot first streamed with two_phase is marked
             # two-phase for good, and the mark is saved with the slot.
             slot.two_phase = True
+            slot.two_phase_at = from_lsn
             self.state.save()
         source = self.config.source
         events = source.events(options, self.major, from_lsn) if source is not None else iter(())

@@ -453,6 +453,7 @@ class ScriptSource:
             Fault,
             OptionError,
             PublicationMissingError,
+            PublicationsSkipped,
             Send,
             Sleep,
             StreamOptions,
@@ -491,6 +492,8 @@ class ScriptSource:
                     yield Pause(event.seconds)
                 elif isinstance(event, Fault):
                     yield FaultEvent(event.name, dict(event.params), event.lsn)
+                elif isinstance(event, PublicationsSkipped):
+                    yield CheckPublications(event.lsn)
             if held is not None:
                 yield held
         except PublicationMissingError:

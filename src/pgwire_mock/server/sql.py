@@ -41,6 +41,7 @@ __all__ = [
     "Result",
     "SqlLayer",
     "gucs_for",
+    "pg_class_attnum",
     "split_statements",
 ]
 
@@ -302,18 +303,30 @@ _COUNT: Final = re.compile(r"(?:pg_catalog\.)?count ?\( ?(\*|[0-9]+|[^()\s]+) ?\
 # The relations RowDescription names for catalog columns (read from the pinned builds):
 # the catalog pg_publication has a fixed OID; a system view's depends on initdb's order.
 _RELATION_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
-    "pg_publication": {14: 6104, 15: 6104, 16: 6104, 17: 6104},
-    "pg_replication_slots": {14: 12466, 15: 12257, 16: 12257, 17: 12257},
-    "pg_stat_replication": {14: 12440, 15: 12227, 16: 12227, 17: 12227},
+    "pg_publication": {14: 6104, 15: 6104, 16: 6104, 17: 6104, 18: 6104},
+    "pg_replication_slots": {14: 12466, 15: 12257, 16: 12257, 17: 12257, 18: 12261},
+    "pg_stat_replication": {14: 12440, 15: 12227, 16: 12227, 17: 12227, 18: 12231},
 }
 # pg_database OIDs: initdb's own databases have fixed ones on 15+ (14 numbered "postgres"
 # after the system objects: 13695 on the pinned build); later ones count from 16384.
 _DATABASE_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
-    "template1": {14: 1, 15: 1, 16: 1, 17: 1},
-    "template0": {14: 13694, 15: 4, 16: 4, 17: 4},
-    "postgres": {14: 13695, 15: 5, 16: 5, 17: 5},
+    "template1": {14: 1, 15: 1, 16: 1, 17: 1, 18: 1},
+    "template0": {14: 13694, 15: 4, 16: 4, 17: 4, 18: 4},
+    "postgres": {14: 13695, 15: 5, 16: 5, 17: 5, 18: 5},
 }
 _FIRST_NORMAL_OID: Final = 16384
+
+# pg_class attribute numbers as 14-17 have them; 18 inserted relallfrozen (13) after
+# relallvisible, so every later column moved up by one.
+_PG_CLASS_ATTNUMS: Final = {"oid": 1, "relname": 2, "relpages": 10, "reltuples": 11}
+_PG_CLASS_ATTNUMS_FROM_13: Final = {"relkind": 17, "relreplident": 26}
+
+
+def pg_class_attnum(major: int, name: str) -> int:
+    """The attribute number RowDescription gives a pg_class column on ``major``."""
+    if name in _PG_CLASS_ATTNUMS:
+        return _PG_CLASS_ATTNUMS[name]
+    return _PG_CLASS_ATTNUMS_FROM_13[name] + (1 if major >= 18 else 0)
 
 
 def _ident(quoted: str | None, bare: str | None) -> str:
@@ -343,6 +356,8 @@ class SqlLayer:
         self.user = user
         self.database = database
         self.pid = pid
+        # Settings changed by SET / set_config, in order, for ReportChangedGUCOptions.
+        self.changed: list[str] = []
         self._handlers: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Result]], ...] = (
             (re.compile(r"(?:begin|start transaction)(?: .*)?", re.I), self._begin),
             (re.compile(r"(?:commit|end)(?: transaction| work)?", re.I), self._commit),
@@ -475,12 +490,17 @@ class SqlLayer:
         name = match.group(1).replace("''", "'")
         value = match.group(2).replace("''", "'")
         try:
-            self.settings[self._canonical(name)] = value
+            self._assign(self._canonical(name), value)
         except ServerError:
             if "." not in name:  # custom "a.b" settings may be created
                 raise
-            self.settings[name] = value
+            self._assign(name, value)
         return Result("SELECT 1", (Column("set_config"),), ((value,),))
+
+    def _assign(self, key: str, value: str) -> None:
+        self.settings[key] = value
+        if key not in self.changed:
+            self.changed.append(key)
 
     def _set(self, match: re.Match[str]) -> Result:
         name = match.group(1)
@@ -490,7 +510,7 @@ class SqlLayer:
             name = "TimeZone"
         if name.lower() == "datestyle" and value.upper() == "ISO":
             value = "ISO, MDY"
-        self.settings[self._canonical(name)] = value
+        self._assign(self._canonical(name), value)
         return Result("SET")
 
     # --- functions ----------------------------------------------------------------------
@@ -565,6 +585,13 @@ class SqlLayer:
             (Column("safe_wal_size", "int8"), lambda s: None),
             (Column("two_phase", "bool"), lambda s: _bool(s.two_phase)),
         ]
+        if self.major >= 18:
+            cols.append(
+                (
+                    Column("two_phase_at", "pg_lsn"),
+                    lambda s: _lsn(s.two_phase_at or 0) if s.two_phase else None,
+                )
+            )
         if self.major >= 17:
             cols.append(
                 (Column("inactive_since", "timestamptz"), lambda s: self._time(s.inactive_since))
@@ -637,6 +664,11 @@ class SqlLayer:
             (Column("pubdelete", "bool"), lambda p: _bool(p.delete)),
             (Column("pubtruncate", "bool"), lambda p: _bool(p.truncate)),
             (Column("pubviaroot", "bool"), lambda p: _bool(False)),
+            *(
+                [(Column("pubgencols", "char"), lambda p: p.generated_columns)]
+                if self.major >= 18
+                else []
+            ),
         ]
 
     def _publication_table_rows(self) -> tuple[list[Column], list[tuple[str | None, ...]]]:
@@ -766,11 +798,15 @@ class SqlLayer:
                 if t
             )
         publish = {"insert", "update", "delete", "truncate"}
+        generated = "n"
         options = match.group(5)
         if options:
             m = re.search(r"publish ?= ?" + _LITERAL, options, re.I)
             if m is not None:
                 publish = {p.strip().lower() for p in m.group(1).split(",") if p.strip()}
+            m = re.search(r"publish_generated_columns ?(?:= ?'?(\w+)'?)?", options, re.I)
+            if m is not None and self.major >= 18 and (m.group(1) or "").lower() == "stored":
+                generated = "s"
         self.state.add_publication(
             PublicationState(
                 name,
@@ -781,6 +817,7 @@ class SqlLayer:
                 delete="delete" in publish,
                 truncate="truncate" in publish,
                 owner=self.user,
+                generated_columns=generated,
             )
         )
         return Result("CREATE PUBLICATION")

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from codec.wire import SecretKey
+
 __all__ = [
     "ANY",
     "DEFAULT_DATABASES",
@@ -85,7 +87,7 @@ class WalSenderStatus:
 class Cancellable(Protocol):
     """A live session, as a CancelRequest and ``pg_stat_replication`` find it."""
 
-    secret_key: int
+    secret_key: SecretKey
 
     def cancel(self) -> None: ...
 
@@ -126,6 +128,10 @@ class SlotState:
     confirmed_flush: int
     restart_lsn: int
     two_phase: bool = False
+    two_phase_at: int | None = None
+    """Where two-phase decoding began (18 shows it): the consistent point for a slot made
+    with TWO_PHASE, the start point for one first streamed with ``two_phase``; None after
+    ALTER_REPLICATION_SLOT alone turns it on (slot.c leaves it invalid)."""
     temporary: bool = False
     failover: bool = False
     active_pid: int | None = None
@@ -155,6 +161,7 @@ class PublicationState:
     delete: bool = True
     truncate: bool = True
     owner: str = "postgres"
+    generated_columns: str = "n"  # pubgencols (18): n = none, s = stored
 
 
 @dataclass(slots=True)
@@ -268,6 +275,7 @@ class ServerState:
             confirmed_flush=start if plugin is not None else 0,
             restart_lsn=start if plugin is not None or reserve_wal else 0,
             two_phase=two_phase,
+            two_phase_at=start if two_phase else None,
             temporary=temporary,
             failover=failover,
             active_pid=owner_pid if temporary else None,

@@ -1,6 +1,6 @@
-"""What a real PostgreSQL 14, 15, 16 and 17 walsender says, as data, per major.
+"""What a real PostgreSQL 14, 15, 16, 17 and 18 walsender says, as data, per major.
 
-Every value here was read from real servers (14.23, 15.18, 16.14, 17.10, the builds
+Every value here was read from real servers (14.23, 15.18, 16.14, 17.10, 18.4, the builds
 ``conformance.provision`` pins) and is checked again by
 ``tests/pgwire_mock/test_versions_postgres.py``. Errors carry the F/L/R fields (source
 file, line, routine) those builds send, so a reply can be byte-identical to theirs; other
@@ -29,7 +29,7 @@ __all__ = [
     "validate_start_replication",
 ]
 
-MAJORS: Final = (14, 15, 16, 17)
+MAJORS: Final = (14, 15, 16, 17, 18)
 
 OID_INT4: Final = 23
 OID_INT8: Final = 20
@@ -48,6 +48,8 @@ class VersionFacts:
     # keeps GUCs in a hash table, so from 16 on the order is the table's, not alphabetical.
     parameter_status: tuple[tuple[str, str], ...]
     max_proto_version: int
+    # The newest frontend/backend protocol (PG_PROTOCOL_LATEST): 3.0 until 17, 3.2 on 18.
+    latest_protocol: int
     # IDENTIFY_SYSTEM's timeline column: int4 on 14/15, int8 from 16.
     identify_system_timeline_oid: int
     commands: frozenset[str]
@@ -103,6 +105,12 @@ _PARAMS_16_17: Final = (
     "server_version",
     "server_encoding",
 )
+# 18 reports search_path (GUC_REPORT since 18), right after IntervalStyle.
+_PARAMS_18: Final = (
+    *_PARAMS_16_17[: _PARAMS_16_17.index("IntervalStyle") + 1],
+    "search_path",
+    *_PARAMS_16_17[_PARAMS_16_17.index("IntervalStyle") + 1 :],
+)
 _DEFAULTS: Final = {
     "application_name": "",
     "client_encoding": "UTF8",
@@ -117,12 +125,13 @@ _DEFAULTS: Final = {
     "standard_conforming_strings": "on",
     "TimeZone": "UTC",
     "scram_iterations": "4096",
+    "search_path": '"$user", public',
 }
 
 
 def _facts(major: int, minor: int) -> VersionFacts:
     version = f"{major}.{minor}"
-    names = _PARAMS_14_15 if major < 16 else _PARAMS_16_17
+    names = _PARAMS_14_15 if major < 16 else _PARAMS_16_17 if major < 18 else _PARAMS_18
     values = dict(_DEFAULTS, server_version=version)
     create_options = {"snapshot", "reserve_wal", "two_phase"} if major >= 15 else set()
     if major >= 17:
@@ -138,6 +147,7 @@ def _facts(major: int, minor: int) -> VersionFacts:
         server_version_num=major * 10000 + minor,
         parameter_status=tuple((name, values[name]) for name in names),
         max_proto_version={14: 2, 15: 3}.get(major, 4),
+        latest_protocol=0x30002 if major >= 18 else 0x30000,
         identify_system_timeline_oid=OID_INT4 if major < 16 else OID_INT8,
         commands=COMMAND_KEYWORDS[major],
         create_slot_options=frozenset(create_options),
@@ -151,6 +161,7 @@ VERSIONS: Final[Mapping[int, VersionFacts]] = {
     15: _facts(15, 18),
     16: _facts(16, 14),
     17: _facts(17, 10),
+    18: _facts(18, 4),
 }
 
 
@@ -186,7 +197,7 @@ class _ErrorFact:
     sqlstate: str
     message: str | Mapping[int, str]
     file: str | Mapping[int, str]
-    routine: str
+    routine: str | Mapping[int, str]
     lines: Mapping[int, int]
     severity: str = "ERROR"
     detail: str | None = None
@@ -215,28 +226,28 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'replication slot "{slot}" does not exist',
         "slot.c",
         "ReplicationSlotAcquire",
-        _v(v14=432, v15=502, v16=504, v17=590),
+        _v(v14=432, v15=502, v16=504, v17=590, v18=610),
     ),
     "slot_active": _ErrorFact(
         "55006",
         'replication slot "{slot}" is active for PID {pid}',
         "slot.c",
         "ReplicationSlotAcquire",
-        _v(v14=478, v15=548, v16=550, v17=636),
+        _v(v14=478, v15=548, v16=550, v17=636, v18=665),
     ),
     "slot_already_exists": _ErrorFact(
         "42710",
         'replication slot "{slot}" already exists',
         "slot.c",
         "ReplicationSlotCreate",
-        _v(v14=287, v15=312, v16=314, v17=399),
+        _v(v14=287, v15=312, v16=314, v17=399, v18=414),
     ),
     "slot_name_invalid_character": _ErrorFact(
         "42602",
         'replication slot name "{slot}" contains invalid character',
         "slot.c",
         "ReplicationSlotValidateName",
-        _v(v14=181, v15=206, v16=208, v17=261),
+        _v(v14=181, v15=206, v16=208, v17=261, v18=282),
         hint=_SLOT_NAME_HINT,
     ),
     "slot_name_too_short": _ErrorFact(
@@ -244,14 +255,50 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'replication slot name "{slot}" is too short',
         "slot.c",
         "ReplicationSlotValidateName",
-        _v(v14=181, v15=206, v16=208, v17=261),
+        _v(v14=181, v15=206, v16=208, v17=261, v18=282),
     ),
     "failover_temporary_slot": _ErrorFact(
         "0A000",
         "cannot enable failover for a temporary replication slot",
         "slot.c",
         "ReplicationSlotCreate",
-        _v(v17=374),
+        _v(v17=374, v18=389),
+    ),
+    # ALTER_REPLICATION_SLOT (17; TWO_PHASE from 18): options first, then the slot.
+    "alter_slot_unrecognized_option": _ErrorFact(
+        "XX000",
+        "unrecognized option: {option}",
+        "walsender.c",
+        {17: "ParseAlterReplSlotOptions", 18: "AlterReplicationSlot"},
+        _v(v17=1449, v18=1434),
+    ),
+    "alter_slot_conflicting_failover": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        "walsender.c",
+        {17: "ParseAlterReplSlotOptions", 18: "AlterReplicationSlot"},
+        _v(v17=1444, v18=1420),
+    ),
+    "alter_slot_conflicting_two_phase": _ErrorFact(
+        "42601",
+        "conflicting or redundant options",
+        "walsender.c",
+        "AlterReplicationSlot",
+        _v(v18=1429),
+    ),
+    "alter_slot_physical": _ErrorFact(
+        "0A000",
+        "cannot use ALTER_REPLICATION_SLOT with a physical replication slot",
+        "slot.c",
+        "ReplicationSlotAlter",
+        _v(v17=846, v18=891),
+    ),
+    "alter_failover_temporary_slot": _ErrorFact(
+        "0A000",
+        "cannot enable failover for a temporary replication slot",
+        "slot.c",
+        "ReplicationSlotAlter",
+        _v(v17=0, v18=0),
     ),
     # Connection start (InitProcess, then InitPostgres after authentication).
     "too_many_clients": _ErrorFact(
@@ -259,7 +306,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "sorry, too many clients already",
         "proc.c",
         "InitProcess",
-        _v(v14=361, v15=359, v16=353, v17=357),
+        _v(v14=361, v15=359, v16=353, v17=357, v18=457),
         severity="FATAL",
     ),
     "too_many_walsenders": _ErrorFact(
@@ -270,10 +317,12 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
             16: "number of requested standby connections exceeds max_wal_senders (currently {max})",
             17: 'number of requested standby connections exceeds "max_wal_senders" '
             "(currently {max})",
+            18: 'number of requested standby connections exceeds "max_wal_senders" '
+            "(currently {max})",
         },
         "proc.c",
         "InitProcess",
-        _v(v14=358, v15=356, v16=350, v17=354),
+        _v(v14=358, v15=356, v16=350, v17=354, v18=454),
         severity="FATAL",
     ),
     "role_does_not_exist": _ErrorFact(
@@ -281,7 +330,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'role "{role}" does not exist',
         "miscinit.c",
         "InitializeSessionUserId",
-        _v(v14=755, v15=770, v16=801, v17=799),
+        _v(v14=755, v15=770, v16=801, v17=799, v18=804),
         severity="FATAL",
     ),
     "database_does_not_exist": _ErrorFact(
@@ -289,7 +338,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'database "{database}" does not exist',
         "postinit.c",
         "InitPostgres",
-        _v(v14=890, v15=950, v16=1023, v17=1034),
+        _v(v14=890, v15=950, v16=1023, v17=1034, v18=1016),
         severity="FATAL",
     ),
     "slot_other_database": _ErrorFact(
@@ -306,28 +355,28 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "{what} must be called inside a transaction",
         "walsender.c",
         "CreateReplicationSlot",
-        _v(v14=1000, v15=1125, v16=1123, v17=1295),
+        _v(v14=1000, v15=1125, v16=1123, v17=1295, v18=1268),
     ),
     "use_snapshot_isolation": _ErrorFact(
         "XX000",
         "{what} must be called in REPEATABLE READ isolation mode transaction",
         "walsender.c",
         "CreateReplicationSlot",
-        _v(v14=1006, v15=1131, v16=1129, v17=1301),
+        _v(v14=1006, v15=1131, v16=1129, v17=1301, v18=1274),
     ),
     "use_snapshot_read_only": _ErrorFact(
         "XX000",
         "{what} must be called in a read-only transaction",
         "walsender.c",
         "CreateReplicationSlot",
-        _v(v16=1134, v17=1306),
+        _v(v16=1134, v17=1306, v18=1279),
     ),
     "use_snapshot_after_query": _ErrorFact(
         "XX000",
         "{what} must be called before any query",
         "walsender.c",
         "CreateReplicationSlot",
-        _v(v14=1012, v15=1137, v16=1140, v17=1312),
+        _v(v14=1012, v15=1137, v16=1140, v17=1312, v18=1285),
     ),
     # Snapshots and reading tables (a client's snapshot SQL, a subscriber's COPY).
     "set_transaction_outside_block": _ErrorFact(
@@ -335,7 +384,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "SET TRANSACTION can only be used in transaction blocks",
         "xact.c",
         "CheckTransactionBlock",
-        _v(v14=3528, v15=3591, v16=3602, v17=3705),
+        _v(v14=3528, v15=3591, v16=3602, v17=3705, v18=3749),
         severity="WARNING",
     ),
     "lock_table_outside_block": _ErrorFact(
@@ -343,7 +392,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "LOCK TABLE can only be used in transaction blocks",
         "xact.c",
         "CheckTransactionBlock",
-        _v(v14=3528, v15=3591, v16=3602, v17=3705),
+        _v(v14=3528, v15=3591, v16=3602, v17=3705, v18=3749),
     ),
     "snapshot_import_isolation": _ErrorFact(
         "0A000",
@@ -351,63 +400,63 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "REPEATABLE READ",
         "snapmgr.c",
         "ImportSnapshot",
-        _v(v14=1429, v15=1429, v16=1431, v17=1402),
+        _v(v14=1429, v15=1429, v16=1431, v17=1402, v18=1420),
     ),
     "snapshot_import_serializable": _ErrorFact(
         "0A000",
         "a serializable transaction cannot import a snapshot from a non-serializable transaction",
         "snapmgr.c",
         "ImportSnapshot",
-        _v(v14=1539, v15=1539, v16=1541, v17=1524),
+        _v(v14=1539, v15=1539, v16=1541, v17=1524, v18=1542),
     ),
     "invalid_snapshot_identifier": _ErrorFact(
         "22023",
         'invalid snapshot identifier: "{name}"',
         "snapmgr.c",
         "ImportSnapshot",
-        _v(v14=1438, v15=1438, v16=1440, v17=1411),
+        _v(v14=1438, v15=1438, v16=1440, v17=1411, v18=1429),
     ),
     "undefined_column": _ErrorFact(
         "42703",
         'column "{column}" does not exist',
         "parse_relation.c",
         "errorMissingColumn",
-        _v(v14=3657, v15=3675, v16=3727, v17=3721),
+        _v(v14=3657, v15=3675, v16=3727, v17=3721, v18=3827),
     ),
     "undefined_table": _ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "parse_relation.c",
         "parserOpenTable",
-        _v(v14=1384, v15=1395, v16=1452, v17=1452),
+        _v(v14=1384, v15=1395, v16=1452, v17=1452, v18=1469),
     ),
     "undefined_qualified_table": _ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "parse_relation.c",
         "parserOpenTable",
-        _v(v14=1363, v15=1374, v16=1431, v17=1431),
+        _v(v14=1363, v15=1374, v16=1431, v17=1431, v18=1448),
     ),
     "copy_undefined_table": _ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "namespace.c",
         "RangeVarGetRelidExtended",
-        _v(v14=436, v15=436, v16=437, v17=639),
+        _v(v14=436, v15=436, v16=437, v17=639, v18=639),
     ),
     "copy_undefined_qualified_table": _ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "namespace.c",
         "RangeVarGetRelidExtended",
-        _v(v14=431, v15=431, v16=432, v17=634),
+        _v(v14=431, v15=431, v16=432, v17=634, v18=634),
     ),
     "copy_undefined_column": _ErrorFact(
         "42703",
         'column "{column}" of relation "{relation}" does not exist',
         "copy.c",
         "CopyGetAttnums",
-        _v(v14=783, v15=818, v16=876, v17=990),
+        _v(v14=783, v15=818, v16=876, v17=990, v18=1041),
     ),
     # Walsender.
     "logical_decoding_requires_database": _ErrorFact(
@@ -415,21 +464,21 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "logical decoding requires a database connection",
         "logical.c",
         "CheckLogicalDecodingRequirements",
-        _v(v14=120, v15=120, v16=125, v17=128),
+        _v(v14=120, v15=120, v16=125, v17=128, v18=128),
     ),
     "logical_slot_for_physical_replication": _ErrorFact(
         "55000",
         "cannot use a logical replication slot for physical replication",
         "walsender.c",
         "StartReplication",
-        _v(v14=623, v15=733, v16=721, v17=871),
+        _v(v14=623, v15=733, v16=721, v17=871, v18=843),
     ),
     "physical_slot_for_logical_decoding": _ErrorFact(
         "55000",
         "cannot use physical replication slot for logical decoding",
         "logical.c",
         "CreateDecodingContext",
-        _v(v14=504, v15=507, v16=522, v17=523),
+        _v(v14=504, v15=507, v16=522, v17=523, v18=523),
     ),
     # 14/15 StartLogicalReplication, for any slot without reserved WAL (restart_lsn
     # invalid): a physical slot made without RESERVE_WAL gets this, not the one above.
@@ -448,28 +497,28 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "requested WAL segment {segment} has already been removed",
         "walsender.c",
         "WalSndSegmentOpen",
-        _v(v14=2585, v15=2744, v16=2782, v17=3103),
+        _v(v14=2585, v15=2744, v16=2782, v17=3103, v18=3098),
     ),
     "read_replication_slot_logical": _ErrorFact(
         "0A000",
         "cannot use READ_REPLICATION_SLOT with a logical replication slot",
         "walsender.c",
         "ReadReplicationSlot",
-        _v(v15=536, v16=537, v17=550),
+        _v(v15=536, v16=537, v17=550, v18=520),
     ),
     "sql_in_physical_walsender": _ErrorFact(
         "0A000",
         "cannot execute SQL commands in WAL sender for physical replication",
         "walsender.c",
         "exec_replication_command",
-        _v(v14=1607, v15=1759, v16=1765, v17=2070),
+        _v(v14=1607, v15=1759, v16=1765, v17=2070, v18=2070),
     ),
     "extended_query_protocol": _ErrorFact(
         "08P01",
         "extended query protocol not supported in a replication connection",
         "postgres.c",
         "forbidden_in_wal_sender",
-        _v(v14=4826, v15=4911, v16=4995, v17=5041),
+        _v(v14=4826, v15=4911, v16=4995, v17=5041, v18=5047),
     ),
     # A non-CopyData message while streaming. (An unknown CopyData sub-type instead
     # closes the connection with no ErrorResponse: the server logs it as COMMERROR.)
@@ -478,15 +527,21 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'invalid standby message type "{type}"',
         "walsender.c",
         "ProcessRepliesIfAny",
-        _v(v14=1807, v15=1966, v16=1972, v17=2292),
+        _v(v14=1807, v15=1966, v16=1972, v17=2292, v18=2293),
         severity="FATAL",
     ),
     "invalid_replication_parameter": _ErrorFact(
         "22023",
         'invalid value for parameter "replication": "{value}"',
-        {14: "postmaster.c", 15: "postmaster.c", 16: "postmaster.c", 17: "backend_startup.c"},
+        {
+            14: "postmaster.c",
+            15: "postmaster.c",
+            16: "postmaster.c",
+            17: "backend_startup.c",
+            18: "backend_startup.c",
+        },
         "ProcessStartupPacket",
-        _v(v14=2234, v15=2291, v16=2238, v17=763),
+        _v(v14=2234, v15=2291, v16=2238, v17=763, v18=791),
         severity="FATAL",
         hint='Valid values are: "false", 0, "true", 1, "database".',
     ),
@@ -495,15 +550,32 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         'could not open file "pg_wal/{timeline:08X}.history": No such file or directory',
         "walsender.c",
         "SendTimeLineHistory",
-        _v(v14=532, v15=645, v16=633, v17=646),
+        _v(v14=532, v15=645, v16=633, v17=646, v18=616),
     ),
     # pgoutput, after CopyBoth, when the first change is decoded.
     "publication_does_not_exist": _ErrorFact(
         "42704",
         'publication "{publication}" does not exist',
-        {14: "pg_publication.c", 15: "pg_publication.c", 16: "lsyscache.c", 17: "lsyscache.c"},
+        {
+            14: "pg_publication.c",
+            15: "pg_publication.c",
+            16: "lsyscache.c",
+            17: "lsyscache.c",
+            18: "lsyscache.c",
+        },
         "get_publication_oid",
-        _v(v14=533, v15=1045, v16=3630, v17=3672),
+        _v(v14=533, v15=1045, v16=3630, v17=3672, v18=3672),
+    ),
+    # 18 (LoadPublications): a missing publication is skipped with a WARNING.
+    "publication_skipped": _ErrorFact(
+        "55000",
+        'skipped loading publication "{publication}"',
+        "pgoutput.c",
+        "LoadPublications",
+        _v(v18=1817),
+        severity="WARNING",
+        detail="The publication does not exist at this point in the WAL.",
+        hint="Create the publication if it does not exist.",
     ),
     # pgoutput option parsing (parse_output_parameters), before CopyBoth.
     "pgoutput_conflicting_proto_version": _ErrorFact(
@@ -511,119 +583,119 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=199, v15=319, v16=317, v17=315),
+        lines=_v(v14=199, v15=319, v16=317, v17=315, v18=321),
     ),
     "pgoutput_conflicting_publication_names": _ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=220, v15=342, v16=340, v17=338),
+        lines=_v(v14=220, v15=342, v16=340, v17=338, v18=344),
     ),
     "pgoutput_conflicting_binary": _ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=238, v15=360, v16=358, v17=356),
+        lines=_v(v14=238, v15=360, v16=358, v17=356, v18=362),
     ),
     "pgoutput_conflicting_messages": _ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=248, v15=370, v16=368, v17=366),
+        lines=_v(v14=248, v15=370, v16=368, v17=366, v18=372),
     ),
     "pgoutput_conflicting_streaming": _ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=258, v15=380, v16=378, v17=376),
+        lines=_v(v14=258, v15=380, v16=378, v17=376, v18=382),
     ),
     "pgoutput_conflicting_two_phase": _ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v15=390, v16=388, v17=386),
+        lines=_v(v15=390, v16=388, v17=386, v18=392),
     ),
     "pgoutput_conflicting_origin": _ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v16=398, v17=398),
+        lines=_v(v16=398, v17=398, v18=404),
     ),
     "pgoutput_invalid_proto_version": _ErrorFact(
         "22023",
         "invalid proto_version",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=205, v15=327, v16=325, v17=323),
+        lines=_v(v14=205, v15=327, v16=325, v17=323, v18=329),
     ),
     "pgoutput_proto_version_out_of_range": _ErrorFact(
         "22023",
         'proto_version "{value}" out of range',
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=211, v15=333, v16=331, v17=329),
+        lines=_v(v14=211, v15=333, v16=331, v17=329, v18=335),
     ),
     "pgoutput_invalid_publication_names": _ErrorFact(
         "42602",
         "invalid publication_names syntax",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=231, v15=353, v16=351, v17=349),
+        lines=_v(v14=231, v15=353, v16=351, v17=349, v18=355),
     ),
     "pgoutput_unrecognized_option": _ErrorFact(
         "XX000",
         "unrecognized pgoutput option: {option}",
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v14=264, v15=396, v16=410, v17=412),
+        lines=_v(v14=264, v15=396, v16=410, v17=412, v18=418),
     ),
     "pgoutput_unrecognized_origin": _ErrorFact(
         "22023",
         'unrecognized origin value: "{value}"',
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v16=407, v17=409),
+        lines=_v(v16=407, v17=409, v18=415),
     ),
     "pgoutput_option_missing_proto_version": _ErrorFact(
         "22023",
         'option "proto_version" missing',
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v17=419),
+        lines=_v(v17=419, v18=425),
     ),
     "pgoutput_option_missing_publication_names": _ErrorFact(
         "22023",
         'option "publication_names" missing',
         file="pgoutput.c",
         routine="parse_output_parameters",
-        lines=_v(v17=423),
+        lines=_v(v17=423, v18=429),
     ),
     "requires_boolean": _ErrorFact(
         "42601",
         "{option} requires a Boolean value",
         "define.c",
         "defGetBoolean",
-        _v(v14=158, v15=155, v16=155, v17=154),
+        _v(v14=158, v15=155, v16=155, v17=154, v18=141),
     ),
     "requires_parameter": _ErrorFact(
         "42601",
         "{option} requires a parameter",
         "define.c",
         "defGetString",
-        _v(v14=55, v15=55, v16=55, v17=54),
+        _v(v14=55, v15=55, v16=55, v17=54, v18=41),
     ),
     "streaming_requires_boolean_or_parallel": _ErrorFact(
         "42601",
         '{option} requires a Boolean value or "parallel"',
         "subscriptioncmds.c",
         "defGetStreamingMode",
-        _v(v16=2363, v17=2444),
+        _v(v16=2363, v17=2444, v18=2514),
     ),
     # pgoutput_startup, after the options parsed.
     "pgoutput_proto_version_too_high": _ErrorFact(
@@ -635,10 +707,12 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
             "or lower",
             17: "client sent proto_version={value} but server only supports protocol {max} "
             "or lower",
+            18: "client sent proto_version={value} but server only supports protocol {max} "
+            "or lower",
         },
         file="pgoutput.c",
         routine="pgoutput_startup",
-        lines=_v(v14=329, v15=469, v16=483, v17=495),
+        lines=_v(v14=329, v15=469, v16=483, v17=495, v18=497),
     ),
     "pgoutput_proto_version_too_low": _ErrorFact(
         "0A000",
@@ -647,10 +721,11 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
             15: "client sent proto_version={value} but we only support protocol 1 or higher",
             16: "client sent proto_version={value} but server only supports protocol 1 or higher",
             17: "client sent proto_version={value} but server only supports protocol 1 or higher",
+            18: "client sent proto_version={value} but server only supports protocol 1 or higher",
         },
         file="pgoutput.c",
         routine="pgoutput_startup",
-        lines=_v(v14=335, v15=475, v16=489, v17=501),
+        lines=_v(v14=335, v15=475, v16=489, v17=501, v18=503),
     ),
     "pgoutput_publication_names_missing": _ErrorFact(
         "22023",
@@ -664,21 +739,21 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "requested proto_version={value} does not support streaming, need 2 or higher",
         file="pgoutput.c",
         routine="pgoutput_startup",
-        lines=_v(v14=354, v15=494, v16=509, v17=516),
+        lines=_v(v14=354, v15=494, v16=509, v17=516, v18=518),
     ),
     "pgoutput_parallel_streaming_needs_proto": _ErrorFact(
         "22023",
         "requested proto_version={value} does not support parallel streaming, need 4 or higher",
         file="pgoutput.c",
         routine="pgoutput_startup",
-        lines=_v(v16=515, v17=522),
+        lines=_v(v16=515, v17=522, v18=524),
     ),
     "pgoutput_two_phase_needs_proto": _ErrorFact(
         "22023",
         "requested proto_version={value} does not support two-phase commit, need 3 or higher",
         file="pgoutput.c",
         routine="pgoutput_startup",
-        lines=_v(v15=516, v16=537, v17=541),
+        lines=_v(v15=516, v16=537, v17=541, v18=543),
     ),
 }
 
@@ -694,6 +769,7 @@ def error(major: int, kind: str, *, context: str | None = None, **args: object) 
         raise KeyError(f"PostgreSQL {major} has no error {kind!r}")
     template = fact.message if isinstance(fact.message, str) else fact.message[major]
     file = fact.file if isinstance(fact.file, str) else fact.file[major]
+    routine = fact.routine if isinstance(fact.routine, str) else fact.routine[major]
     return ServerError(
         fact.severity,
         fact.sqlstate,
@@ -703,7 +779,7 @@ def error(major: int, kind: str, *, context: str | None = None, **args: object) 
         context=context,
         file=file,
         line=fact.lines[major],
-        routine=fact.routine,
+        routine=routine,
     )
 
 
