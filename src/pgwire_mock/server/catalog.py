@@ -147,7 +147,7 @@ class CatalogQueries:
             (
                 re.compile(
                     r"SELECT t\.pubname FROM pg_catalog\.pg_publication t WHERE t\.pubname IN "
-                    r"\(" + _LIST + r"\)",
+                    r"\( ?" + _LIST + r" ?\)",
                     flags,
                 ),
                 self._publications,
@@ -155,7 +155,9 @@ class CatalogQueries:
             (
                 re.compile(
                     r"SELECT DISTINCT t\.schemaname, t\.tablename ?(, t\.attnames )?FROM "
-                    r"pg_catalog\.pg_publication_tables t WHERE t\.pubname IN \(" + _LIST + r"\)",
+                    r"pg_catalog\.pg_publication_tables t WHERE t\.pubname IN \( ?"
+                    + _LIST
+                    + r" ?\)",
                     flags,
                 ),
                 self._table_list_view,
