@@ -453,8 +453,11 @@ NUMERIC_NAN: Final = 0xC000
 NUMERIC_PINF: Final = 0xD000
 NUMERIC_NINF: Final = 0xF000
 NUMERIC_DSCALE_MAX: Final = 0x3FFF
-# NUMERIC_MAX_PRECISION bounds the exponent numeric_in accepts in "1e<n>".
-_MAX_EXPONENT: Final = 1000
+# set_var_from_str() in src/backend/utils/adt/numeric.c refuses an exponent beyond
+# INT_MAX / 2 (it once said NUMERIC_MAX_PRECISION, 1000; no supported version does);
+# past that only the result's size counts: "1e131071" and "0e99999999" are valid on
+# PostgreSQL 14-17, "1e131072" and "1e-16384" are not.
+_MAX_EXPONENT: Final = (2**31 - 1) // 2
 # The largest weight a numeric can have (int16) is 32767 base-10000 digits before the
 # point: 131072 decimal digits, the documented limit.
 _MAX_INT_DIGITS: Final = 131072
@@ -490,19 +493,22 @@ def _numeric_in(text: str) -> Decimal:
     frac = (frac or "").replace("_", "")
     exp = 0
     if exp_text is not None:
-        if len(exp_text) > 10 or not -_MAX_EXPONENT <= int(exp_text) <= _MAX_EXPONENT:
+        digits = exp_text.lstrip("+-").lstrip("0")
+        if len(digits) > 10 or int(digits or "0") > _MAX_EXPONENT:
             raise Invalid(0, f"exponent {exp_text} is out of range for type numeric")
         exp = int(exp_text)
     dscale = max(0, len(frac) - exp)
-    coefficient = (whole + frac).lstrip("0") or "0"
-    # value = coefficient * 10**(exp - len(frac)); rescale to exactly -dscale.
-    shift = exp - len(frac) + dscale
-    if shift >= 0:
-        coefficient += "0" * shift
     if dscale > NUMERIC_DSCALE_MAX:
         raise Invalid(0, f"{text.strip(PG_SPACE)[:50]!r}: numeric scale is out of range")
-    if len(coefficient) - dscale > _MAX_INT_DIGITS:
+    significant = (whole + frac).lstrip("0")
+    # Checked before the zeros are appended: a zero takes any exponent ("0e99999999").
+    if significant and len(significant) - len(frac) + exp > _MAX_INT_DIGITS:
         raise Invalid(0, "value overflows numeric format")
+    coefficient = significant or "0"
+    # value = coefficient * 10**(exp - len(frac)); rescale to exactly -dscale.
+    shift = exp - len(frac) + dscale
+    if shift > 0 and significant:
+        coefficient += "0" * shift
     negative = sign == "-" and coefficient.strip("0") != ""
     return Decimal(f"{'-' if negative else ''}{coefficient}E-{dscale}")
 

@@ -713,19 +713,27 @@ def _interval_text(value: Interval) -> str:
     return " ".join(parts)
 
 
+# DecodeInterval() refuses a field given twice: each unit sets its bit in a mask
+# (DTK_M() in src/include/utils/datetime.h), a clock time sets hour, minute and all
+# second bits, seconds with a non-zero fraction all second bits. "1 week 1 day" and
+# "1 second 1 ms" are distinct fields; "1 day 1 d" and "1 hour 12:00" are not.
+_SECOND_BIT: Final = 0x200
+_ALL_SECOND_BITS: Final = _SECOND_BIT | 0x400 | 0x800
+_CLOCK_BITS: Final = 0x80 | 0x100 | _ALL_SECOND_BITS
+_DAY_BIT: Final = 0x40
 _INTERVAL_UNITS: Final = {
-    **dict.fromkeys(("millennium", "millennia", "mil", "mils"), ("m", 12000)),
-    **dict.fromkeys(("century", "centuries", "cent", "c"), ("m", 1200)),
-    **dict.fromkeys(("decade", "decades", "dec", "decs"), ("m", 120)),
-    **dict.fromkeys(("year", "years", "yr", "yrs", "y"), ("m", 12)),
-    **dict.fromkeys(("month", "months", "mon", "mons"), ("mon", 1)),
-    **dict.fromkeys(("week", "weeks", "w"), ("d", 7)),
-    **dict.fromkeys(("day", "days", "d"), ("d", 1)),
-    **dict.fromkeys(("hour", "hours", "hr", "hrs", "h"), ("us", USECS_PER_HOUR)),
-    **dict.fromkeys(("minute", "minutes", "min", "mins", "m"), ("us", USECS_PER_MINUTE)),
-    **dict.fromkeys(("second", "seconds", "sec", "secs", "s"), ("us", USECS_PER_SEC)),
-    **dict.fromkeys(("millisecond", "milliseconds", "msec", "msecs", "ms"), ("us", 1000)),
-    **dict.fromkeys(("microsecond", "microseconds", "usec", "usecs", "us"), ("us", 1)),
+    **dict.fromkeys(("millennium", "millennia", "mil", "mils"), ("m", 12000, 0x1)),
+    **dict.fromkeys(("century", "centuries", "cent", "c"), ("m", 1200, 0x2)),
+    **dict.fromkeys(("decade", "decades", "dec", "decs"), ("m", 120, 0x4)),
+    **dict.fromkeys(("year", "years", "yr", "yrs", "y"), ("m", 12, 0x8)),
+    **dict.fromkeys(("month", "months", "mon", "mons"), ("mon", 1, 0x10)),
+    **dict.fromkeys(("week", "weeks", "w"), ("d", 7, 0x20)),
+    **dict.fromkeys(("day", "days", "d"), ("d", 1, _DAY_BIT)),
+    **dict.fromkeys(("hour", "hours", "hr", "hrs", "h"), ("us", USECS_PER_HOUR, 0x80)),
+    **dict.fromkeys(("minute", "minutes", "min", "mins", "m"), ("us", USECS_PER_MINUTE, 0x100)),
+    **dict.fromkeys(("second", "seconds", "sec", "secs", "s"), ("us", USECS_PER_SEC, _SECOND_BIT)),
+    **dict.fromkeys(("millisecond", "milliseconds", "msec", "msecs", "ms"), ("us", 1000, 0x400)),
+    **dict.fromkeys(("microsecond", "microseconds", "usec", "usecs", "us"), ("us", 1, 0x800)),
 }
 _INTERVAL_TOKEN: Final = re.compile(
     r"[ \t\n\r\v\f]*+(?:"
@@ -752,16 +760,25 @@ def _interval_in(text: str) -> Interval | PgInfinity:
     us = Fraction(0)
     pos, end, seen, ago = 0, len(body), False, False
     pending_days: str | None = None
+    fields = 0  # DecodeInterval()'s fmask: the fields given so far
+
+    def field(bits: int, at: int) -> None:
+        nonlocal fields
+        if fields & bits:
+            raise Invalid(at, f"an interval field is given twice in {text[:60]!r}")
+        fields |= bits
+
     while pos < end:
         match = _INTERVAL_TOKEN.match(body, pos)
         if match is None or match.end() == pos or ago:
             raise Invalid(pos, f"expected an interval like '1 day 02:03:04', found {text[:60]!r}")
-        pos = match.end()
+        start, pos = pos, match.end()
         seen = True
         sign, hh, mm, ss, frac, number, unit, ago_word = match.groups()
         if ago_word:
             ago = True
         elif hh is not None:
+            field(_CLOCK_BITS, start)
             clock = (
                 int(hh) * USECS_PER_HOUR
                 + int(mm) * USECS_PER_MINUTE
@@ -770,6 +787,7 @@ def _interval_in(text: str) -> Interval | PgInfinity:
             )
             us += -clock if sign == "-" else clock
             if pending_days is not None:
+                field(_DAY_BIT, start)
                 days += int(Fraction(pending_days))
                 pending_days = None
         elif not unit:
@@ -778,11 +796,16 @@ def _interval_in(text: str) -> Interval | PgInfinity:
                 raise Invalid(pos, f"two unit-less numbers in {text[:60]!r}")
             pending_days = number
         else:
-            field = _INTERVAL_UNITS.get(unit.lower())
-            if field is None:
+            unit_info = _INTERVAL_UNITS.get(unit.lower())
+            if unit_info is None:
                 raise Invalid(pos, f"unknown interval unit {unit!r}")
-            kind, scale = field
+            if pending_days is not None:
+                # DecodeInterval() reads right to left: a bare number takes the unit of
+                # the next field, so "1 2 ms" gives milliseconds twice.
+                raise Invalid(start, f"an interval field is given twice in {text[:60]!r}")
+            kind, scale, bit = unit_info
             amount = Fraction(number) * scale
+            field(_ALL_SECOND_BITS if bit == _SECOND_BIT and amount % scale else bit, start)
             if kind == "m":
                 months += round(amount)  # AdjustFractYears(): rint(fval * 12)
             elif kind == "mon":
@@ -798,6 +821,8 @@ def _interval_in(text: str) -> Interval | PgInfinity:
             else:
                 us += amount
     if pending_days is not None:
+        seconds = Fraction(pending_days)
+        field(_ALL_SECOND_BITS if seconds.denominator > 1 else _SECOND_BIT, 0)
         if len(pending_days) > 30:
             raise Invalid(0, f"interval out of range: {text[:60]!r}")
         us += Fraction(pending_days) * USECS_PER_SEC
