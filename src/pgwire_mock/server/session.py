@@ -11,8 +11,10 @@ client stops reading. :attr:`~WalSenderSession.close_requested` and
 Which message a phase accepts, and what handles it, is the one table :data:`TRANSITIONS`.
 Facts reproduced (``walsender.c``, ``postgres.c``, ``postmaster.c``/``backend_startup.c``):
 
-* Extended-protocol messages get 08P01 and then everything up to Sync is ignored (the
-  ``ignore_till_sync`` rule of ``PostgresMain``); Sync then answers ReadyForQuery.
+* On a replication connection extended-protocol messages get 08P01 and then everything
+  up to Sync is ignored (the ``ignore_till_sync`` rule of ``PostgresMain``); Sync then
+  answers ReadyForQuery. A plain connection speaks the extended protocol
+  (:mod:`pgwire_mock.server.extended`), with the same skip to Sync after an error.
 * START_REPLICATION errors (slot, options) come before CopyBothResponse, as
   ErrorResponse + ReadyForQuery; a missing publication comes after, at the first change.
 * Any ERROR drops the session's temporary slots (``ReplicationSlotCleanup``).
@@ -90,6 +92,7 @@ from codec.wire import (
 from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
 from pgwire_mock.server.catalog import CatalogQueries, CopyOut, ServedTables
 from pgwire_mock.server.errors import BackendCrashError, ServerError
+from pgwire_mock.server.extended import ExtendedQuery, Host
 from pgwire_mock.server.faults import ActiveFaults, Fault, FaultError
 from pgwire_mock.server.grammar import (
     AlterReplicationSlot,
@@ -331,6 +334,7 @@ class WalSenderSession:
         # it) and the last status update (write, flush, apply, time), never reset.
         self._last_stream: _Stream | None = None
         self._reported = (0, 0, 0, 0)
+        self._extended = ExtendedQuery()
 
     # --- the transport's side -------------------------------------------------------------
 
@@ -883,18 +887,39 @@ class WalSenderSession:
 
     def _on_sync(self, _: Sync) -> None:
         self.phase = Phase.READY
+        self._extended.synced(self.transaction_status)
         self._ready()
 
-    def _on_extended(self, _: object) -> None:
-        # forbidden_in_wal_sender: an ERROR while doing_extended_query_message, so the
-        # backend skips everything up to Sync, which then gets ReadyForQuery.
-        if self.replication == "plain":
-            err = ServerError(
-                "ERROR", "0A000", "pgwire-mock does not support the extended query protocol"
-            )
-        else:
+    def _on_extended(self, message: object) -> None:
+        # An ERROR while doing_extended_query_message: the backend skips everything up
+        # to Sync, which then gets ReadyForQuery.
+        if self.replication != "plain":  # forbidden_in_wal_sender
             err = error(self.major, "extended_query_protocol")
+        else:
+            try:
+                host = Host(
+                    self._statement,
+                    self._describe_statement,
+                    self._send,
+                    self._send_copy,
+                    self.transaction_status,
+                )
+                self._extended.handle(message, host)
+                return
+            except ServerError as failed:
+                err = failed
+            except Exception as exc:  # a bug of the fake: report it and stay up
+                self._log(f"internal error answering {message!r:.200}: {exc!r}")
+                text = f"pgwire-mock internal error: {type(exc).__name__}: {exc}"
+                err = ServerError("ERROR", "XX000", text)
+            self._log(f"{err.severity}: {err.message}")
+            for notice in err.notices:
+                self._notice(notice)
+            self._extended.failed(self.transaction_status)
         self._send_error(err)
+        if err.fatal:
+            self._finish()
+            return
         self._error_cleanup()
         self.phase = Phase.IGNORE_TILL_SYNC
 
@@ -912,7 +937,9 @@ class WalSenderSession:
     def _on_query(self, message: Query) -> None:
         text = message.query
         if self.replication == "plain":
+            self._extended.simple_query()
             self._run_sql(text)
+            self._extended.synced(self.transaction_status)
             self._ready()
             return
         notices: list[ServerError] = []
@@ -978,7 +1005,7 @@ class WalSenderSession:
                 self._error_cleanup()
                 return
             try:
-                result = self._execute(statement)
+                result = self._statement(statement)
             except ServerError as err:
                 self._log(f"{err.severity}: {err.message}")
                 for notice in err.notices:
@@ -995,15 +1022,37 @@ class WalSenderSession:
             if isinstance(result, CopyOut):
                 self._send_copy(result)
                 continue
-            for notice in result.notices:
-                self._notice(notice)
-            if result.transaction == "begin":
-                self.transaction_status = "T"
-            elif result.transaction is not None:
-                if self.transaction_status == "E":
-                    result = Result("ROLLBACK", notices=())
-                self.transaction_status = "I"
             self._send_result(result)
+
+    def _statement(self, statement: str) -> Result | CopyOut:
+        """Run one statement: its notices sent, the transaction status moved on."""
+        result = self._execute(statement)
+        if isinstance(result, CopyOut):
+            return result
+        for notice in result.notices:
+            self._notice(notice)
+        if result.transaction == "begin":
+            self.transaction_status = "T"
+        elif result.transaction is not None:
+            if self.transaction_status == "E":
+                result = Result("ROLLBACK", notices=(), transaction="rollback")
+            self.transaction_status = "I"
+        return result
+
+    def _describe_statement(self, statement: str) -> Result:
+        """A row-returning statement run only for its columns: settings and the
+        transaction's snapshot state are left as they were."""
+        assert self._sql is not None and self._catalog is not None
+        settings, changed = dict(self._sql.settings), list(self._sql.changed)
+        queried = self._catalog.queried
+        try:
+            result = self._execute(statement)
+        finally:
+            self._sql.settings, self._sql.changed = settings, changed
+            self._catalog.queried = queried
+        if isinstance(result, CopyOut):  # pragma: no cover - only row statements come here
+            raise ServerError("ERROR", "XX000", "pgwire-mock: COPY where rows were expected")
+        return result
 
     def _execute(self, statement: str) -> Result | CopyOut:
         """One statement: reading tables or a subscriber's catalog query, else SQL."""

@@ -40,6 +40,7 @@ __all__ = [
     "Column",
     "Result",
     "SqlLayer",
+    "check_syntax",
     "gucs_for",
     "pg_class_attnum",
     "split_statements",
@@ -185,6 +186,15 @@ def split_statements(text: str) -> list[str]:
         i += 1
     out.append(text[start:])
     return [part.strip() for part in out if _strip_comments(part).strip()]
+
+
+def check_syntax(statement: str) -> None:
+    """What the SQL grammar says of a statement that starts with no SQL keyword (42601);
+    the rest of the grammar is not checked."""
+    text = normalize(statement)
+    first = text.split(None, 1)[0] if text else ""
+    if first.lower() not in _SQL_STARTS and not first.startswith("("):
+        raise ServerError("ERROR", "42601", f'syntax error at or near "{first}"', position=1)
 
 
 def _strip_comments(text: str) -> str:
@@ -431,10 +441,7 @@ class SqlLayer:
             match = pattern.fullmatch(text)
             if match is not None:
                 return handler(match)
-        first = text.split(None, 1)[0] if text else ""
-        if first.lower() not in _SQL_STARTS and not first.startswith("("):
-            # What the SQL grammar says of a statement that starts with no SQL keyword.
-            raise ServerError("ERROR", "42601", f'syntax error at or near "{first}"', position=1)
+        check_syntax(text)
         raise ServerError(
             "ERROR",
             "0A000",
