@@ -27,6 +27,7 @@ from codec.pgoutput import UNCHANGED_TOAST, Relation, RelationColumn, Type
 from codec.values import datetime_to_pg_timestamp, decode_text, type_by_name
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
+    PUBLISH_GENERATED,
     REPLICA_IDENTITIES,
     STREAM_MODES,
     AlterTable,
@@ -67,6 +68,7 @@ __all__ = ["CompiledScript", "Compiler", "compile_script"]
 
 FIRST_USER_OID: Final = 16384
 _IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "n"}
+_GENERATED_CODE: Final = {"": "", "stored": "s", "virtual": "v"}
 
 # Estimated record sizes (bytes, before alignment).
 _HEAP_RECORD: Final = 64
@@ -97,7 +99,8 @@ class CColumn:
     ctype: ColumnType
     typmod: int
     key: bool
-    generated: bool
+    generated: str
+    """pg_attribute.attgenerated: '' (not generated), 's' (stored) or 'v' (virtual, 18)."""
     attnum: int = 0
     """pg_attribute.attnum: its place when it was added (a dropped column keeps its own)."""
 
@@ -117,17 +120,37 @@ class TableVersion:
 
     @property
     def published(self) -> tuple[CColumn, ...]:
+        """The columns pgoutput always publishes (without a column list): the ordinary
+        ones, as 14–17 do and 18 does unless ``publish_generated_columns = stored``."""
         return tuple(c for c in self.columns if not c.generated)
+
+    @property
+    def stored(self) -> tuple[CColumn, ...]:
+        """The columns a :data:`Row` holds: all but virtual generated ones."""
+        return tuple(c for c in self.columns if c.generated != "v")
 
     @property
     def has_key(self) -> bool:
         return self.identity in "di" and any(c.key for c in self.published)
 
+    def publishes(self, columns: tuple[str, ...] | None, gencols: str = "n") -> tuple[str, ...]:
+        """The columns sent with a column list (exactly its columns), or without one
+        those a publication with ``pubgencols`` ``gencols`` sends: the ordinary ones, and
+        the stored generated ones when it is ``s`` (proto.c
+        logicalrep_should_publish_column, 18; 14–17 know no generated ones here)."""
+        if columns is not None:
+            return tuple(c.name for c in self.stored if c.name in columns)
+        return tuple(
+            c.name
+            for c in self.stored
+            if not c.generated or (c.generated == "s" and gencols == "s")
+        )
+
     def sent(self, columns: tuple[str, ...] | None) -> tuple[CColumn, ...]:
-        """The published columns a column list keeps (all of them without one)."""
+        """The columns of ``columns`` (from :meth:`publishes`); None: the ordinary ones."""
         if columns is None:
             return self.published
-        return tuple(c for c in self.published if c.name in columns)
+        return tuple(c for c in self.stored if c.name in columns)
 
     def relation(self, xid: int | None, columns: tuple[str, ...] | None = None) -> Relation:
         full = self.identity == "f"
@@ -153,16 +176,18 @@ class TableVersion:
         return out
 
 
-Row = tuple[object, ...]  # one entry per published column: value, None or UNCHANGED_TOAST
+Row = tuple[object, ...]
+"""One entry per :attr:`TableVersion.stored` column: value, None or UNCHANGED_TOAST."""
 
 
 def encode_row(
     table: TableVersion, row: Row, *, binary: bool, columns: tuple[str, ...] | None = None
 ) -> tuple[object, ...]:
-    """The TupleData of ``row`` in text or binary format (a column list's columns only)."""
+    """The TupleData of ``row`` in text or binary format: the columns ``columns`` names
+    (:meth:`TableVersion.publishes`), or the ordinary columns when it is None."""
     out: list[object] = []
-    for c, v in zip(table.published, row, strict=True):
-        if columns is not None and c.name not in columns:
+    for c, v in zip(table.stored, row, strict=True):
+        if (c.name not in columns) if columns is not None else bool(c.generated):
             continue
         if v is None or v is UNCHANGED_TOAST:
             out.append(v)
@@ -287,6 +312,8 @@ class CompiledScript:
     """Each table as declared, with its rows before the first step."""
     published: Mapping[str, Mapping[str, PublishedTable]] = field(default_factory=dict)
     """Publication → listed table → its column list and row filter."""
+    generated_columns: Mapping[str, str] = field(default_factory=dict)
+    """Publication → pg_publication.pubgencols: ``n`` (none) or ``s`` (stored, 18)."""
     live: bool = False
     """A served script's WAL grows: steps are appended, and a wait_for step holds back
     what follows it until its condition holds. Only the first ``available`` items of a
@@ -446,6 +473,7 @@ class Compiler:
 
         publications: dict[str, frozenset[str] | None] = {}
         published: dict[str, dict[str, PublishedTable]] = {}
+        gencols: dict[str, str] = {}
         for i, p in enumerate(script.publications):
             where = f"publications[{i}]"
             if p.name in publications:
@@ -456,7 +484,9 @@ class Compiler:
             if p.all_tables and p.tables:
                 raise ScriptError("all_tables and tables exclude each other", where)
             publications[p.name] = None if p.all_tables else frozenset(p.tables)
+            gencols[p.name] = self._gencols(p, f"{where}.generated_columns")
             published[p.name] = self._published(p, where)
+            self._full_identity(p, gencols[p.name], where)
 
         slots: dict[str, int] = {}
         for i, s in enumerate(script.slots):
@@ -476,8 +506,56 @@ class Compiler:
         for i, step in enumerate(script.steps):
             self.step(step, f"steps[{i}]")
         return CompiledScript(
-            script, self.catalog, publications, self.wal, self.lsn, slots, initial, published
+            script,
+            self.catalog,
+            publications,
+            self.wal,
+            self.lsn,
+            slots,
+            initial,
+            published,
+            generated_columns=gencols,
         )
+
+    def _gencols(self, p: Publication, where: str) -> str:
+        """pubgencols of ``WITH (publish_generated_columns = …)``, checked as CREATE
+        PUBLICATION checks it (publicationcmds.c parse_publication_options)."""
+        if p.generated_columns is None:
+            return "n"
+        if self.script.server.pg_version < 18:
+            raise ScriptError(
+                'unrecognized publication parameter: "publish_generated_columns" '
+                "(PostgreSQL 18 or later)",
+                where,
+            )
+        value = str(p.generated_columns).lower()
+        if value not in PUBLISH_GENERATED:
+            raise ScriptError(
+                'invalid value for publication parameter "publish_generated_columns": '
+                f'"{p.generated_columns}" (expected none or stored)',
+                where,
+            )
+        return "s" if value == "stored" else "n"
+
+    def _full_identity(self, p: Publication, gencols: str, where: str) -> None:
+        """18 refuses UPDATE and DELETE of a REPLICA IDENTITY FULL table whose old row
+        would hold a generated column it does not publish (publicationcmds.c
+        pub_contains_invalid_column): refused here, as column lists are."""
+        if self.script.server.pg_version < 18:
+            return
+        for name in self.tables if p.all_tables else p.tables:
+            table = self.tables[name]
+            if table.identity != "f" or name in p.columns:
+                continue
+            if any(
+                c.generated == "v" or (c.generated == "s" and gencols != "s") for c in table.columns
+            ):
+                raise ScriptError(
+                    f"{name} has REPLICA IDENTITY FULL and generated columns the publication "
+                    "does not publish (PostgreSQL 18 refuses UPDATE and DELETE on the table "
+                    "then: Replica identity must not contain unpublished generated columns)",
+                    f"{where}.generated_columns",
+                )
 
     def _published(self, p: Publication, where: str) -> dict[str, PublishedTable]:
         """A publication's column lists and row filters, checked as CREATE PUBLICATION and
@@ -492,16 +570,26 @@ class Compiler:
             table = self.tables[name]
             by_name = {c.name: c for c in table.columns}
             # The replica identity: a key, or (FULL) every column.
-            identity = {c.name for c in table.published if c.key or table.identity == "f"}
+            identity = {c.name for c in table.stored if c.key or table.identity == "f"}
+            if table.identity == "f" and self.script.server.pg_version < 18:
+                identity = {c.name for c in table.published}
             keys = identity if table.identity in "dif" else None
             listed = p.columns.get(name)
             if listed is not None:
                 for column in listed:
                     if column not in by_name:
                         raise ScriptError(f"no column {column!r} in {name}", f"{at}.columns")
-                    if by_name[column].generated:
+                    kind = by_name[column].generated
+                    if kind and self.script.server.pg_version < 18:
+                        # pg_publication.c publication_translate_columns (15–17): 42P10.
                         raise ScriptError(
                             f'cannot use generated column "{column}" in publication column list',
+                            f"{at}.columns",
+                        )
+                    if kind == "v":
+                        raise ScriptError(
+                            f'cannot use virtual generated column "{column}" in publication '
+                            "column list",
                             f"{at}.columns",
                         )
                 if keys is not None and not keys <= set(listed):
@@ -510,7 +598,7 @@ class Compiler:
                         "refuses UPDATE and DELETE on the table then)",
                         f"{at}.columns",
                     )
-                listed = tuple(c.name for c in table.published if c.name in listed)
+                listed = tuple(c.name for c in table.stored if c.name in listed)
             condition = None
             if name in p.where:
                 try:
@@ -520,6 +608,13 @@ class Compiler:
                 for column in sorted(condition.columns):
                     if column not in by_name:
                         raise ScriptError(f"no column {column!r} in {name}", f"{at}.where")
+                    if by_name[column].generated == "v":
+                        # 18 expands it into its expression, which scripts do not model.
+                        raise ScriptError(
+                            f"the row filter reads virtual generated column {column!r}: "
+                            "pgwire-mock does not evaluate generation expressions",
+                            f"{at}.where",
+                        )
                 if keys is not None and not condition.columns <= identity:
                     raise ScriptError(
                         "the row filter uses columns outside the replica identity (PostgreSQL "
@@ -570,7 +665,21 @@ class Compiler:
                 ctype, typmod = self.catalog.resolve(c.type)
             except ValueError as err:
                 raise ScriptError(str(err), f"{where}[{j}].type") from None
-            out.append(CColumn(c.name, ctype, typmod, c.key, c.generated, j + 1))
+            kind = _GENERATED_CODE.get(c.generated)
+            if kind is None:
+                raise ScriptError(
+                    f"expected stored or virtual, got {c.generated!r}", f"{where}[{j}].generated"
+                )
+            if kind == "v" and self.script.server.pg_version < 18:
+                raise ScriptError(
+                    "virtual generated columns need PostgreSQL 18 or later",
+                    f"{where}[{j}].generated",
+                )
+            if kind and c.key:
+                raise ScriptError(
+                    "a generated column as replica identity is not modelled", f"{where}[{j}].key"
+                )
+            out.append(CColumn(c.name, ctype, typmod, c.key, kind, j + 1))
         return tuple(out)
 
     # steps
@@ -761,16 +870,18 @@ class Compiler:
             col = names.get(key)
             if col is None:
                 raise ScriptError(f"no column {key!r} in {table.name}", where)
-            if col.generated:
+            if col.generated == "v":
                 raise ScriptError(
-                    f"column {key!r} is generated; it takes no value", f"{where}.{key}"
+                    f"column {key!r} is a virtual generated column: never stored nor sent, it "
+                    "takes no value",
+                    f"{where}.{key}",
                 )
             if only_keys and not col.key:
                 raise ScriptError(
                     f"column {key!r} is not a replica identity column", f"{where}.{key}"
                 )
         out: list[object] = []
-        for c in table.published:
+        for c in table.stored:
             if c.name in unchanged:
                 out.append(UNCHANGED_TOAST)
                 continue
@@ -790,7 +901,7 @@ class Compiler:
     ) -> None:
         table = self.table(change.table, f"{where}.update")
         for j, name in enumerate(change.unchanged):
-            if name not in {c.name for c in table.published}:
+            if name not in {c.name for c in table.stored}:
                 raise ScriptError(f"no column {name!r} in {table.name}", f"{where}.unchanged[{j}]")
             if name in change.values:
                 raise ScriptError(
@@ -951,7 +1062,7 @@ def _tuple_size(table: TableVersion, row: Row | None) -> int:
         return 0
     header = 23 + ((len(row) + 7) // 8 if any(v is None for v in row) else 0)
     size = _align(header)
-    for c, v in zip(table.published, row, strict=True):
+    for c, v in zip(table.stored, row, strict=True):
         if v is None or v is UNCHANGED_TOAST:
             continue
         ctype = c.ctype

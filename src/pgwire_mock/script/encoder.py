@@ -410,7 +410,7 @@ class _Session:
             else:
                 published |= tables
         self.published = published
-        self.views: dict[str, _View] = {}
+        self.views: dict[int, _View] = {}  # by table OID, for one TableVersion
         self.schema_sent: dict[int, bool] = {}
         self.stream_schema: dict[int, set[int]] = {}
         self.deferred: dict[int, _TxnState] = {}  # id(WTxn) → state, prepared without 2PC
@@ -426,32 +426,56 @@ class _Session:
         return self.all_tables or table.name in self.published
 
     def view(self, table: TableVersion) -> _View:
-        """The column list and row filters of the requested publications that publish
-        ``table`` (pgoutput_column_list_init, pgoutput_row_filter_init)."""
-        view = self.views.get(table.name)
-        if view is not None:
+        """The columns and row filters of the requested publications that publish
+        ``table`` (check_and_init_gencol, pgoutput_column_list_init,
+        pgoutput_row_filter_init), checked when pgoutput builds its relation entry: at
+        the table's first change."""
+        view = self.views.get(table.oid)
+        if view is not None and view.table is table:
             return view
-        lists: list[tuple[str, ...] | None] = []
-        filters: list[RowFilter] | None = []
         compiled = self.compiled
+        entries: list[tuple[PublishedTable, str]] = []  # with the publication's pubgencols
         for name in self.options.publication_names:
             tables = compiled.publications.get(name, frozenset())
             if tables is not None and table.name not in tables:
                 continue
             published = compiled.published.get(name, {}).get(table.name, PublishedTable())
-            lists.append(published.columns)
+            entries.append((published, compiled.generated_columns.get(name, "n")))
+        qualified = f'"{table.namespace}.{table.relname}"'
+        # check_and_init_gencol (18): the publications without a column list must agree
+        # on publish_generated_columns, if the table has generated columns at all.
+        gencols = "n"
+        if any(c.generated for c in table.columns):
+            values = {g for p, g in entries if p.columns is None}
+            if len(values) > 1:
+                raise OptionError(
+                    "cannot use different values of publish_generated_columns for table "
+                    f"{qualified} in different publications",
+                    sqlstate="0A000",
+                )
+            gencols = values.pop() if values else "n"
+        # pgoutput_column_list_init: a publication without a list stands for the columns
+        # it would send; all must be the same set. None: no list, the default rule.
+        sets = {frozenset(table.publishes(p.columns, gencols)) for p, _ in entries}
+        if len(sets) > 1:
+            raise OptionError(
+                f"cannot use different column lists for table {qualified} in different "
+                "publications",
+                sqlstate="0A000",
+            )
+        listed = any(p.columns is not None for p, _ in entries)
+        columns = table.publishes(None, gencols)
+        if listed:
+            columns = next(p.columns for p, _ in entries if p.columns is not None)
+            columns = table.publishes(columns)
+        filters: list[RowFilter] | None = []
+        for published, _ in entries:
             if published.filter is None:
                 filters = None  # a publication without a filter publishes every row
             elif filters is not None:
                 filters.append(published.filter)
-        if len(set(lists)) > 1:
-            raise OptionError(
-                f'cannot use different column lists for table "{table.namespace}.'
-                f'{table.relname}" in different publications',
-                sqlstate="0A000",
-            )
-        view = _View(lists[0] if lists else None, tuple(filters) if filters else None)
-        self.views[table.name] = view
+        view = _View(table, columns, tuple(filters) if filters else None)
+        self.views[table.oid] = view
         return view
 
     def invalidate(self, oid: int) -> None:
@@ -781,10 +805,12 @@ class _Session:
 
 @dataclass(frozen=True, slots=True)
 class _View:
-    """What the requested publications publish of one table: a column list (None: all
-    columns) and row filters (None: every row; else a row must pass one of them)."""
+    """What the requested publications publish of one table: the columns sent
+    (:meth:`TableVersion.publishes`) and row filters (None: every row; else a row must
+    pass one of them)."""
 
-    columns: tuple[str, ...] | None
+    table: TableVersion
+    columns: tuple[str, ...]
     filters: tuple[RowFilter, ...] | None
 
     def filtered(
@@ -792,7 +818,7 @@ class _View:
     ) -> str | None:
         """pgoutput_row_filter: the change to send (an UPDATE whose old row passes and new
         one does not goes as DELETE, the other way round as INSERT), or None to skip it."""
-        names = [c.name for c in table.published]
+        names = [c.name for c in table.stored]
 
         def passes(row: Row) -> bool:
             values = {

@@ -21,6 +21,7 @@ from pgwire_mock.script.compile import CompiledScript, compile_script
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
     FORMAT_VERSION,
+    GENERATED_KINDS,
     AlterTable,
     Change,
     Column,
@@ -288,10 +289,21 @@ def _column(value: object, where: str) -> Column:
         r.need("name", _str),
         r.need("type", _str),
         r.get("key", _bool, False),
-        r.get("generated", _bool, False),
+        r.get("generated", _generated, ""),
     )
     r.done()
     return column
+
+
+def _generated(value: object, where: str) -> str:
+    """``stored`` / ``virtual``; ``true`` (the older spelling) is ``stored``."""
+    if value is True:
+        return "stored"
+    if value is False:
+        return ""
+    if value in GENERATED_KINDS[1:]:
+        return str(value)
+    raise ScriptError(f"expected stored or virtual, got {_show(value)}", where)
 
 
 def _columns(value: object, where: str) -> tuple[Column, ...]:
@@ -352,6 +364,7 @@ def _from_dict(data: Mapping[str, Any], source: str) -> Script:
                 r.get("all_tables", _bool, False),
                 columns,
                 filters,
+                r.get("generated_columns", _opt_str, None),
             )
         )
         r.done()
@@ -649,9 +662,16 @@ def script_to_dict(script: Script) -> dict[str, Any]:
         ]
     if script.publications:
         out["publications"] = [
-            {"name": p.name, "all_tables": True}
-            if p.all_tables
-            else {"name": p.name, "tables": [_publication_table(p, t) for t in p.tables]}
+            _drop_defaults(
+                {"name": p.name, "all_tables": True, "generated_columns": p.generated_columns}
+                if p.all_tables
+                else {
+                    "name": p.name,
+                    "tables": [_publication_table(p, t) for t in p.tables],
+                    "generated_columns": p.generated_columns,
+                },
+                {"generated_columns": None},
+            )
             for p in script.publications
         ]
     if script.types:
@@ -717,7 +737,7 @@ def _type_dict(t: UserTypeDecl) -> dict[str, Any]:
 def _column_dict(c: Column) -> dict[str, Any]:
     return _drop_defaults(
         {"name": c.name, "type": c.type, "key": c.key, "generated": c.generated},
-        {"key": False, "generated": False},
+        {"key": False, "generated": ""},
     )
 
 

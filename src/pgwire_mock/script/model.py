@@ -27,6 +27,8 @@ from typing import Any, Final, TypeAlias
 __all__ = [
     "FAULT_NAMES",
     "FORMAT_VERSION",
+    "GENERATED_KINDS",
+    "PUBLISH_GENERATED",
     "AlterTable",
     "Change",
     "Column",
@@ -80,6 +82,10 @@ FAULT_NAMES: Final = frozenset(
 )
 
 REPLICA_IDENTITIES: Final = ("default", "full", "index", "nothing")
+#: ``Column.generated``: not generated, GENERATED ALWAYS AS (…) STORED, … VIRTUAL (18).
+GENERATED_KINDS: Final = ("", "stored", "virtual")
+#: ``Publication.generated_columns`` (``publish_generated_columns``, 18).
+PUBLISH_GENERATED: Final = ("none", "stored")
 STREAM_MODES: Final = ("auto", "always", "never")
 
 Values: TypeAlias = Mapping[str, object]
@@ -120,24 +126,33 @@ class Slot:
 class Publication:
     """A publication: every table (``all_tables``) or the listed ones, each listed one
     with an optional column list (``columns``) and row filter (``where``, as
-    ``pg_get_expr`` shows it: ``(id > 1)``), both PostgreSQL 15+."""
+    ``pg_get_expr`` shows it: ``(id > 1)``), both PostgreSQL 15+.
+
+    ``generated_columns`` is ``publish_generated_columns`` (18): ``"stored"`` publishes
+    stored generated columns of tables without a column list; None (not given) is
+    ``"none"``, the only behaviour before 18."""
 
     name: str
     tables: tuple[str, ...] = ()
     all_tables: bool = False
     columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     where: Mapping[str, str] = field(default_factory=dict)
+    generated_columns: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
     """A table column; ``key`` marks replica identity columns (primary key or the
-    identity index); ``generated`` columns are never published (PostgreSQL 14–17)."""
+    identity index). ``generated`` is ``"stored"`` (GENERATED ALWAYS AS (…) STORED: rows
+    carry its value, which the script gives — pgwire-mock does not evaluate the
+    expression) or ``"virtual"`` (18: never stored nor published, it takes no value).
+    PostgreSQL 14–17 never publish generated columns; 18 publishes stored ones that a
+    column list names or, without a list, when ``publish_generated_columns = stored``."""
 
     name: str
     type: str
     key: bool = False
-    generated: bool = False
+    generated: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,9 +342,17 @@ Step: TypeAlias = (
 # --- builder helpers ------------------------------------------------------------------------
 
 
-def column(name: str, type: str, *, key: bool = False, generated: bool = False) -> Column:
-    """A :class:`Column`."""
-    return Column(name, type, key, generated)
+def column(name: str, type: str, *, key: bool = False, generated: str | bool = "") -> Column:
+    """A :class:`Column`; ``generated=True`` is ``"stored"``."""
+    return Column(name, type, key, _generated_kind(generated))
+
+
+def _generated_kind(generated: str | bool) -> str:
+    if generated is True:
+        return "stored"
+    if generated is False:
+        return ""
+    return generated
 
 
 def insert(table: str, values: Values | None = None, /, **columns: object) -> Insert:
@@ -442,12 +465,15 @@ class Script:
         all_tables: bool = False,
         columns: Mapping[str, Sequence[str]] | None = None,
         where: Mapping[str, str] | None = None,
+        generated_columns: str | None = None,
     ) -> Script:
         """A publication; ``columns`` and ``where`` map a listed table to its column list
-        and row filter (15+)."""
+        and row filter (15+); ``generated_columns`` is ``publish_generated_columns`` (18)."""
         lists = {table: tuple(names) for table, names in (columns or {}).items()}
         self.publications.append(
-            Publication(name, tuple(tables), all_tables, lists, dict(where or {}))
+            Publication(
+                name, tuple(tables), all_tables, lists, dict(where or {}), generated_columns
+            )
         )
         return self
 

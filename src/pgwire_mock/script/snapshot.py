@@ -134,7 +134,8 @@ def _version(table: Mapping[str, Any]) -> TableVersion:
             _type(int(c["type_oid"])),
             int(c["typmod"]),
             bool(c["key"]),
-            generated=False,
+            # 18: a stored generated column the publications publish (record.py).
+            generated=str(c.get("generated", "")),
             attnum=int(c["attnum"]),
         )
         for c in table["columns"]
@@ -164,7 +165,7 @@ def _unreadable(version: TableVersion, name: str) -> str | None:
 
 
 def _snapshot_values(version: TableVersion, values: Sequence[bytes | None]) -> Row:
-    columns = version.published
+    columns = version.stored
     if len(values) != len(columns):
         raise ValueError(f"{version.name} has {len(columns)} columns, the row {len(values)}")
     return tuple(
@@ -176,7 +177,7 @@ def _snapshot_values(version: TableVersion, values: Sequence[bytes | None]) -> R
 def _tuple_values(version: TableVersion, data: TupleData | None) -> Row | None:
     if data is None:
         return None
-    columns = version.published
+    columns = version.stored
     if len(data) != len(columns):
         raise ValueError(f"{version.name} has {len(columns)} columns, the change {len(data)}")
     out: list[object] = []
@@ -259,10 +260,11 @@ class _Replay:
         if (
             old is not None
             and old.identity == message.replica_identity
-            and described == [(c.name, c.ctype.oid, c.typmod) for c in old.published]
+            and described == [(c.name, c.ctype.oid, c.typmod) for c in old.stored]
         ):
             return
         attnums = {c.name: c.attnum for c in old.columns} if old is not None else {}
+        generated = {c.name: c.generated for c in old.columns} if old is not None else {}
         natts = old.natts if old is not None else 0
         columns = []
         for c in message.columns:
@@ -271,7 +273,8 @@ class _Replay:
                 attnums[c.name] = natts
             key = c.is_key and message.replica_identity in "di"
             ctype = _type(c.type_oid)
-            columns.append(CColumn(c.name, ctype, c.type_modifier, key, False, attnums[c.name]))
+            kind = generated.get(c.name, "")
+            columns.append(CColumn(c.name, ctype, c.type_modifier, key, kind, attnums[c.name]))
         schema = message.namespace or "pg_catalog"
         version = TableVersion(
             f"{schema}.{message.relation_name}",

@@ -100,7 +100,7 @@ def apply_change(tables: dict[str, TableState], change: WChange) -> None:
 
 
 def _find(state: TableState, change: WChange) -> int | None:
-    columns = state.version.published
+    columns = state.version.stored
     wanted: Row | None
     if change.old_kind == "O":
         wanted, keys = change.old, list(range(len(columns)))
@@ -130,5 +130,5 @@ def _is_nan(value: object) -> bool:
 
 
 def _reshape(old: TableVersion, new: TableVersion, row: Row) -> Row:
-    by_name = {c.name: v for c, v in zip(old.published, row, strict=True)}
-    return tuple(by_name.get(c.name) for c in new.published)
+    by_name = {c.name: v for c, v in zip(old.stored, row, strict=True)}
+    return tuple(by_name.get(c.name) for c in new.stored)

@@ -200,7 +200,7 @@ class CatalogQueries:
                     r"FROM pg_catalog\.pg_attribute a LEFT JOIN pg_catalog\.pg_index i ON "
                     r"\(i\.indexrelid = pg_get_replica_identity_index\(([0-9]+)\)\) WHERE "
                     r"a\.attnum > 0::pg_catalog\.int2 AND NOT a\.attisdropped "
-                    r"(?:AND a\.attgenerated = '' )?AND a\.attrelid = ([0-9]+) ORDER BY a\.attnum",
+                    r"(AND a\.attgenerated = '' )?AND a\.attrelid = ([0-9]+) ORDER BY a\.attnum",
                     flags,
                 ),
                 self._attributes,
@@ -361,10 +361,14 @@ class CatalogQueries:
         return self.tables.publication_table(publication, table)
 
     def _columns_of(self, publication: str, table: str) -> list[CColumn]:
-        """The columns ``publication`` publishes of ``table`` (its column list, or all)."""
+        """The columns ``publication`` publishes of ``table`` (pg_get_publication_tables'
+        attrs): its column list, or the ordinary columns and, on 18 with
+        ``publish_generated_columns = stored``, the stored generated ones."""
         listed, _ = self._options(publication, table)
-        published = self._states()[table].version.published
-        return [c for c in published if listed is None or c.name in listed]
+        pub = self.state.publications.get(publication)
+        gencols = pub.generated_columns if pub is not None and self.major >= 18 else "n"
+        version = self._states()[table].version
+        return list(version.sent(version.publishes(listed, gencols)))
 
     def _by_oid(self, oid: int) -> TableState | None:
         for state in self._states().values():
@@ -460,20 +464,22 @@ class CatalogQueries:
             columns.insert(0, Column("attnum", "int2", _PG_ATTRIBUTE, place))
         if with_generated:
             columns.append(Column("?column?", "bool"))
-        state = self._by_oid(int(match.group(4)))
+        # Up to 17 subscribers and 18 ones asking a 12-17 publisher leave generated
+        # columns out; 18 ones asking an 18 publisher take them all, with the flag.
+        without_generated = match.group(4) is not None
+        state = self._by_oid(int(match.group(5)))
         rows: list[tuple[str | None, ...]] = []
         if state is not None:
             version = state.version
             index = int(match.group(3)) == version.oid and version.identity in "di"
             has_index = index and any(c.key for c in version.published)
-            for c in version.published:
+            for c in version.published if without_generated else version.columns:
                 # Without a replica identity index the LEFT JOIN finds no row: NULL.
                 key = ("t" if c.key else "f") if has_index else None
                 row: tuple[str | None, ...] = (c.name, str(c.ctype.oid), key)
                 if with_attnum:
                     row = (str(c.attnum), *row)
-                # Scripts model no generated columns: attgenerated is '' for all.
-                rows.append((*row, "f") if with_generated else row)
+                rows.append((*row, "t" if c.generated else "f") if with_generated else row)
         return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
 
     # --- SELECT … FROM t ---------------------------------------------------------------
@@ -515,14 +521,9 @@ class CatalogQueries:
                     err.position = text.index(at) + 1
                     raise err
                 chosen.append(by_name[column])
-        if any(c.generated for c in chosen):
-            raise ServerError(
-                "ERROR",
-                "0A000",
-                f"pgwire-mock does not know the values of {name}'s generated columns",
-                f"Statement: {text[:200]}",
-            )
-        published = list(version.published)
+        if any(c.generated == "v" for c in chosen):
+            raise _virtual(name, text)
+        published = list(version.stored)
         indexes = [published.index(c) for c in chosen]
         described = tuple(
             Column(
@@ -544,7 +545,8 @@ class CatalogQueries:
         name = _ident(match.group(3), match.group(4))
         listed = match.group(5)
         wanted = None if listed is None else _column_names(listed)
-        return self._copy(schema, name, wanted, match.group(0).lower().endswith("binary)"))
+        binary = match.group(0).lower().endswith("binary)")
+        return self._copy(schema, name, wanted, binary, select=False)
 
     def _copy_select(self, match: re.Match[str]) -> CopyOut:
         """A table sync's ``COPY (SELECT cols FROM ONLY t [WHERE filters]) TO STDOUT``."""
@@ -562,7 +564,7 @@ class CatalogQueries:
                 ) from None
         wanted = _column_names(match.group(1))
         binary = match.group(0).lower().endswith("binary)")
-        return self._copy(schema, name, wanted, binary, condition)
+        return self._copy(schema, name, wanted, binary, condition, select=True)
 
     def _copy(
         self,
@@ -571,24 +573,42 @@ class CatalogQueries:
         wanted: list[str] | None,
         binary: bool,
         condition: RowFilter | None = None,
+        *,
+        select: bool,
     ) -> CopyOut:
+        """``COPY t [(cols)]`` (``select`` False: no generated columns, as CopyGetAttnums)
+        or 18's table sync ``COPY (SELECT cols FROM ONLY t …)``, which reads stored
+        generated columns (their values are the script's)."""
         state = self._states().get(f"{schema}.{name}")
         if state is None:
             raise error(self.major, "copy_undefined_qualified_table", relation=f"{schema}.{name}")
         version = state.version
-        published = list(version.published)
+        published = list(version.stored)
+        names = [c.name for c in published]
         if wanted is None:
-            indexes = list(range(len(published)))
+            # CopyGetAttnums: without a list, every column but generated ones.
+            indexes = [i for i, c in enumerate(published) if not c.generated]
         else:
-            names = [c.name for c in published]
+            indexes = []
             for column in wanted:
-                if column not in names:
+                found = next((c for c in version.columns if c.name == column), None)
+                if found is None:
                     raise error(self.major, "copy_undefined_column", column=column, relation=name)
-            indexes = [names.index(column) for column in wanted]
+                if found.generated and not select:
+                    raise ServerError(
+                        "ERROR",
+                        "42P10",
+                        f'column "{column}" is a generated column',
+                        "Generated columns cannot be used in COPY.",
+                        file="copy.c",
+                        routine="CopyGetAttnums",
+                    )
+                if found.generated == "v":
+                    raise _virtual(name, f"COPY (SELECT … {column} …)")
+                indexes.append(names.index(column))
         payloads: list[bytes] = []
         rows = state.rows
         if condition is not None:
-            names = [c.name for c in published]
             rows = [r for r in rows if condition.matches(dict(zip(names, r, strict=True)))]
         for row in rows:
             values = [_value(published[i], row[i], binary) for i in indexes]
@@ -601,6 +621,15 @@ class CatalogQueries:
                 payloads = [binary_header() + BINARY_TRAILER]
         count = len(rows)
         return CopyOut(binary, len(indexes), tuple(payloads), f"COPY {count}")
+
+
+def _virtual(table: str, text: str) -> ServerError:
+    return ServerError(
+        "ERROR",
+        "0A000",
+        f"pgwire-mock does not know the values of {table}'s virtual generated columns",
+        f"Statement: {text[:200]}",
+    )
 
 
 def _select_list(listed: str) -> list[tuple[str, str]] | None:

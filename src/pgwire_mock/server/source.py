@@ -414,7 +414,15 @@ class ScriptSource:
             for s in script.slots
         )
         self.publications: Sequence[PublicationState] = tuple(
-            PublicationState(p.name, all_tables=bool(p.all_tables), tables=tuple(p.tables))
+            PublicationState(
+                p.name,
+                all_tables=bool(p.all_tables),
+                tables=tuple(p.tables),
+                # pubgencols; only an 18 script may say stored (compile checks it).
+                generated_columns="s"
+                if str(getattr(p, "generated_columns", "")).lower() == "stored"
+                else "n",
+            )
             for p in script.publications
         )
 
