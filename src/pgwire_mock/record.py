@@ -169,13 +169,22 @@ JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid
 WHERE p.pubname = ANY(%s) AND (pr.prattrs IS NOT NULL OR pr.prqual IS NOT NULL)
 """
 # The columns pgoutput publishes, and the replica identity index's, as tablesync.c's
-# fetch_remote_table_info reads them (no index: FULL or NOTHING, none is a key).
+# fetch_remote_table_info reads them (no index: FULL or NOTHING, none is a key): the
+# ordinary ones and, on 18, the stored generated ones a publication with
+# publish_generated_columns = stored publishes (pg_publication_tables.attnames lists them).
 _COLUMNS = """
-SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, coalesce(a.attnum = ANY(i.indkey), false)
+SELECT a.attnum, a.attname, a.atttypid, a.atttypmod, coalesce(a.attnum = ANY(i.indkey), false),
+  a.attgenerated::text
 FROM pg_catalog.pg_attribute a
 LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = pg_catalog.pg_get_replica_identity_index(%s)
-WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND (a.attgenerated = ''
+  OR a.attname = ANY(%s))
 ORDER BY a.attnum
+"""
+_PUBLISHED_NAMES = """
+SELECT coalesce(array_agg(DISTINCT n), '{}') FROM pg_catalog.pg_publication_tables t,
+  unnest(t.attnames) n
+WHERE t.pubname = ANY(%s) AND t.schemaname = %s AND t.tablename = %s
 """
 
 
@@ -206,9 +215,15 @@ def _copy_tables(
                         f"{schema}.{name} is not an ordinary table (relkind {kind}): "
                         "--snapshot records ordinary tables only"
                     )
+                published: list[str] = []
+                if major >= 18:
+                    (published,) = conn.execute(  # type: ignore[misc]
+                        _PUBLISHED_NAMES, (list(publications), schema, name)
+                    ).fetchone()
                 columns = [
                     {"attnum": n, "name": a, "type_oid": t, "typmod": m, "key": k}
-                    for n, a, t, m, k in conn.execute(_COLUMNS, (oid, oid))
+                    | ({"generated": g} if g else {})
+                    for n, a, t, m, k, g in conn.execute(_COLUMNS, (oid, oid, list(published)))
                 ]
                 tables.append(
                     {
@@ -220,7 +235,13 @@ def _copy_tables(
                         "columns": columns,
                     }
                 )
-                copy = sql.SQL("COPY {}.{} ({}) TO STDOUT").format(
+                # COPY takes no generated column; a SELECT reads them (as 18's table sync).
+                template = (
+                    "COPY (SELECT {2} FROM ONLY {0}.{1}) TO STDOUT"
+                    if any("generated" in c for c in columns)
+                    else "COPY {0}.{1} ({2}) TO STDOUT"
+                )
+                copy = sql.SQL(template).format(
                     sql.Identifier(schema),
                     sql.Identifier(name),
                     sql.SQL(", ").join(sql.Identifier(c["name"]) for c in columns),
