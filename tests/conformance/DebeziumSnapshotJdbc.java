@@ -68,6 +68,13 @@ public class DebeziumSnapshotJdbc {
     }
 
     static void print(ResultSet rs) throws SQLException {
+        print(rs, null, 0, false);
+    }
+
+    // keep: print only the rows whose column keyColumn (a type name) is in it (null: every
+    // row); masked: "?" for each non-null value (a transaction ID differs between servers).
+    static void print(ResultSet rs, java.util.Set<String> keep, int keyColumn, boolean masked)
+            throws SQLException {
         ResultSetMetaData md = rs.getMetaData();
         System.out.println(described(rs));
         StringBuilder cols = new StringBuilder("COLS");
@@ -77,12 +84,24 @@ public class DebeziumSnapshotJdbc {
             cols.append(' ').append(md.getColumnLabel(i)).append(':').append(md.getColumnType(i));
         }
         System.out.println(cols);
+        List<String> lines = new ArrayList<>();
         while (rs.next()) {
+            if (keep != null && !keep.contains(rs.getString(keyColumn))) {
+                continue;
+            }
             StringBuilder row = new StringBuilder("ROW");
             for (int i = 1; i <= md.getColumnCount(); i++) {
-                row.append(' ').append(show(rs.getString(i)));
+                String value = rs.getString(i);
+                row.append(' ').append(masked && value != null ? "?" : show(value));
             }
-            System.out.println(row);
+            lines.add(row.toString());
+        }
+        if (keep != null && keyColumn == 2) {
+            // SQL_TYPES has no ORDER BY: the rows come in pg_type's heap order.
+            java.util.Collections.sort(lines);
+        }
+        for (String line : lines) {
+            System.out.println(line);
         }
         rs.close();
     }
@@ -129,6 +148,57 @@ public class DebeziumSnapshotJdbc {
             }
             DatabaseMetaData md = conn.getMetaData();
             String catalog = conn.getCatalog();
+            // Debezium's TypeRegistry (connector start): the whole pg_type twice, then single
+            // lookups. Of the whole-table reads only the rows of the captured tables' column
+            // types are printed: the fake models those types, not all ~600 of pg_type.
+            java.util.Set<String> types = new java.util.HashSet<>();
+            for (String table : tables) {
+                try (ResultSet rs = md.getColumns(catalog, schema, table, null)) {
+                    while (rs.next()) {
+                        types.add(rs.getString(6));
+                    }
+                }
+            }
+            types.add("int4");
+            types.add("_int4");
+            String sqlTypes = "SELECT t.oid AS oid, t.typname AS name, n.nspname AS schema_name, t.typelem AS element, t.typbasetype AS parentoid, t.typtypmod as modifiers, t.typcategory as category, e.values as enum_values "
+                    + "FROM pg_catalog.pg_type t "
+                    + "JOIN pg_catalog.pg_namespace n ON (t.typnamespace = n.oid) "
+                    + "LEFT JOIN (SELECT t.enumtypid as id, array_agg(t.enumlabel) as values FROM pg_catalog.pg_enum t GROUP BY id) e ON (t.oid = e.id) "
+                    + "WHERE n.nspname != 'pg_toast'";
+            String typeDetails = "SELECT DISTINCT ON (typname) typname, typinput='array_in'::regproc, typtype, sp.r, pg_type.oid "
+                    + "  FROM pg_catalog.pg_type "
+                    + "  LEFT "
+                    + "  JOIN (select ns.oid as nspoid, ns.nspname, r.r "
+                    + "          from pg_namespace as ns "
+                    + "          join ( select s.r, (current_schemas(false))[s.r] as nspname "
+                    + "                   from generate_series(1, array_upper(current_schemas(false), 1)) as s(r) ) as r "
+                    + "         using ( nspname ) "
+                    + "       ) as sp "
+                    + "    ON sp.nspoid = typnamespace "
+                    + " ORDER BY typname, sp.r, pg_type.oid;";
+            step(conn, "TypeRegistry prime", () -> {
+                try (Statement st = conn.createStatement()) {
+                    print(st.executeQuery(sqlTypes), types, 2, false);
+                }
+            });
+            step(conn, "SqlTypeMapper", () -> {
+                try (Statement st = conn.createStatement()) {
+                    print(st.executeQuery(typeDetails), types, 1, false);
+                }
+            });
+            step(conn, "TypeRegistry name lookup", () -> {
+                try (PreparedStatement ps = conn.prepareStatement(sqlTypes + " AND t.typname = ?")) {
+                    ps.setString(1, "jsonb");
+                    print(ps.executeQuery());
+                }
+            });
+            step(conn, "TypeRegistry OID lookup", () -> {
+                try (PreparedStatement ps = conn.prepareStatement(sqlTypes + " AND t.oid = ?")) {
+                    ps.setInt(1, 2950);
+                    print(ps.executeQuery());
+                }
+            });
             step(conn, "getAllTableIds", () -> print(md.getTables(catalog, null, "%",
                     new String[]{"TABLE", "PARTITIONED TABLE"})));
             step(conn, "readSchema getTables", () -> print(md.getTables(catalog, schema, null,
@@ -174,6 +244,11 @@ public class DebeziumSnapshotJdbc {
                     }
                 });
             }
+            step(conn, "currentTransactionId", () -> {
+                try (Statement st = conn.createStatement()) {
+                    print(st.executeQuery("select (case pg_is_in_recovery() when 't' then '0'::xid8 else pg_current_xact_id() end) AS pg_current_txid"), null, 0, true);
+                }
+            });
             step(conn, "commit", () -> {
                 conn.commit();
                 System.out.println("OK");

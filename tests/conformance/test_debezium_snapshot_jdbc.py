@@ -6,17 +6,20 @@ after creating its slot with an exported snapshot: autocommit off, ``SET TRANSAC
 ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '…';``, ``getTables`` for the
 table ids, ``getTables``/``getColumns`` of the schema, ``getColumns``, ``getPrimaryKeys``
 and (no primary key) ``getIndexInfo`` per table, Debezium's replica identity query, then
-``SELECT "col", … FROM "schema"."table"`` per table, and COMMIT. It prints every result
-set (column labels and JDBC types, every value) and every error; the output from the
-fake must equal the output from the real server.
+``SELECT "col", … FROM "schema"."table"`` per table, and COMMIT; before the tables it
+primes Debezium's ``TypeRegistry`` (both whole-pg_type reads, printing the rows of the
+tables' column types, and a lookup by name and by OID) and after them asks
+``currentTransactionId`` (its value masked: the servers' xid counters differ). It prints
+every result set (column labels and JDBC types, every value) and every error; the output
+from the fake must equal the output from the real server.
 
 Both hold the same tables (the fake's from a script with the real tables' OIDs): one
 with a primary key and varied types, one REPLICA IDENTITY FULL without a key. A row is
 inserted after the slot on both: the snapshot must not see it.
 
-pgjdbc runs with ``preferQueryMode=simple`` (its parameters inlined into the text), since
-the fake has no extended query protocol on a plain connection; Debezium itself runs
-pgjdbc in its default extended mode.
+pgjdbc runs in its default extended query mode, as Debezium runs it: Parse/Bind/Describe/
+Execute with typed parameters, named portals with a fetch size inside the snapshot
+transaction.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import psycopg2
 import pytest
 from psycopg import sql
@@ -136,7 +140,7 @@ def _script(major: int, keyed: str, full: str, keyed_oid: int, full_oid: int) ->
 
 def _snapshot(java: str, host: str, port: int, name: str, *tables: str) -> str:
     url = (
-        f"jdbc:postgresql://{host}:{port}/postgres?user=postgres&preferQueryMode=simple"
+        f"jdbc:postgresql://{host}:{port}/postgres?user=postgres"
         "&assumeMinServerVersion=9.4&ApplicationName=Debezium%20General"
     )
     done = subprocess.run(
@@ -302,3 +306,48 @@ def test_what_the_model_cannot_answer_is_refused_with_0a000_naming_it() -> None:
     finally:
         conn.close()
         fake.stop()
+
+
+def test_type_registry_reads_list_known_types_as_postgres_does(
+    pg_server: Server, tables: tuple[str, str, int, int]
+) -> None:
+    """Debezium's two whole-pg_type reads, over the extended protocol: the same
+    RowDescription; every row the fake sends is the real server's row for that type, in
+    the real server's order where the query orders; the fake lists every type of the
+    served tables' columns (the other ~600 types of pg_type it does not model)."""
+    from pgwire_mock.server import pg_type
+
+    keyed, full, keyed_oid, full_oid = tables
+    fake = start_walsender(
+        _script(pg_server.version, keyed, full, keyed_oid, full_oid), databases=["postgres"]
+    )
+    texts = {"SQL_TYPES": pg_type._SQL_TYPES, "SQL_TYPE_DETAILS": pg_type._SQL_TYPE_DETAILS}
+    got: dict[str, dict[str, tuple[object, ...]]] = {}
+    try:
+        for side, dsn in {
+            "postgres": pg_server.dsn,
+            "fake": f"host=127.0.0.1 port={fake.port} user=postgres dbname=postgres",
+        }.items():
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for what, text in texts.items():
+                    cur = conn.execute(text, prepare=False)
+                    fields = tuple(
+                        (d.name, d.type_code, d.internal_size) for d in cur.description or ()
+                    )
+                    got.setdefault(what, {})[side] = (fields, cur.fetchall())
+    finally:
+        fake.stop()
+    for what in texts:
+        (real_fields, real_rows), (fake_fields, fake_rows) = (
+            got[what]["postgres"],
+            got[what]["fake"],
+        )
+        assert fake_fields == real_fields, what
+        assert set(fake_rows) <= set(real_rows), (what, set(fake_rows) - set(real_rows))
+        if what == "SQL_TYPE_DETAILS":  # ORDER BY typname: the same relative order
+            assert fake_rows == [r for r in real_rows if r in set(fake_rows)]
+    names = {row[1] for row in got["SQL_TYPES"]["fake"][1]}
+    column_types = {"int8", "varchar", "numeric", "timestamptz", "bool", "bytea", "jsonb",
+                    "uuid", "_text", "bpchar", "float8", "date", "int2", "time", "timestamp",
+                    "int4", "text"}  # fmt: skip
+    assert column_types <= names

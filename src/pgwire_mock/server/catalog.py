@@ -27,6 +27,7 @@ from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.jdbc_catalog import JdbcCatalog
+from pgwire_mock.server.pg_type import TypeQueries
 from pgwire_mock.server.sql import Column, Result, pg_class_attnum
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
@@ -111,10 +112,18 @@ _Handler = Callable[..., Result | CopyOut | None]
 class CatalogQueries:
     """Answers one session's subscriber catalog queries and COPYs (:meth:`answer`)."""
 
-    def __init__(self, major: int, state: ServerState, tables: ServedTables | None) -> None:
+    def __init__(
+        self,
+        major: int,
+        state: ServerState,
+        tables: ServedTables | None,
+        next_xid: Callable[[int], int | None] | None = None,
+    ) -> None:
         self.major = major
         self.state = state
         self.tables = tables
+        self._source_next_xid = next_xid
+        """The source's xid counter: the xid its next transaction gets as of an LSN."""
         self.snapshot_lsn: int | None = None
         """What the transaction's snapshot sees: the WAL before this LSN (a slot's
         USE_SNAPSHOT, SET TRANSACTION SNAPSHOT); None: the end of WAL, as a new one does."""
@@ -124,6 +133,7 @@ class CatalogQueries:
         """A statement of the transaction took a snapshot (FirstSnapshotSet)."""
         self._in_transaction = False
         self._jdbc = JdbcCatalog(major, self._states)
+        self._types = TypeQueries(major, self._states, self._next_xid)
         flags = re.IGNORECASE
         self._handlers: tuple[
             tuple[re.Pattern[str], Callable[..., Result | CopyOut | None]], ...
@@ -247,7 +257,7 @@ class CatalogQueries:
         self._in_transaction = in_transaction
         if in_transaction and _TAKES_SNAPSHOT.match(text):
             self.queried = True
-        jdbc = self._jdbc.answer(text)
+        jdbc = self._jdbc.answer(text) or self._types.answer(text)
         if jdbc is not None:
             return jdbc
         for pattern, handler in self._handlers:
@@ -330,6 +340,18 @@ class CatalogQueries:
         return Result("LOCK TABLE")
 
     # --- the model ------------------------------------------------------------------------
+
+    def _next_xid(self) -> int | None:
+        """The xid the source's next transaction gets as of the transaction's snapshot
+        (None: the source cannot tell). A server without a source has written no
+        transaction: it answers as an empty script does, with the script default
+        first_xid."""
+        if self._source_next_xid is None:
+            from pgwire_mock.script.model import ServerFacts  # noqa: PLC0415 - YAML
+
+            return ServerFacts().first_xid
+        at = self.snapshot_lsn if self.snapshot_lsn is not None else self.state.wal_lsn
+        return self._source_next_xid(at)
 
     def _states(self) -> Mapping[str, TableState]:
         if self.tables is None:

@@ -42,9 +42,10 @@ _PG_CLASS: Final = 1259
 _PG_DESCRIPTION: Final = 2609
 _PG_NAMESPACE: Final = 2615
 _FLOAT4: Final = (700, 4)  # (OID, typlen)
-# pg_attribute's attlen and atttypmod: 16 moved attstattarget out of the fixed part.
+# pg_attribute's attlen and atttypmod: 16 moved attstattarget out of the fixed part, 18
+# dropped attcacheoff (before atttypmod).
 _ATTLEN: Final = {14: 5, 15: 5}
-_ATTTYPMOD: Final = {14: 9, 15: 9}
+_ATTTYPMOD: Final = {14: 9, 15: 9, 18: 6}
 # Schemas whose relations are PostgreSQL's own (not in the fake's model).
 _SYSTEM_SCHEMA: Final = re.compile(r"pg_.*|information_schema", re.DOTALL)
 
@@ -445,6 +446,11 @@ class JdbcCatalog:
         info = TYPES.get(oid)
         if info is not None:
             return ColumnType(oid, info.name, "", info.name, "builtin", info=info)
+        from pgwire_mock.server.pg_type import builtin_name  # noqa: PLC0415 - import cycle
+
+        name = builtin_name(oid)  # xid8 of Debezium's transaction ID query, pg_lsn, xid
+        if name is not None:
+            return ColumnType(oid, name, "", name, "builtin")
         raise _refuse(what, f"type {oid} is not one the fake knows", text)
 
     def _type_by_oid(self, match: re.Match[str], text: str) -> Result:

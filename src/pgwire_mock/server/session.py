@@ -873,7 +873,10 @@ class WalSenderSession:
             pid=self.pid,
         )
         tables = self.config.source if isinstance(self.config.source, ServedTables) else None
-        self._catalog = CatalogQueries(self.major, self.state, tables)
+        source = self.config.source
+        self._catalog = CatalogQueries(
+            self.major, self.state, tables, getattr(source, "next_xid", None)
+        )
         self._ready()
 
     # --- the command loop -----------------------------------------------------------------

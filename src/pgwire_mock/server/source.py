@@ -249,6 +249,15 @@ class RecordingSource:
             options=meta.get("options"),
         )
 
+    def next_xid(self, lsn: int) -> int | None:
+        """One past the highest xid recorded before ``lsn``; with none before it, the
+        first one recorded after (what the next writer got); None if none is recorded."""
+        xids = list(_recorded_xids(self.entries))
+        before = [xid for at, xid in xids if at < lsn]
+        if before:
+            return max(before) + 1
+        return min((xid for _, xid in xids), default=None)
+
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
         if self.options is not None:
             refused = _refuse_options(self.name, self.options, options)
@@ -326,6 +335,15 @@ def _refuse_options(
 
 def _major(meta: Mapping[str, Any]) -> int | None:
     return int(meta["major"]) if "major" in meta else None
+
+
+def _recorded_xids(entries: Sequence[StreamEntry]) -> Iterator[tuple[int, int]]:
+    """(LSN, xid) of each recorded Begin, Begin Prepare and Stream Start."""
+    for entry in entries:
+        payload = entry.payload
+        offset = {ord("B"): 17, ord("b"): 25, ord("S"): 1}.get(payload[0]) if payload else None
+        if offset is not None and len(payload) >= offset + 4:
+            yield entry.lsn, int.from_bytes(payload[offset : offset + 4], "big")
 
 
 def _publications(meta: Mapping[str, Any]) -> list[str]:
@@ -435,6 +453,21 @@ class ScriptSource:
         from pgwire_mock.script.tables import tables_at  # noqa: PLC0415 - see from_file
 
         return tables_at(self.wal.compiled, lsn) if self.wal is not None else {}
+
+    def next_xid(self, lsn: int) -> int:
+        """The xid the script's next transaction gets as of ``lsn``: one past every xid
+        its transactions took before ``lsn`` (the server's first_xid if none did)."""
+        from pgwire_mock.script.compile import WChange, WTxn  # noqa: PLC0415 - see from_file
+
+        highest = int(self.script.server.first_xid) - 1
+        wal = self.wal.compiled.wal if self.wal is not None else []
+        for item in wal:
+            if isinstance(item, WTxn) and item.first_lsn < lsn:
+                subs = [item.top]
+                for change in item.items:
+                    subs.extend([change.sub] if isinstance(change, WChange) else change.subs)
+                highest = max([highest, *(sub.xid for sub in subs if sub.xid is not None)])
+        return highest + 1
 
     def publication_table(
         self, publication: str, table: str

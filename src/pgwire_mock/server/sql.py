@@ -58,6 +58,7 @@ OID: Final = {
     "text": (25, -1),
     "oid": (26, 4),
     "xid": (28, 4),
+    "xid8": (5069, 8),
     "inet": (869, -1),
     "timestamptz": (1184, 8),
     "interval": (1186, 16),
