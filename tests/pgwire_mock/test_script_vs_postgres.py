@@ -397,6 +397,53 @@ _LARGE = Case(
 )
 
 
+def _large_aborted_script(major: int, oids: dict[str, int]) -> Script:
+    t = "public.pgwm_sv_bigab"
+
+    def rows(first: int) -> list[Any]:
+        return [insert(t, id=i, pad=_PAD) for i in range(first, first + 200)]
+
+    return (
+        _base(major)
+        .table(t, columns=[column("id", "int4", key=True), column("pad", "text")])
+        .publication(_PUB, tables=[t])
+        .transaction(rows(1), rollback=True)
+        .transaction(rows(300), prepare="pgwm_sv_big_b")
+        .rollback_prepared("pgwm_sv_big_b")
+        .transaction(rows(600), prepare="pgwm_sv_big_c")
+        .commit_prepared("pgwm_sv_big_c")
+        .transaction([insert(t, id=900, pad="small afterwards")])
+    )
+
+
+def _big(first: int) -> str:
+    return (
+        f"INSERT INTO pgwm_sv_bigab SELECT g, repeat('x', 400) "
+        f"FROM generate_series({first}, {first + 199}) g"
+    )
+
+
+# Large transactions already rolled back when they are decoded (after the fact, as the
+# SQL interface decodes them): 18 truncates them at the memory limit instead of
+# streaming them (ReorderBufferCheckAndTruncateAbortedTXN); 14-17 stream, then abort.
+_LARGE_ABORTED = Case(
+    name="large_aborted",
+    publish=("pgwm_sv_bigab",),
+    setup=(f"CREATE TABLE pgwm_sv_bigab (id int PRIMARY KEY, pad text) {_NO_AUTOVACUUM}",),
+    steps=(
+        f"BEGIN; {_big(1)}; ROLLBACK",
+        f"BEGIN; {_big(300)}; PREPARE TRANSACTION 'pgwm_sv_big_b'",
+        "ROLLBACK PREPARED 'pgwm_sv_big_b'",
+        f"BEGIN; {_big(600)}; PREPARE TRANSACTION 'pgwm_sv_big_c'",
+        "COMMIT PREPARED 'pgwm_sv_big_c'",
+        "INSERT INTO pgwm_sv_bigab VALUES (900, 'small afterwards')",
+    ),
+    teardown=("DROP TABLE IF EXISTS pgwm_sv_bigab",),
+    script=_large_aborted_script,
+    option_sets=(V1, V2_STREAM, V3_2PC),
+)
+
+
 def _two_phase_script(major: int, oids: dict[str, int]) -> Script:
     t = "public.pgwm_sv_2pc"
     return (
@@ -576,6 +623,7 @@ CASES = (
     _TRUNCATE,
     _SUBXACT,
     _LARGE,
+    _LARGE_ABORTED,
     _TWO_PHASE,
     _EMPTY,
     _MESSAGES,

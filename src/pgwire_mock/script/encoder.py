@@ -74,6 +74,7 @@ from pgwire_mock.script.compile import (
     WChange,
     WFinishPrepared,
     WMessage,
+    WSubAbort,
     WTxn,
     compile_script,
     encode_row,
@@ -378,6 +379,11 @@ class _TxnState:
     streamed: bool = False
     streamed_subs: set[int] = field(default_factory=set)  # id() of SubTxn
     invalidated: set[int] = field(default_factory=set)  # table OIDs, flushed at the end
+    # 18 evicts one (sub)transaction at a time: id() of the WChanges it spilled, and of
+    # the (sub)transactions it found aborted and truncated (their changes are dropped).
+    on_disk: set[int] = field(default_factory=set)
+    dropped: set[int] = field(default_factory=set)
+    aborted: bool = False  # the top transaction was truncated as aborted
 
 
 Out: TypeAlias = list[tuple[int, PgOutputMessage]]
@@ -414,10 +420,16 @@ class _Session:
         self.schema_sent: dict[int, bool] = {}
         self.stream_schema: dict[int, set[int]] = {}
         self.deferred: dict[int, _TxnState] = {}  # id(WTxn) → state, prepared without 2PC
+        self.finished: dict[int, bool] = {}  # id(WTxn) → committed, of finished prepared ones
+        self.finish_scanned = 0
+        # Tables with a valid entry in pgoutput's RelationSyncCache (looked up, published
+        # or not, and not invalidated since): reading them needs no catalog access.
+        self.looked_up: set[int] = set()
 
     # helpers
 
     def is_published(self, table: TableVersion, lsn: int) -> bool:
+        self.looked_up.add(table.oid)
         if self.missing is not None:
             raise PublicationMissingError(self.missing)
         if self.skipped_publications:
@@ -479,6 +491,7 @@ class _Session:
         return view
 
     def invalidate(self, oid: int) -> None:
+        self.looked_up.discard(oid)
         self.schema_sent[oid] = False
         self.stream_schema.pop(oid, None)
 
@@ -548,13 +561,20 @@ class _Session:
         streamable = self.can_stream and txn.stream != "never"
         top_xid = _xid(txn.top)
         for item in txn.items:
+            if isinstance(item, WChange) and self.version >= 18:
+                yield from self.queue_change(txn, state, item, streamable)
+                continue
             if isinstance(item, WChange):
+                if state.aborted:
+                    continue  # txn->concurrent_abort: no more changes are collected
                 state.pending.append(item)
                 state.memory += item.size
                 if not (streamable and txn.stream == "auto"):
                     continue
                 if state.memory >= self.limit:
-                    if item.lsn >= self.from_lsn:
+                    if item.lsn >= self.from_lsn and self.aborted_after_the_fact(txn):
+                        yield from self.concurrent_abort(txn, state, item.lsn)
+                    elif item.lsn >= self.from_lsn:
                         yield from self.stream_block(txn, state)
                     else:
                         # ReorderBufferCanStartStreaming: a resumed walsender may not
@@ -582,7 +602,7 @@ class _Session:
             ):
                 yield from self.stream_block(txn, state)
             kept = [c for c in state.pending if id(c.sub) not in aborted]
-            in_memory = state.pending[state.spilled :]
+            in_memory = [c for c in state.pending[state.spilled :] if id(c) not in state.on_disk]
             state.memory -= sum(c.size for c in in_memory if id(c.sub) in aborted)
             state.spilled -= sum(1 for c in state.pending[: state.spilled] if id(c.sub) in aborted)
             state.pending = kept
@@ -638,6 +658,96 @@ class _Session:
             yield Send(item.end_lsn, self.stream_abort(xid, xid, item.end_lsn, item.time))
             self.cleanup(xid, commit=False)
 
+    def queue_change(
+        self, txn: WTxn, state: _TxnState, change: WChange, streamable: bool
+    ) -> Iterator[StreamEvent]:
+        """ReorderBufferQueueChange as 18 runs it, for a stream decoded after the fact
+        (a script's transactions are complete when the walsender reads them): at the
+        memory limit, ReorderBufferCheckAndTruncateAbortedTXN truncates a transaction
+        that CLOG already shows aborted instead of streaming or spilling it, and later
+        changes of an aborted (sub)transaction are dropped as they are queued."""
+        if state.aborted or id(change.sub) in state.dropped:
+            return
+        state.pending.append(change)
+        state.memory += change.size
+        can_stream = streamable and txn.stream == "auto" and change.lsn >= self.from_lsn
+        if can_stream and id(change.sub) in state.serialized and change.kind != "ddl":
+            # ReorderBufferProcessPartialChange, before the memory check.
+            yield from self.stream_block(txn, state)
+            return
+        if state.memory < self.limit:
+            return
+        if can_stream:
+            # ReorderBufferLargestStreamableTopTXN: the top transaction, checked first.
+            if self.aborted_after_the_fact(txn):
+                self.truncate(state, None)
+            else:
+                yield from self.stream_block(txn, state)
+            return
+        # ReorderBufferLargestTXN, one (sub)transaction at a time until under the limit.
+        aborted_subs = {id(s) for i in txn.items if isinstance(i, WSubAbort) for s in i.subs}
+        top_aborted = self.aborted_after_the_fact(txn)
+        while state.memory >= self.limit and not state.aborted:
+            sizes: dict[int, int] = {}
+            for c in state.pending:
+                if id(c) not in state.on_disk:
+                    sizes[id(c.sub)] = sizes.get(id(c.sub), 0) + c.size
+            largest = max(sizes, key=sizes.__getitem__)
+            if top_aborted or largest in aborted_subs:
+                self.truncate(state, None if largest == id(txn.top) else largest)
+            else:
+                state.on_disk.update(id(c) for c in state.pending if id(c.sub) == largest)
+                state.serialized.add(largest)
+                state.memory -= sizes[largest]
+
+    def concurrent_abort(self, txn: WTxn, state: _TxnState, lsn: int) -> Iterator[StreamEvent]:
+        """14-17 stream a transaction that CLOG already shows aborted; the walsender
+        notices at its first catalog access (a table not in pgoutput's cache), ends the
+        block there (empty if that is its first change), and collects none of the
+        transaction's later changes (HandleConcurrentAbort, ``txn->concurrent_abort``)."""
+        sent: list[WChange] = []
+        for change in state.pending:
+            tables = change.tables or ((change.table,) if change.table is not None else ())
+            if change.kind != "message" and any(t.oid not in self.looked_up for t in tables):
+                break
+            sent.append(change)
+        if sent:
+            state.pending = sent
+            yield from self.stream_block(txn, state)
+        else:
+            yield Send(lsn, StreamStart(_xid(txn.top), not state.streamed))
+            yield Send(lsn, StreamStop())
+            state.streamed = True
+        state.pending = []
+        state.memory = 0
+        state.aborted = True
+
+    def truncate(self, state: _TxnState, sub: int | None) -> None:
+        """ReorderBufferTruncateTXN of the top transaction (``sub`` None: all its
+        changes) or of one subtransaction, marked aborted."""
+        gone = [c for c in state.pending if sub is None or id(c.sub) == sub]
+        state.memory -= sum(c.size for c in gone if id(c) not in state.on_disk)
+        state.on_disk.difference_update(id(c) for c in gone)
+        kept = {id(c) for c in gone}
+        state.pending = [c for c in state.pending if id(c) not in kept]
+        if sub is None:
+            state.aborted = True
+        else:
+            state.dropped.add(sub)
+
+    def aborted_after_the_fact(self, txn: WTxn) -> bool:
+        """Whether CLOG shows ``txn`` aborted when the walsender reads it: rolled back,
+        or prepared and already rolled back (a prepared one still open is in progress)."""
+        if txn.kind != "prepare":
+            return txn.kind == "abort"
+        wal = self.compiled.wal
+        end = self.compiled.available if self.compiled.live else len(wal)
+        for item in wal[self.finish_scanned : end]:  # once over the WAL, as it grows
+            if isinstance(item, WFinishPrepared):
+                self.finished[id(item.txn)] = item.commit
+        self.finish_scanned = max(self.finish_scanned, end)
+        return self.finished.get(id(txn)) is False
+
     def stream_abort(self, xid: int, subxid: int, lsn: int, time: int) -> StreamAbort:
         if self.parallel:
             return StreamAbort(xid, subxid, lsn, time)
@@ -662,6 +772,7 @@ class _Session:
         state.memory = 0
         state.spilled = 0
         state.serialized.clear()  # ReorderBufferTruncateTXN: streamed, no longer on disk
+        state.on_disk.clear()
         self.flush_invalidations(state)
 
     def flush_invalidations(self, state: _TxnState) -> None:
