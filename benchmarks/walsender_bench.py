@@ -1,15 +1,16 @@
-"""The fake walsender against real PostgreSQL 17, streaming the same changes to pg_recvlogical.
+"""The fake walsender against real PostgreSQL, streaming the same changes to pg_recvlogical.
 
     .venv/bin/python benchmarks/walsender_bench.py [--changes 1000000] [--batch 10000]
-                                                   [--stall 30] [--keep DIR]
+                                                   [--stall 30] [--keep DIR] [--major 18]
 
-1. Starts PostgreSQL 17 (conformance.provision), creates a published table and two
-   pgoutput slots, then inserts ``--changes`` rows in transactions of ``--batch`` rows.
+1. Starts PostgreSQL ``--major`` (18 unless given; conformance.provision), creates a
+   published table and two pgoutput slots, then inserts ``--changes`` rows in
+   transactions of ``--batch`` rows.
 2. Real: Debian's ``pg_recvlogical --start -o proto_version=1 -o publication_names=...
    --endpos <last commit> -f /dev/null`` on the first slot, timed from start to exit.
 3. Records the second slot through ``pgwire_mock.client.capture_via_walsender`` into a
    JSON Lines recording (meta + one line per message).
-4. Fake: ``python -m pgwire_mock.serve --pg-version 17 --script <recording>`` as a
+4. Fake: ``python -m pgwire_mock.serve --pg-version <major> --script <recording>`` as a
    subprocess (timing starts once it listens, so loading the recording is not counted);
    the same pg_recvlogical command, the same end position.
 5. Back-pressure: the fake again, and a raw-socket client that sends START_REPLICATION,
@@ -45,7 +46,6 @@ REAL_SLOT = "bench_real"
 RECORD_SLOT = "bench_record"
 FAKE_SLOT = "bench_fake"
 STALL_SLOT = "bench_stall"
-MAJOR = 17
 
 
 def _recvlogical(host: str, port: int, slot: str, endpos: LSN) -> float:
@@ -110,7 +110,7 @@ def _prepare(server: provision.Server, changes: int, batch: int) -> LSN:
 class FakeProcess:
     """``python -m pgwire_mock.serve`` on a free port, until :meth:`stop`."""
 
-    def __init__(self, recording: Path, *slots: str) -> None:
+    def __init__(self, recording: Path, major: int, *slots: str) -> None:
         command = [
             sys.executable,
             "-m",
@@ -118,7 +118,7 @@ class FakeProcess:
             "--port",
             "0",
             "--pg-version",
-            str(MAJOR),
+            str(major),
             "--script",
             str(recording),
         ]
@@ -186,9 +186,11 @@ def _read_until(sock: socket.socket, tags: bytes) -> tuple[bytes, bytes]:
         buffer += chunk
 
 
-def _stall(recording: Path, seconds: float, read_first: int) -> tuple[int, int, int, int]:
+def _stall(
+    recording: Path, major: int, seconds: float, read_first: int
+) -> tuple[int, int, int, int]:
     """(RSS before START, RSS when the client stops reading, peak, last) in KiB."""
-    server = FakeProcess(recording, STALL_SLOT)
+    server = FakeProcess(recording, major, STALL_SLOT)
     try:
         before = _rss_kib(server.pid)
         sock = socket.create_connection(("127.0.0.1", server.port))
@@ -234,11 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=10_000, help="rows per transaction")
     parser.add_argument("--stall", type=float, default=30.0, help="seconds the client stalls")
     parser.add_argument("--keep", type=Path, help="write the recording here and keep it")
+    parser.add_argument(
+        "--major", type=int, default=18, choices=provision.MAJORS, help="PostgreSQL major"
+    )
     args = parser.parse_args(argv)
     if shutil.which("pg_recvlogical") is None:
         raise SystemExit("pg_recvlogical not found (Debian postgresql-client)")
 
-    with provision.provide(MAJOR) as server, tempfile.TemporaryDirectory() as tmp:
+    with provision.provide(args.major) as server, tempfile.TemporaryDirectory() as tmp:
         print(f"PostgreSQL {server.full_version}: inserting {args.changes} rows ...", flush=True)
         t0 = time.perf_counter()
         end = _prepare(server, args.changes, args.batch)
@@ -254,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         recording.parent.mkdir(parents=True, exist_ok=True)
         meta = {
             "server_version": server.full_version,
-            "major": MAJOR,
+            "major": args.major,
             "scenario": "walsender_bench",
             "options": options,
             "description": f"{args.changes} single-row inserts in batches of {args.batch}",
@@ -272,12 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         if inserts != args.changes:
             raise SystemExit(f"recorded {inserts} inserts, expected {args.changes}")
 
-        print("pg_recvlogical from PostgreSQL 17 ...", flush=True)
+        print(f"pg_recvlogical from PostgreSQL {args.major} ...", flush=True)
         real = _recvlogical(server.host, server.port, REAL_SLOT, last_commit)
         print(f"  {real:.2f} s", flush=True)
 
         print("pg_recvlogical from the fake ...", flush=True)
-        fake_server = FakeProcess(recording, FAKE_SLOT)
+        fake_server = FakeProcess(recording, args.major, FAKE_SLOT)
         try:
             fake = _recvlogical("127.0.0.1", fake_server.port, FAKE_SLOT, last_commit)
             print(f"  {fake:.2f} s", flush=True)
@@ -286,10 +291,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"stalled client for {args.stall:g} s against the fake ...", flush=True)
         read_first = min(4 << 20, payload_bytes // 4)
-        before, at_stall, peak, last = _stall(recording, args.stall, read_first)
+        before, at_stall, peak, last = _stall(recording, args.major, args.stall, read_first)
 
     rows = [
-        ("PostgreSQL 17", real),
+        (f"PostgreSQL {args.major}", real),
         ("pgwire-mock fake", fake),
     ]
     print()

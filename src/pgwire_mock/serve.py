@@ -136,7 +136,7 @@ def add_serve_command(
     serve = commands.add_parser(
         "serve",
         help="run a fake PostgreSQL walsender that streams a script or a recording",
-        description="Serve logical replication like PostgreSQL 14-17 would: startup and "
+        description="Serve logical replication like PostgreSQL 14-18 would: startup and "
         "authentication, IDENTIFY_SYSTEM, SHOW, CREATE/DROP/READ_REPLICATION_SLOT, "
         "START_REPLICATION with pgoutput, keepalives and timeouts, and a small SQL layer. "
         "One log line per connection and per command goes to stderr.",

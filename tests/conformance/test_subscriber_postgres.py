@@ -13,7 +13,7 @@ from conformance import provision
 from conformance import subscriber as sub
 from conformance.provision import Cluster, Server
 
-PUBLISHERS = (14, 15, 16, 17)
+PUBLISHERS = provision.MAJORS
 
 
 @pytest.fixture(scope="module")
