@@ -11,6 +11,7 @@ import socket
 import uuid
 from collections.abc import Iterator, Sequence
 
+import psycopg
 import pytest
 from psycopg import conninfo
 
@@ -415,3 +416,27 @@ def test_protocol_negotiation_as_postgres_negotiates(
         replies.append([m for m in seen(conn.startup) if m != "AuthenticationOk"])
         conn.close()
     assert replies[1] == replies[0]
+
+
+def test_psycopg_with_libpq_18_negotiates_the_same_protocol(
+    pg_server: Server, fake: WalSender
+) -> None:
+    """psycopg's bundled libpq (18) asking for protocol 3.2: the protocol it gets, the
+    cancel key it holds and the reported search_path, from the server and the fake."""
+    if psycopg.pq.version() < 180000:
+        pytest.fail(f"psycopg's libpq is {psycopg.pq.version()}, not 18 or newer")
+    seen_by: list[tuple[object, ...]] = []
+    for host, port in (_address(pg_server), (fake.host, fake.port)):
+        dsn = (
+            f"host={host} port={port} user=postgres dbname=postgres "
+            "max_protocol_version=3.2 replication=database"
+        )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            info = conn.pgconn
+            search_path = info.parameter_status(b"search_path")
+            conn.execute("SELECT pg_catalog.set_config('search_path', '', false)")
+            after = info.parameter_status(b"search_path")
+            seen_by.append((info.full_protocol_version, search_path, after))
+    assert seen_by[1] == seen_by[0]
+    if pg_server.version >= 18:
+        assert seen_by[0] == (30002, b'"$user", public', b"")
