@@ -81,7 +81,9 @@ def hmac_sha256(key: bytes, message: bytes) -> bytes:
 
 def salted_password(password: str, salt: bytes, iterations: int) -> bytes:
     """Hi(Normalize(password), salt, i): PBKDF2-HMAC-SHA-256 with one output block."""
-    return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, iterations)
+    # Bytes a client sent that are not UTF-8 arrive as lone surrogates (surrogateescape).
+    data = password.encode("utf-8", "surrogateescape")
+    return hashlib.pbkdf2_hmac("sha256", data, salt, iterations)
 
 
 def client_key(salted: bytes) -> bytes:

@@ -194,3 +194,39 @@ def test_serve_refuses_an_empty_password(capsys: pytest.CaptureFixture[str]) -> 
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "empty password" in err[0]
+
+
+@pytest.mark.parametrize("method", ["password", "md5"])
+@pytest.mark.parametrize("stored", [PASSWORD, "p\xe9ss"])
+def test_a_latin1_password_is_an_ordinary_failed_login(method: str, stored: str) -> None:
+    """A client in Latin-1 sends bytes that are not UTF-8. PostgreSQL compares the bytes
+    (recv_password_packet checks only the NUL), so the login fails with 28P01 — even
+    when the role's password is the same text in UTF-8 — not with a framing error."""
+    server = start_walsender(users={"app": stored}, auth=method)
+    try:
+        sock = socket.create_connection((server.host, server.port), timeout=10)
+        sock.sendall(StartupMessage((("user", "app"), ("database", "postgres"))).encode())
+        reader = BackendReader()
+        body = stored.encode("latin-1", "replace")
+        sent = False
+        error = None
+        while error is None:
+            data = sock.recv(65536)
+            assert data, "the server closed the connection without an ErrorResponse"
+            reader.feed(data)
+            for message in reader:
+                if not sent and not isinstance(message, ErrorResponse):
+                    sock.sendall(b"p" + (len(body) + 5).to_bytes(4, "big") + body + b"\0")
+                    sent = True
+                elif isinstance(message, ErrorResponse):
+                    error = message
+        sock.close()
+    finally:
+        server.stop()
+    fields = dict(error.fields)
+    assert (fields["S"], fields["C"], fields["M"]) == (
+        "FATAL",
+        "28P01",
+        'password authentication failed for user "app"',
+    )
+    assert PasswordMessage.decode_body(b"p\xe9ss\0").encode() == b"p\0\0\0\x09p\xe9ss\0"

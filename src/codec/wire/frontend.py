@@ -246,17 +246,28 @@ class PasswordMessage:
     """'p': a cleartext or MD5-hashed ("md5" + hex) password."""
 
     TAG: ClassVar[bytes] = b"p"
+    #: PostgreSQL compares the bytes as sent, in whatever encoding the client used; bytes
+    #: that are not UTF-8 are kept as lone surrogates (``surrogateescape``), so a Latin-1
+    #: password fails authentication (28P01) as on the server instead of framing (08P01).
     password: str
 
     def encode(self) -> bytes:
-        return frame(b"p", cstring(self.password, "password"))
+        try:
+            data = self.password.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as err:
+            raise EncodeError(f"password is not encodable: {err.reason}") from None
+        if b"\0" in data:
+            raise EncodeError(f"password must not contain a NUL character: {self.password!r}")
+        return frame(b"p", data + b"\0")
 
     @classmethod
     def decode_body(cls, body: bytes) -> Self:
         mt = "PasswordMessage ('p')"
-        password, pos = read_cstring(body, 0, mt, "password")
-        trailing(body, pos, mt)
-        return cls(password)
+        end = body.find(b"\0")
+        if end < 0:
+            raise DecodeError(mt, 0, "expected a NUL-terminated password, found no NUL")
+        trailing(body, end + 1, mt)
+        return cls(body[:end].decode("utf-8", "surrogateescape"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ AUTH_METHODS: Final[tuple[AuthMethod, ...]] = ("trust", "password", "md5", "scra
 
 def md5_secret(user: str, password: str) -> str:
     """What pg_authid keeps for an MD5 role: ``"md5" + md5(password || user)``."""
-    return "md5" + hashlib.md5((password + user).encode("utf-8")).hexdigest()
+    return "md5" + hashlib.md5((password + user).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +131,9 @@ def _empty_password() -> AuthFailedError:
 def _same(given: str, expected: str) -> bool:
     """Constant-time comparison of two passwords or hashes as UTF-8 bytes
     (hmac.compare_digest refuses str with non-ASCII characters)."""
-    return hmac.compare_digest(given.encode(), expected.encode())
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+    )
 
 
 def _protocol_violation(message: str, detail: str | None = None) -> AuthFailedError:
