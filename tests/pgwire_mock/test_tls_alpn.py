@@ -19,6 +19,7 @@ import ssl
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,3 +176,52 @@ def test_handshakes_match_real_postgresql(
     else:
         assert real[(("postgresql",), False)] == "alpn=None first=b'R'"
         assert real[(("postgresql",), True)].startswith("handshake failed")
+
+
+def test_ssl_request_on_a_unix_socket_is_answered_n(
+    certificate: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """ProcessStartupPacket answers 'S' only off Unix-domain sockets: a client that asks
+    there (libpq never does; a raw or JDBC client may) gets 'N' and goes on in clear, as
+    on a server with ssl=on. Over TCP the same server says 'S'."""
+    path, _ = recording(17)
+    cert, key = certificate
+    sock_path = tmp_path / ".s.PGSQL.5499"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgwire_mock.serve",
+            "--listen",
+            f"unix:{sock_path}",
+            "--script",
+            str(path),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not sock_path.exists():
+            assert process.poll() is None, "serve exited"
+            assert time.monotonic() < deadline, "serve did not listen"
+            time.sleep(0.05)
+        client = socket.socket(socket.AF_UNIX)
+        client.settimeout(10)
+        client.connect(str(sock_path))
+        client.sendall(struct.pack("!ii", 8, 80877103))
+        assert client.recv(1) == b"N"
+        client.close()
+    finally:
+        process.terminate()
+        process.wait(10)
+    server = _fake(17, certificate)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as tcp:
+            tcp.sendall(struct.pack("!ii", 8, 80877103))
+            assert tcp.recv(1) == b"S"
+    finally:
+        server.stop()

@@ -173,6 +173,8 @@ class WalSenderProtocol(Protocol):
         host, port = getattr(peer, "host", None), getattr(peer, "port", None)
         if isinstance(host, str) and isinstance(port, int):  # not a Unix-domain socket
             session.client_address = (host, port)
+        else:
+            session.unix_socket = isinstance(peer, UNIXAddress)
         self.session = session
         factory.connected(self)
         self._log("connection opened")

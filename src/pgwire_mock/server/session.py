@@ -309,6 +309,7 @@ class WalSenderSession:
         self.replication: str = "database"  # database | physical | plain
         self.application_name = ""
         self.tls_active = False
+        self.unix_socket = False  # set by the transport: a Unix-domain socket connection
         self.close_requested = False
         self.transaction_status: str = "I"
         self._reader = FrontendReader(config.max_message_size)
@@ -665,7 +666,9 @@ class WalSenderSession:
     # --- startup --------------------------------------------------------------------------
 
     def _on_ssl_request(self, _: SSLRequest) -> None:
-        willing = self.config.tls and not self.tls_active
+        # ProcessStartupPacket: 'S' only when TLS is configured, not yet on, and the
+        # connection is not a Unix-domain socket (laddr family != AF_UNIX).
+        willing = self.config.tls and not self.tls_active and not self.unix_socket
         self._send(SSLResponse(willing))
         if willing:
             if self._reader.buffered:
