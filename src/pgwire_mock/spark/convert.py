@@ -56,9 +56,15 @@ _INT_RE: Final = r"-?[0-9]{1,19}"
 # json with NaN and Infinity refused, accepts); deeper documents go one by one.
 _JSON_WS: Final = r"[ \t\n\r]*"
 _JSON_STRING: Final = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-_JSON_SCALAR: Final = (
-    f"({_JSON_STRING}" r"|-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null)"
-)
+_JSON_NUMBER: Final = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+# jsonb keeps a number as numeric, which overflows past 131072 digits before the point or
+# 16383 after it (the codec refuses those): with at most 100 digits before, 99 after and
+# an exponent below 1000, every number this pattern takes fits; longer ones go one by one.
+_JSONB_NUMBER: Final = r"-?(0|[1-9][0-9]{0,99})(\.[0-9]{1,99})?([eE][+-]?[0-9]{1,3})?"
+
+
+def _json_scalar(number: str) -> str:
+    return f"({_JSON_STRING}|{number}|true|false|null)"
 
 
 def _json_container(value: str) -> str:
@@ -70,11 +76,17 @@ def _json_container(value: str) -> str:
     )
 
 
-_JSON_DOCUMENT: Final = (
-    f"^{_JSON_WS}({_JSON_SCALAR}|"
-    + _json_container(f"({_JSON_SCALAR}|{_json_container(_JSON_SCALAR)})")
-    + f"){_JSON_WS}$"
-)
+def _json_document(number: str) -> str:
+    scalar = _json_scalar(number)
+    return (
+        f"^{_JSON_WS}({scalar}|"
+        + _json_container(f"({scalar}|{_json_container(scalar)})")
+        + f"){_JSON_WS}$"
+    )
+
+
+_JSON_DOCUMENT: Final = _json_document(_JSON_NUMBER)
+_JSONB_DOCUMENT: Final = _json_document(_JSONB_NUMBER)
 
 # PostgreSQL quotes an array element that is empty, is NULL in any case, or holds a
 # quote, backslash, brace, comma or white space (array_out): unquoted ones have none.
@@ -252,7 +264,7 @@ def _fast_path(column: ColumnType) -> _FastPath | None:
         _VARCHAR: _FastPath(r"^[^\x00]*$", _identity),
         _BPCHAR: _FastPath(r"^[^\x00]*$", _identity),
         _JSON: _FastPath(_JSON_DOCUMENT, _identity),
-        _JSONB: _FastPath(_JSON_DOCUMENT, _identity),
+        _JSONB: _FastPath(_JSONB_DOCUMENT, _identity),
         _UUID: _FastPath(
             r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", _identity
         ),
