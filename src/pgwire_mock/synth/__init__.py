@@ -15,8 +15,8 @@ Every event is a pure function of (spec, seed, changes, position), so shards are
 generated independently; ``docs/synth.md`` documents the spec and the guarantees.
 """
 
-from pgwire_mock.synth.generator import Shard, StreamItem, Synth, SynthError
-from pgwire_mock.synth.output import write_expected, write_recording
+from pgwire_mock.synth.generator import InitialRows, Shard, StreamItem, Synth, SynthError
+from pgwire_mock.synth.output import snapshot_lines, write_expected, write_recording
 from pgwire_mock.synth.spec import (
     ColumnSpec,
     LargeSpec,
@@ -33,6 +33,7 @@ from pgwire_mock.synth.state import ExpectedState, StateDelta, TableDelta
 __all__ = [
     "ColumnSpec",
     "ExpectedState",
+    "InitialRows",
     "LargeSpec",
     "MessageSpec",
     "OutputSpec",
@@ -47,6 +48,7 @@ __all__ = [
     "TableSpec",
     "load_spec",
     "parse_spec",
+    "snapshot_lines",
     "write_expected",
     "write_recording",
 ]

@@ -18,7 +18,7 @@ from codec import CodecError
 from codec.values import encode_text
 from pgwire_mock.cli import CommandError, check_output
 from pgwire_mock.synth.generator import Shard, StreamItem, Synth, SynthError
-from pgwire_mock.synth.output import write_expected, write_recording
+from pgwire_mock.synth.output import snapshot_lines, write_expected, write_recording
 from pgwire_mock.synth.spec import SpecError, load_spec
 from pgwire_mock.synth.state import StateDelta
 
@@ -33,7 +33,10 @@ def add_command(commands: Any) -> None:
         description="Generate a deterministic pgoutput change stream from a declarative "
         "spec (YAML or JSON) and write it as a JSON Lines recording that 'serve' can "
         "stream. Shard K/N of a run, concatenated in order with the other shards, is "
-        "the single-process stream byte for byte.",
+        "the single-process stream byte for byte. A spec whose tables have initial_rows "
+        "(or with snapshot: true) starts the recording (shard 0) with the tables' "
+        "snapshot, as 'pgwire-mock record --snapshot' writes one: 'serve' answers a "
+        "subscriber's COPY with it, and the Spark source reads it as the initial state.",
     )
     parser.add_argument("--spec", required=True, type=Path, help="spec file (YAML or JSON)")
     parser.add_argument("--seed", required=True, type=int, help="seed (any integer)")
@@ -45,7 +48,8 @@ def add_command(commands: Any) -> None:
     parser.add_argument(
         "--expected",
         type=Path,
-        help="also write the expected final state (a mergeable delta with --shard)",
+        help="also write the expected final state, snapshot rows included (a mergeable "
+        "delta with --shard)",
     )
     parser.set_defaults(run=run_synth)
 
@@ -90,7 +94,10 @@ def run_synth(args: argparse.Namespace) -> int:
     if args.expected is not None:
         check_output(args.expected, "--expected")
     blocks = synth.shard_blocks(shard)
-    delta = StateDelta() if args.expected is not None else None
+    first = shard.index == 0  # the shard that starts the stream: the snapshot is its
+    delta = None
+    if args.expected is not None:
+        delta = synth.initial_delta() if first else StateDelta()
     progress = Progress(len(blocks))
     counted = [0, 0]  # blocks, events
 
@@ -104,7 +111,8 @@ def run_synth(args: argparse.Namespace) -> int:
 
     try:
         with _open_output(args.out) as out:
-            write_recording(out, synth.meta(shard), events())
+            snapshot = snapshot_lines(synth) if first and spec.snapshot else ()
+            write_recording(out, synth.meta(shard), events(), snapshot=snapshot)
         progress.update(counted[0], counted[1], final=True)
         if delta is not None:
             with _open_output(str(args.expected)) as out:

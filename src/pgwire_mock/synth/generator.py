@@ -16,6 +16,10 @@ How the stream is cut up (``docs/synth.md`` has the long form):
   inserted at block 0 and after each truncate, never deleted). Deletes in block ``b`` only
   reach ids inserted before ``b``; the block that starts the table (block 0, or a
   truncate block) turns its deletes into updates.
+* A table's ``initial_rows`` are its **snapshot**: ids ``hot_keys ..`` allocated before
+  block 0 and live from the start (the oldest until the first truncate), their values
+  drawn per chunk of 4096 rows (:meth:`Synth.initial_rows`), so deletes and updates reach
+  them like any row.
 * Rolled-back work (prepared transactions rolled back, aborted large transactions,
   aborted subtransactions) is *extra*: its slots do not count as changes and do not
   move the counters. Its inserts use negative ids, its updates and deletes hit live ids
@@ -54,6 +58,7 @@ from codec.pgoutput import (
     StreamStop,
     Truncate,
 )
+from codec.values import LSN
 from pgwire_mock.synth.fastblock import (
     ABORT,
     COMMIT,
@@ -81,7 +86,7 @@ from pgwire_mock.synth.values import (
     toast_pool,
 )
 
-__all__ = ["Shard", "StreamItem", "Synth", "SynthError"]
+__all__ = ["InitialRows", "Shard", "StreamItem", "Synth", "SynthError"]
 
 #: (LSN, pgoutput payload): what an XLogData message carries.
 StreamItem = tuple[int, bytes]
@@ -89,6 +94,7 @@ StreamItem = tuple[int, bytes]
 _OPS: Final = ("insert", "update", "key_update", "delete")
 _MSG_TX, _MSG_NT = 0, 1
 _BLOCK_LSN_SPAN: Final = 1 << 32
+_INITIAL_CHUNK: Final = 4096  # snapshot rows drawn from one generator
 _FIRST_XID: Final = 1000
 _XID_SPACE: Final = (1 << 32) - 3  # xids 0-2 are reserved (Invalid, Bootstrap, Frozen)
 
@@ -160,6 +166,8 @@ class _Table:
         self.hot = spec.hot_keys
         self.hot_ratio = spec.hot_ratio
         self.key = KeyCodec(spec.columns[spec.key_index].type.name, binary)
+        #: Rows of the snapshot: key ids ``hot .. hot + initial - 1``.
+        self.initial = spec.initial_rows
         oid = _OID.pack(spec.oid)
         self.insert_head = b"I", oid + b"N"
         self.oid_bytes = oid
@@ -240,16 +248,18 @@ class _Table:
         resets = self._resets_before(block)
         ins_reset = self.reset[INS] + self.reset[KUPD]
         ins_normal = self.normal[INS] + self.normal[KUPD]
-        return self.hot + resets * ins_reset + (block - resets) * ins_normal
+        return self.hot + self.initial + resets * ins_reset + (block - resets) * ins_normal
 
     def window(self, block: int) -> tuple[int, int]:
         """(oldest live id, next id) at the start of ``block``."""
         last_reset = (block // self.period) * self.period if self.period > 0 else 0
         base = self.allocated_before(last_reset)
+        # Until the first truncate the snapshot's rows are live too, and the oldest.
+        oldest = base - self.initial if last_reset == 0 else base
         if block == last_reset:
-            return base, base
+            return oldest, base
         deletes = self.normal[DEL] + self.normal[KUPD]
-        return base + (block - last_reset - 1) * deletes, self.allocated_before(block)
+        return oldest + (block - last_reset - 1) * deletes, self.allocated_before(block)
 
 
 class Synth:
@@ -341,8 +351,9 @@ class Synth:
             yield log.take()
 
     def expected_delta(self, shard: Shard | None = None) -> StateDelta:
-        """The state delta of ``shard`` (merge the shards' in order with StateDelta.merge)."""
-        delta = StateDelta()
+        """The state delta of ``shard`` (merge the shards' in order with StateDelta.merge);
+        shard 0's starts from the snapshot (:meth:`initial_delta`)."""
+        delta = self.initial_delta() if (shard or Shard()).index == 0 else StateDelta()
         for _ in self.stream(shard, state=delta):
             pass
         return delta
@@ -359,10 +370,11 @@ class Synth:
         )
 
     def meta(self, shard: Shard | None = None) -> dict[str, object]:
-        """The ``meta`` header of a recording of ``shard``."""
+        """The ``meta`` header of a recording of ``shard``; with the spec's ``snapshot``,
+        shard 0's has :meth:`snapshot_meta` (its rows follow the meta line)."""
         shard = shard or Shard()
         blocks = self.shard_blocks(shard)
-        return {
+        meta: dict[str, object] = {
             "generator": "pgwire-mock synth",
             "major": self.spec.server_version,
             "seed": self.seed,
@@ -373,12 +385,86 @@ class Synth:
             "options": self.output.as_pgoutput(self.spec.publication),
             "tables": {t.name: t.spec.oid for t in self.tables},
         }
+        if self.spec.snapshot and shard.index == 0:
+            meta["snapshot"] = self.snapshot_meta()
+        return meta
 
     def block(self, block: int, state: StateDelta | None = None) -> list[StreamItem]:
         """Block ``block``'s events; a pure function of (spec, seed, changes, block)."""
         if not 0 <= block < self.blocks:
             raise SynthError(f"block {block} is outside 0..{self.blocks - 1}")
         return _Block(self, block, state).run()
+
+    # --- the snapshot -------------------------------------------------------------------
+
+    def initial_rows(
+        self, table: int, start: int = 0, stop: int | None = None
+    ) -> Iterator[InitialRows]:
+        """Rows ``[start, stop)`` of table ``table``'s snapshot (index into
+        :attr:`tables`; default: all ``initial_rows`` of them), in chunks. Chunk ``c``
+        (rows ``c·4096`` onwards) draws its rows' pool picks from a generator seeded by
+        ``(seed, table, c)`` alone, so any range can be made without the rows before it;
+        TOAST columns are a function of the key id, as in the stream."""
+        t = self.tables[table]
+        stop = t.initial if stop is None else min(stop, t.initial)
+        for c in range(max(start, 0) // _INITIAL_CHUNK, -(-stop // _INITIAL_CHUNK)):
+            first = c * _INITIAL_CHUNK
+            lo, hi = max(start, first), min(stop, first + _INITIAL_CHUNK)
+            if lo >= hi:
+                continue
+            rng = np.random.default_rng(derive_seed(self.seed, "initial", table, c))
+            picks = t.parts.draw(rng, min(_INITIAL_CHUNK, t.initial - first)).picks
+            kids = np.arange(t.hot + lo, t.hot + hi, dtype=np.int64)
+            toast = tuple(col.entries(kids) for col in t.toasts if col is not None)
+            yield InitialRows(table, lo, kids, picks[lo - first : hi - first], toast)
+
+    def initial_values(self, rows: InitialRows) -> list[tuple[object, ...]]:
+        """The values of snapshot ``rows`` (Python values, as the expected state holds)."""
+        t = self.tables[rows.table]
+        toasts = iter(rows.toast)
+        entries = [None if c is None else next(toasts) for c in t.toasts]
+        chunk = RowChunk(t.parts, rows.picks)
+        columns = _Block._values(t, chunk, rows.kids.tolist(), entries)
+        return list(zip(*columns, strict=True))
+
+    def initial_delta(self) -> StateDelta:
+        """The tables as the snapshot holds them (every table's ``initial_rows``): what
+        the state of the shard that starts the stream (shard 0) starts from."""
+        delta = StateDelta()
+        for t in self.tables:
+            if t.initial:
+                rows = delta.table(t.name).rows
+                for chunk in self.initial_rows(t.index):
+                    rows.update(zip(chunk.kids.tolist(), self.initial_values(chunk), strict=True))
+        return delta
+
+    def snapshot_meta(self) -> dict[str, object]:
+        """The recording's ``meta.snapshot`` (the format ``record --snapshot`` writes,
+        :mod:`pgwire_mock.streamfile`): the consistent point is ``start_lsn``, where the
+        stream begins; every table, as pg_class and pg_attribute would describe it."""
+        return {
+            "consistent_point": str(LSN(self.spec.start_lsn)),
+            "tables": [
+                {
+                    "schema": t.spec.namespace,
+                    "name": t.spec.name,
+                    "oid": t.spec.oid,
+                    "relreplident": "d",
+                    "relnatts": len(t.spec.columns),
+                    "columns": [
+                        {
+                            "attnum": i + 1,
+                            "name": c.name,
+                            "type_oid": c.type.oid,
+                            "typmod": -1,
+                            "key": c.key,
+                        }
+                        for i, c in enumerate(t.spec.columns)
+                    ],
+                }
+                for t in self.tables
+            ],
+        }
 
     # --- composition ----------------------------------------------------------------------
 
@@ -426,6 +512,23 @@ class Synth:
             if code // 4 == index and code < self._msg_base:
                 c[code % 4] += 1
         return c[0], c[1], c[2], c[3]
+
+
+@dataclass(frozen=True, slots=True)
+class InitialRows:
+    """Rows ``start .. start + len(kids) - 1`` of table ``table``'s snapshot: their key
+    ids, their pool picks (a row per row, a column per pool column, as
+    :class:`~.rowparts.RowChunk`) and, per TOAST column, each row's entry (its value in
+    full: the snapshot holds the values, never unchanged-TOAST)."""
+
+    table: int
+    start: int
+    kids: npt.NDArray[np.int64]
+    picks: npt.NDArray[np.int64]
+    toast: tuple[npt.NDArray[np.int64], ...]
+
+    def __len__(self) -> int:
+        return len(self.kids)
 
 
 @dataclass(slots=True)

@@ -20,10 +20,20 @@ import numpy.typing as npt
 
 from pgwire_mock.synth.values import PoolEntry
 
-__all__ = ["DELETE", "INSERT", "KEY_UPDATE", "TRUNCATE", "UPDATE", "LoggedRows", "RowLog"]
+__all__ = [
+    "DELETE",
+    "INSERT",
+    "KEY_UPDATE",
+    "SNAPSHOT",
+    "TRUNCATE",
+    "UPDATE",
+    "LoggedRows",
+    "RowLog",
+]
 
-#: Row operations; KEY_UPDATE is an update that carries the old key.
-INSERT, UPDATE, KEY_UPDATE, DELETE, TRUNCATE = range(5)
+#: Row operations; KEY_UPDATE is an update that carries the old key; SNAPSHOT a row of
+#: the snapshot (:meth:`LoggedRows.snapshot`), not a change.
+INSERT, UPDATE, KEY_UPDATE, DELETE, TRUNCATE, SNAPSHOT = range(6)
 NO_ROW: Final = -1
 """``LoggedRows.picks_at`` / ``old`` of a row without drawn values / without an old key."""
 
@@ -91,6 +101,38 @@ class LoggedRows:
             for name, values in zip(_COLUMNS, zip(*self.staged, strict=True), strict=True):
                 self.parts[name].append(np.array(values, np.int64))
             self.staged = []
+
+    @classmethod
+    def snapshot(
+        cls,
+        start: int,
+        kids: npt.NDArray[np.int64],
+        picks: npt.NDArray[np.int64],
+        toast: tuple[npt.NDArray[np.int64], ...],
+        consistent_point: int,
+    ) -> LoggedRows:
+        """Snapshot rows ``start ..`` (their key ids, pool picks and TOAST entries) as a
+        consumer reads them: position = index in the table's snapshot, commit LSN = the
+        consistent point, xid and commit time 0."""
+        n = len(kids)
+        rows = cls()
+        rows.chunks.append(picks)
+        zeros = np.zeros(n, np.int64)
+        columns = {
+            "op": np.full(n, SNAPSHOT, np.int64),
+            "position": np.arange(start, start + n, dtype=np.int64),
+            "key": kids,
+            "old": np.full(n, NO_ROW, np.int64),
+            "picks_at": np.arange(n, dtype=np.int64),
+            "commit_lsn": np.full(n, consistent_point, np.int64),
+            "xid": zeros,
+            "commit_time": zeros,
+        }
+        entries: list[tuple[int, ...]] = (
+            list(zip(*(e.tolist() for e in toast), strict=True)) if toast else [()] * n
+        )
+        rows.add(columns, entries)
+        return rows
 
     @property
     def picks(self) -> npt.NDArray[np.int64]:

@@ -80,6 +80,9 @@ class TableSpec:
     hot_ratio: float = 0.2
     #: Truncate (and re-insert the hot rows) every this many changes; 0 = never.
     truncate_every: int = 0
+    #: Rows the table holds before the stream's first transaction: the recording's
+    #: snapshot (key ids ``hot_keys .. hot_keys + initial_rows - 1``).
+    initial_rows: int = 0
 
     @property
     def qualified_name(self) -> str:
@@ -155,6 +158,9 @@ class Spec:
     changes_per_second: float = 10_000.0
     publication: str = "synth"
     server_version: int = 16
+    #: Whether a recording starts with the tables' snapshot (their ``initial_rows``), as
+    #: ``pgwire-mock record --snapshot`` writes one.
+    snapshot: bool = False
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -354,6 +360,14 @@ def _build(data: object) -> Spec:
                     "(updates fall back to the hot keys when no other row is live)",
                 )
 
+    initial = [i for i, t in enumerate(tables) if t.initial_rows]
+    snapshot = root.boolean("snapshot", bool(initial))
+    if initial and not snapshot:
+        raise SpecError(
+            f"tables[{initial[0]}].initial_rows",
+            "initial rows are the recording's snapshot: not with snapshot: false",
+        )
+
     spec = Spec(
         tables=tables,
         operations=ops,
@@ -373,6 +387,7 @@ def _build(data: object) -> Spec:
         changes_per_second=float(root.number("changes_per_second", 10_000, 1e-3, 1e6)),
         publication=root.string("publication", "synth"),
         server_version=server_version,
+        snapshot=snapshot,
     )
     root.done()
     return spec
@@ -444,6 +459,7 @@ def _table(data: object, index: int) -> TableSpec:
         hot_keys=node.integer("hot_keys", 16, 0, 1_000_000),
         hot_ratio=node.ratio("hot_ratio", 0.2),
         truncate_every=node.integer("truncate_every", 0, 0, 1 << 62),
+        initial_rows=node.integer("initial_rows", 0, 0, 1 << 40),
     )
     node.done()
     return table
