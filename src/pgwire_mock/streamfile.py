@@ -10,7 +10,8 @@ Two formats are recognised by their first byte:
   keepalives are skipped.
 
 A JSON Lines recording made with ``pgwire-mock record --snapshot`` also holds the
-published tables as the new slot's exported snapshot saw them. Its meta has a
+published tables as the new slot's exported snapshot saw them (``pgwire-mock synth``
+writes one the same way for a spec with ``initial_rows``). Its meta has a
 ``snapshot`` object::
 
     {"consistent_point": "0/1A2B3C8", "snapshot_name": "00000003-00000002-1",
@@ -146,6 +147,22 @@ def _read_json_lines(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry
                 f"{name}, line {number}: expected {{'lsn': 'X/Y', 'data': '<hex>'}}: {err}"
             ) from None
         yield entry
+
+
+def read_snapshot_line(line: bytes, name: str, number: int) -> SnapshotRow | None:
+    """The snapshot row one JSON Lines line holds (``number``: its line number in the
+    file, for errors), parsed as :func:`read_snapshot` parses it; None for a blank line,
+    a meta line or a stream entry. For readers that seek to a line instead of reading
+    the file from its start (the Spark source's executors)."""
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError as err:
+        raise StreamFileError(f"{name}, line {number}: not JSON: {err}") from None
+    if isinstance(record, dict) and "table" in record and "meta" not in record:
+        return _snapshot_row(record, number, name)
+    return None
 
 
 def _snapshot_row(record: dict[str, Any], number: int, name: str) -> SnapshotRow:

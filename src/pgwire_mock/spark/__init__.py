@@ -20,6 +20,7 @@ from pgwire_mock.spark.apply import (
 from pgwire_mock.spark.decode import (
     KEY_METADATA,
     METADATA_FIELDS,
+    SNAPSHOT_OP,
     ChangeDecoder,
     DecodeOptions,
     SchemaChangeError,
@@ -35,6 +36,7 @@ from pgwire_mock.spark.types import ColumnType, column_type, to_spark_type
 __all__ = [
     "KEY_METADATA",
     "METADATA_FIELDS",
+    "SNAPSHOT_OP",
     "ApplyError",
     "ApplyResult",
     "ChangeDecoder",

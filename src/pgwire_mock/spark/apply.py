@@ -4,6 +4,9 @@
 ``format("pgoutput")`` or an Arrow table from :mod:`pgwire_mock.spark.decode`), in any
 row order, and brings the target up to date, as a subscriber's apply worker would:
 
+* snapshot rows (``_op`` ``snapshot``: a table's rows at a recording's consistent point,
+  :mod:`pgwire_mock.spark.snapshot`) are the initial state: they are applied first, as
+  inserts, then the changes, so snapshot + changes give the table's final state;
 * rows are applied in ``(_commit_lsn, _position)`` order;
 * the row identity is the replica identity (the columns flagged as key in the Relation
   message; every column under REPLICA IDENTITY FULL); an update whose ``_before`` is set
@@ -43,7 +46,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from pgwire_mock.spark.decode import KEY_METADATA, METADATA_FIELDS, SparkSideError
+from pgwire_mock.spark.decode import KEY_METADATA, METADATA_FIELDS, SNAPSHOT_OP, SparkSideError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,6 +66,7 @@ _META_NAMES: Final = frozenset(f.name for f in METADATA_FIELDS) | {"_before"}
 _STATE_FILE: Final = "_pgwire_mock_state.json"
 _SPECIAL: Final = pa.field("_special", pa.map_(pa.string(), pa.string()))
 _LSN: Final = pa.field("_commit_lsn", pa.int64())
+_STATE_EXTRA: Final = frozenset({"_special", "_commit_lsn"})  # state columns not the table's
 
 
 class ApplyError(SparkSideError):
@@ -134,6 +138,7 @@ class _Outcome:
     truncated: bool
     touched_rows: list[int]
     deleted_keys: list[tuple[object, ...]]
+    whole_row: bool = False  # the key is the whole row: identical rows may repeat
 
 
 def _key_values(table: pa.Table, keys: list[str]) -> list[tuple[object, ...]]:
@@ -183,22 +188,48 @@ def _materialize(
     toast = changes.column("_toast_unchanged")
     lengths = pc.list_value_length(toast)
     toasted = pc.fill_null(pc.greater(lengths, 0), False).to_pylist()  # type: ignore[call-overload]
-    state: dict[object, int] = dict(zip(current_keys, range(offset), strict=True))
+    # Under REPLICA IDENTITY FULL the key is the whole row, and a table without a primary
+    # key may hold identical rows: each is kept, and a delete or update takes one of them,
+    # as the apply worker's search for the old tuple does. Otherwise a key is one row.
+    whole_row = bool(keys) and set(keys) >= {n for n in names if n not in _STATE_EXTRA}
+    state: dict[object, int] = {}  # key -> row ref
+    extra: dict[object, list[int]] = {}  # whole_row: key -> refs of more identical rows
+
+    def add(k: object, r: int) -> None:
+        if whole_row and k in state:
+            extra.setdefault(k, []).append(r)
+        else:
+            state[k] = r
+
+    def drop(k: object) -> None:  # one row of key k
+        more = extra.get(k)
+        if more:
+            more.pop()
+            if not more:
+                del extra[k]
+        else:
+            state.pop(k, None)
+
+    for k, r in zip(current_keys, range(offset), strict=True):
+        add(k, r)
     inherited: dict[int, dict[str, int]] = {}  # row ref -> column -> row ref it comes from
     touched: set[object] = set()
     for i in range(start, len(ops)):
         op = ops[i]
         ref = offset + i
-        if op == "insert":
+        if op in ("insert", SNAPSHOT_OP):
             k = new_keys[i] if keys else unique()
-            state[k] = ref
+            if whole_row:
+                add(k, ref)
+            else:
+                state[k] = ref
             touched.add(k)
             continue
         if not keys:
             raise ApplyError(f"{op} on a table without replica identity key columns")
         old = before_keys[i] if op == "update" and has_before[i] else new_keys[i]
         if op == "delete":
-            state.pop(old, None)
+            drop(old)
             touched.add(old)
             continue
         if toasted[i]:
@@ -219,19 +250,28 @@ def _materialize(
                 _hashable(base.column(c)[over[c]].as_py()) if c in over else v
                 for c, v in zip(keys, k, strict=True)
             )
-        if old != k:
-            state.pop(old, None)
+        if whole_row:  # the update takes one of the identical old rows
+            drop(old)
             touched.add(old)
-        state[k] = ref
+            add(k, ref)
+        else:
+            if old != k:
+                state.pop(old, None)
+                touched.add(old)
+            state[k] = ref
         touched.add(k)
     refs = list(state.values())
+    touched_rows = [i for i, k in enumerate(state) if k in touched]
+    for same_key, more in extra.items():
+        if same_key in touched:
+            touched_rows.extend(range(len(refs), len(refs) + len(more)))
+        refs.extend(more)
     table = base.take(pa.array(refs, pa.int64()))
     if inherited:
         table = _inherit(table, base, refs, inherited)
     table = _sort_specials(table)
-    touched_rows = [i for i, k in enumerate(state) if k in touched]
     deleted = [k for k in touched if k not in state]
-    return _Outcome(table, truncated, touched_rows, deleted)  # type: ignore[arg-type]
+    return _Outcome(table, truncated, touched_rows, deleted, whole_row)  # type: ignore[arg-type]
 
 
 def _inherit(
@@ -292,8 +332,11 @@ def apply_changes(
     table, spark_keys = _to_arrow(changes)
     keys = list(key) if key is not None else (spark_keys or _key_columns(table.schema, None))
     schema = state_schema(table.schema)
+    # Snapshot rows are the initial state: before every change, whatever their LSN.
+    change = pc.cast(pc.not_equal(table.column("_op"), pa.scalar(SNAPSHOT_OP)), pa.int8())
     order = pc.sort_indices(
-        table, sort_keys=[("_commit_lsn", "ascending"), ("_position", "ascending")]
+        pa.table([change, table.column("_commit_lsn"), table.column("_position")], ["c", "l", "p"]),
+        sort_keys=[("c", "ascending"), ("l", "ascending"), ("p", "ascending")],
     )
     table = table.take(order)
     if isinstance(target, ParquetTarget):
@@ -390,7 +433,7 @@ def _apply_delta(
         app_transactions=[Transaction(app_id, batch_id)],
         custom_metadata={"pgwire_mock.batch_id": str(batch_id)},
     )
-    if dt is None or outcome.truncated or not keys:
+    if dt is None or outcome.truncated or not keys or outcome.whole_row:
         write_deltalake(target.path, new, mode="overwrite", commit_properties=commit)
         return ApplyResult(True, new.num_rows, changes.num_rows)
     if not outcome.touched_rows and not outcome.deleted_keys:

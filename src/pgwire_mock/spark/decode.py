@@ -51,6 +51,7 @@ from pgwire_mock.spark.types import PG_EPOCH_US, ColumnType, column_type
 __all__ = [
     "KEY_METADATA",
     "METADATA_FIELDS",
+    "SNAPSHOT_OP",
     "ChangeDecoder",
     "DecodeOptions",
     "SchemaChangeError",
@@ -88,11 +89,18 @@ METADATA_FIELDS: Final[tuple[pa.Field[pa.DataType], ...]] = (
     pa.field("_toast_unchanged", pa.list_(pa.string()), nullable=False),
     pa.field("_special", pa.map_(pa.string(), pa.string()), nullable=False),
 )
-"""``_op`` is insert, update, delete or truncate; ``_position`` orders the changes of
+"""``_op`` is insert, update, delete or truncate, or snapshot for a row of a recording's
+snapshot (:mod:`pgwire_mock.spark.snapshot`: its ``_commit_lsn`` is the consistent
+point, its ``_position`` its index among the table's snapshot rows, ``_xid`` 0);
+``_position`` orders the changes of
 one transaction (all tables share the count; a Truncate's rows share one position);
 ``_toast_unchanged`` names the columns of an update whose TOASTed value did not change
 and was not sent (they are NULL here: take them from the existing row); ``_special``
 maps a column to the PostgreSQL text of a value its Spark type cannot hold."""
+
+SNAPSHOT_OP: Final = "snapshot"
+"""``_op`` of a row of a table's initial snapshot (not a change: the table's content at
+the consistent point the stream starts from)."""
 
 KEY_METADATA: Final = b"pgoutput.key"
 """Arrow field metadata: b"true" on the columns of the table's replica identity."""

@@ -10,13 +10,16 @@ Options:
 
 ``path``
     A recording (JSON Lines or wire format, see :mod:`pgwire_mock.streamfile`), a
-    directory of them, or several separated by commas. Each file is its own stream.
+    directory of them, or several separated by commas. Each file is its own stream; a
+    file with a snapshot (``record --snapshot``) gives the table's snapshot rows first,
+    with ``_op`` ``snapshot`` (:mod:`pgwire_mock.spark.snapshot`).
 ``table``
     The table to read, ``schema.table`` (a bare name means ``public``). Required.
 ``partitions``
-    How many partitions to cut each file into (default 2). Cuts fall only where no
-    transaction is open (no Begin without Commit, no streamed transaction in progress,
-    no prepared transaction undecided), so a file with few such points gets fewer.
+    How many partitions to cut each file's stream into (default 2). Cuts fall only where
+    no transaction is open (no Begin without Commit, no streamed transaction in
+    progress, no prepared transaction undecided), so a file with few such points gets
+    fewer. A file's snapshot rows of the table get at most as many partitions more.
 ``array_dims``, ``type_overrides``
     JSON objects, see :class:`~pgwire_mock.spark.decode.DecodeOptions`.
 ``batch_rows``
@@ -83,9 +86,18 @@ from pgwire_mock.spark.decode import (
     qualified_name,
     table_schema,
 )
+from pgwire_mock.spark.snapshot import (
+    RecordedSnapshot,
+    SnapshotPartition,
+    check_same_table,
+    plan_snapshot,
+    read_snapshot_partition,
+    scan_snapshot,
+)
 from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
 from pgwire_mock.spark.synthetic import (
     SynthPartition,
+    SynthSnapshotPartition,
     is_synthetic,
     plan_synthetic,
     read_synthetic,
@@ -146,11 +158,17 @@ def _json_hex(line: bytes, path: str) -> bytes | None:
         record = json.loads(line)
         if "meta" in record:
             return None
-        return str(record["data"]).encode()
+        snapshot_row = "table" in record
+        if not snapshot_row:
+            return str(record["data"]).encode()
     except (ValueError, KeyError, TypeError) as err:
         raise StreamFileError(
             f"{path}: expected {{'lsn': 'X/Y', 'data': '<hex>'}}: {err}"
         ) from None
+    raise StreamFileError(
+        f"{path}: a snapshot row ({{'table': ...}}) where the stream is: its meta line has "
+        "no snapshot (record --snapshot writes one), or the row comes after the stream began"
+    )
 
 
 def _json_lines(source: IO[bytes], path: str) -> Iterator[tuple[int, bytes]]:
@@ -215,6 +233,7 @@ class _Scan:
     caches: list[tuple[tuple[Relation, ...], tuple[Type, ...]]]
     first: dict[str, tuple[Relation, dict[int, tuple[str, str]]]]
     changed: dict[str, str]  # table -> why its schema changed mid-stream
+    snapshot: RecordedSnapshot | None = None
 
 
 class _Scanner:
@@ -225,7 +244,13 @@ class _Scanner:
     near even fractions of the file, and a recording has a cut per transaction."""
 
     def __init__(
-        self, path: str, json_lines: bool, gap: int = 0, *, begins_only: bool = False
+        self,
+        path: str,
+        json_lines: bool,
+        gap: int = 0,
+        *,
+        begins_only: bool = False,
+        start: int = 0,
     ) -> None:
         self.path = path
         self.decoder = Decoder()
@@ -234,11 +259,12 @@ class _Scanner:
         self.in_txn = False
         self.streamed: set[int] = set()
         self.prepared: set[str] = set()
-        self.scan = _Scan(json_lines, 0, [_Cut(0, 0)], [((), ())], {}, {})
+        # The stream begins at ``start`` (after the snapshot's lines, if any).
+        self.scan = _Scan(json_lines, 0, [_Cut(start, 0)], [((), ())], {}, {})
         self.gap = gap
         self.cut_anywhere = not begins_only
-        self.next_cut = 1
-        self.at = 0
+        self.next_cut = start + 1
+        self.at = start
 
     @property
     def clean(self) -> bool:
@@ -321,28 +347,35 @@ def _scan(path: str) -> _Scan:
             scanner.entry(at, data)
         scanner.scan.end = size
         return scanner.scan
-    return _scan_json_fast(path) or _scan_json_lines(path)
+    # A snapshot's lines come first; the stream's scan starts where they end.
+    snapshot = scan_snapshot(path)
+    start = 0 if snapshot is None else snapshot.end
+    scan = _scan_json_fast(path, start) or _scan_json_lines(path, start)
+    scan.snapshot = snapshot
+    return scan
 
 
-def _scan_json_lines(path: str) -> _Scan:
-    scanner = _Scanner(path, json_lines=True)
+def _scan_json_lines(path: str, start: int = 0) -> _Scan:
+    scanner = _Scanner(path, json_lines=True, start=start)
     with open(path, "rb") as f:
+        f.seek(start)
         for offset, data in _json_lines(f, path):
             scanner.entry(offset, data)
         scanner.scan.end = f.tell()
     return scanner.scan
 
 
-def _scan_json_fast(path: str) -> _Scan | None:
-    """The scan of a JSON Lines file in this project's layout, by regular expression
-    over large chunks: only the lines of messages other than changes and logical
-    messages are looked at, Begin and Commit here without a call. None if any line is
-    in another layout."""
+def _scan_json_fast(path: str, start: int = 0) -> _Scan | None:
+    """The scan of a JSON Lines file in this project's layout from byte ``start`` (where
+    the stream begins), by regular expression over large chunks: only the lines of
+    messages other than changes and logical messages are looked at, Begin and Commit
+    here without a call. None if any line is in another layout."""
     size = Path(path).stat().st_size
-    scanner = _Scanner(path, json_lines=True, gap=size >> 12, begins_only=True)
-    base = 0
+    scanner = _Scanner(path, json_lines=True, gap=size >> 12, begins_only=True, start=start)
+    base = start
     tail = b""
     with open(path, "rb") as f:
+        f.seek(start)
         while True:
             chunk = f.read(_SCAN_CHUNK)
             data = tail + chunk
@@ -410,14 +443,15 @@ def _scan_cached(path: str) -> _Scan:
 
 
 def plan_partitions(path: str, table: str, partitions: int) -> tuple[list[StreamPartition], _Scan]:
-    """Cut one file into at most ``partitions`` pieces at transaction boundaries, as
-    even in bytes as the cuts allow."""
+    """Cut one file's stream (what follows its snapshot, if it has one) into at most
+    ``partitions`` pieces at transaction boundaries, as even in bytes as the cuts allow."""
     scan = _scan_cached(path)
     if table in scan.changed:
         raise SchemaChangeError(scan.changed[table])
     chosen = [scan.cuts[0]]
+    start = scan.cuts[0].at
     for j in range(1, max(partitions, 1)):
-        target = scan.end * j // partitions
+        target = start + (scan.end - start) * j // partitions
         at = bisect.bisect_left(scan.cuts, target, key=lambda c: c.at)
         if at < len(scan.cuts):
             cut = scan.cuts[at]
@@ -429,6 +463,22 @@ def plan_partitions(path: str, table: str, partitions: int) -> tuple[list[Stream
         relations, types = scan.caches[cut.caches]
         out.append(StreamPartition(path, cut.at, stop, scan.json_lines, relations, types))
     return out, scan
+
+
+def _file_relation(
+    scan: _Scan, table: str, path: str
+) -> tuple[Relation, dict[int, tuple[str, str]]] | None:
+    """``table``'s first Relation message in one file (with the user types then known),
+    or, for a table only a snapshot has, the Relation its definition in the meta line
+    stands for; None if the file has neither. A snapshot must describe a table as the
+    stream does."""
+    first = scan.first.get(table)
+    described = scan.snapshot.relations.get(table) if scan.snapshot is not None else None
+    if first is not None and described is not None:
+        check_same_table(first[0], described, path)
+    if first is not None:
+        return first
+    return None if described is None else (described, {})
 
 
 def spark_schema(arrow: pa.Schema) -> StructType:
@@ -489,14 +539,18 @@ class PgOutputDataSource(DataSource):
         user_types: dict[int, tuple[str, str]] = {}
         for path in files:
             parts, scan = plan_partitions(path, table, partitions)
+            found = _file_relation(scan, table, path)
+            if found is not None and scan.snapshot is not None:
+                # The table's snapshot rows first: its initial state (snapshot.py).
+                self._plans.extend(plan_snapshot(path, scan.snapshot, table, *found, partitions))
             self._plans.extend(parts)
-            if table not in scan.first:
+            if found is None:
                 continue
             if relation is None:
-                relation, user_types = scan.first[table]
+                relation, user_types = found
             elif (relation.replica_identity, relation.columns) != (
-                scan.first[table][0].replica_identity,
-                scan.first[table][0].columns,
+                found[0].replica_identity,
+                found[0].columns,
             ):
                 raise SchemaChangeError(f"table {table} has another schema in {path}")
         if relation is None:
@@ -538,8 +592,10 @@ class _Reader(DataSourceReader):
         _, options = _options(self.options)
         if isinstance(partition, StreamPartition):
             yield from read_partition(partition, options, self.arrow)
+        elif isinstance(partition, SnapshotPartition):
+            yield from read_snapshot_partition(partition, options, self.arrow)
         else:
-            assert isinstance(partition, SynthPartition)
+            assert isinstance(partition, SynthPartition | SynthSnapshotPartition)
             yield from read_synthetic(partition, options, self.arrow)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -37,6 +38,7 @@ from codec.pgoutput import Decoder, Relation, Type
 from codec.pgoutput.tuples import read_tuple
 from pgwire_mock.spark.convert import RawValue, Specials, convert_column, convert_values
 from pgwire_mock.spark.decode import (
+    SNAPSHOT_OP,
     ChangeDecoder,
     DecodeOptions,
     cast_batches,
@@ -45,7 +47,7 @@ from pgwire_mock.spark.decode import (
 from pgwire_mock.spark.errors import SparkSideError
 from pgwire_mock.spark.rows import names_column, special_column
 from pgwire_mock.spark.types import PG_EPOCH_US, ColumnType
-from pgwire_mock.synth import Shard, SpecError, Synth, SynthError, parse_spec
+from pgwire_mock.synth import InitialRows, Shard, SpecError, Synth, SynthError, parse_spec
 from pgwire_mock.synth.rowlog import (
     KEY_UPDATE,
     NO_ROW,
@@ -60,6 +62,7 @@ __all__ = [
     "SYNTH_OPTIONS",
     "SynthColumns",
     "SynthPartition",
+    "SynthSnapshotPartition",
     "is_synthetic",
     "plan_synthetic",
     "read_synthetic",
@@ -85,6 +88,20 @@ class SynthPartition(InputPartition):
     types: tuple[Type, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SynthSnapshotPartition(InputPartition):
+    """Rows ``[start, stop)`` of table ``table``'s snapshot (its index in the spec) in the
+    stream of (``spec``, ``seed``, ``changes``); ``relations`` as for a shard."""
+
+    spec: str
+    seed: int
+    changes: int
+    table: int
+    start: int
+    stop: int
+    relations: tuple[Relation, ...]
+
+
 def is_synthetic(options: Mapping[str, str]) -> bool:
     """Whether the read is of a generator spec rather than of recordings."""
     return "synth_spec" in options
@@ -92,9 +109,11 @@ def is_synthetic(options: Mapping[str, str]) -> bool:
 
 def plan_synthetic(
     options: Mapping[str, str], table: str, partitions: int
-) -> tuple[list[SynthPartition], Relation, dict[int, tuple[str, str]]]:
+) -> tuple[list[SynthPartition | SynthSnapshotPartition], Relation, dict[int, tuple[str, str]]]:
     """One partition per generator shard (at most one per block, at least one), with
-    ``table``'s Relation and the user types (OID -> (namespace, name)) for its schema.
+    ``table``'s Relation and the user types (OID -> (namespace, name)) for its schema;
+    if the spec gives the table ``initial_rows``, ``partitions`` more before them for
+    its snapshot rows.
 
     Raises :class:`SparkSideError` with one line for an unreadable or invalid spec, a
     bad ``synth_seed`` / ``synth_changes``, or a table the spec does not have."""
@@ -122,16 +141,39 @@ def plan_synthetic(
         raise SparkSideError(f"pgoutput: table {table} is not in synth_spec {path} ({names})")
     shards = max(1, min(partitions, synth.blocks))
     # Specs use built-in types only: the stream has no Type messages, no user types.
-    plans = [SynthPartition(text, seed, changes, k, shards, relations, ()) for k in range(shards)]
+    plans: list[SynthPartition | SynthSnapshotPartition] = []
+    index = next(t.index for t in synth.tables if t.name == table)
+    initial = synth.tables[index].initial
+    if synth.spec.snapshot and initial:  # the table's snapshot rows first
+        pieces = max(1, min(partitions, initial))
+        plans += [
+            SynthSnapshotPartition(
+                text,
+                seed,
+                changes,
+                index,
+                k * initial // pieces,
+                (k + 1) * initial // pieces,
+                relations,
+            )
+            for k in range(pieces)
+        ]
+    plans += [SynthPartition(text, seed, changes, k, shards, relations, ()) for k in range(shards)]
     return plans, found[0], {}
 
 
 def read_synthetic(
-    partition: SynthPartition, options: DecodeOptions, arrow: pa.Schema | None = None
+    partition: SynthPartition | SynthSnapshotPartition,
+    options: DecodeOptions,
+    arrow: pa.Schema | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The record batches of one shard, generated in memory (what an executor runs; no
-    Spark needed), cast to ``arrow`` when given."""
+    """The record batches of one shard, or of some of a table's snapshot rows,
+    generated in memory (what an executor runs; no Spark needed), cast to ``arrow``
+    when given."""
     synth = Synth(parse_spec(partition.spec), partition.seed, partition.changes)
+    if isinstance(partition, SynthSnapshotPartition):
+        yield from _read_snapshot(synth, partition, options, arrow)
+        return
     # The decoder, preloaded with the Relations, gives each table's types and schema
     # exactly as decoding would.
     decoder = ChangeDecoder(options, relations=partition.relations, types=partition.types)
@@ -147,6 +189,37 @@ def read_synthetic(
                 yield from cast_batches([columns[index].batch(rows)], arrow)
 
 
+def _read_snapshot(
+    synth: Synth,
+    partition: SynthSnapshotPartition,
+    options: DecodeOptions,
+    arrow: pa.Schema | None,
+) -> Iterator[pa.RecordBatch]:
+    """Snapshot rows, as the rows of a recording's snapshot read with ``path`` are
+    (:mod:`pgwire_mock.spark.snapshot`): ``_op`` snapshot, ``_commit_lsn`` the
+    consistent point (the spec's ``start_lsn``), ``_position`` the row's index."""
+    decoder = ChangeDecoder(options, relations=partition.relations)
+    t = synth.tables[partition.table]
+    columns = SynthColumns(t.column_sources(), t.key, decoder, t.name)
+    point = synth.spec.start_lsn
+    waiting: list[InitialRows] = []
+    chunks = synth.initial_rows(t.index, partition.start, partition.stop)
+    for rows in chain(chunks, [None]):
+        if rows is not None:
+            waiting.append(rows)
+        if waiting and (rows is None or sum(map(len, waiting)) >= options.batch_rows):
+            # Consecutive chunks, joined: about batch_rows rows per batch.
+            logged = LoggedRows.snapshot(
+                waiting[0].start,
+                np.concatenate([w.kids for w in waiting]),
+                np.concatenate([w.picks for w in waiting]),
+                tuple(np.concatenate(c) for c in zip(*(w.toast for w in waiting), strict=True)),
+                point,
+            )
+            waiting = []
+            yield from cast_batches([columns.batch(logged)], arrow)
+
+
 class SynthColumns:
     """Turns one synthetic table's logged rows into record batches of its decoded schema.
 
@@ -154,7 +227,9 @@ class SynthColumns:
     converter decoding uses; a batch then takes from those arrays by the rows' picks.
     Key values come from the rows' key ids, converted per batch."""
 
-    _OPS: Final = pa.array(["insert", "update", "update", "delete", "truncate"], pa.string())
+    _OPS: Final = pa.array(
+        ["insert", "update", "update", "delete", "truncate", SNAPSHOT_OP], pa.string()
+    )
 
     def __init__(
         self,
