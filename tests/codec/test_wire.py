@@ -591,13 +591,14 @@ def test_decode_errors_name_the_message_and_count_offsets_from_the_type_byte(
 
 
 def test_startup_offsets_count_from_the_length_word() -> None:
-    """Untyped packets have no type byte: offset 4 is the protocol version."""
+    """Untyped packets have no type byte: offset 4 is the protocol version, 8 the first
+    parameter name (here without its NUL)."""
     reader = FrontendReader()
-    reader.feed(b"\0\0\0\x08\0\x02\0\0")
+    reader.feed(b"\0\0\0\x09\0\x03\0\0x")
     with pytest.raises(DecodeError) as info:
         list(reader)
-    assert info.value.offset == 4
-    assert "protocol 3.x" in info.value.reason
+    assert info.value.offset == 8
+    assert "parameter name" in info.value.reason
 
 
 # --- volume ---------------------------------------------------------------------------

@@ -252,3 +252,21 @@ def test_drawn_keys_survive_both_messages(key: int | bytes) -> None:
     assert decode_startup(encode(c)[4:]) == c
     assert k.secret_key_bytes == c.secret_key_bytes
     assert encode(k)[9:] == encode(c)[12:]
+
+
+@pytest.mark.parametrize("version", [0x00020000, 0x00010005, 0x00040000, 0xFFFF0000])
+def test_startup_packets_of_other_majors_are_read_not_refused(version: int) -> None:
+    """A server must read a 2.0 or 4.0 startup packet to refuse it as PostgreSQL does
+    (0A000), so the reader hands it over with its bytes instead of failing to frame it."""
+    from codec.wire import FrontendReader, LegacyErrorResponse, UnsupportedStartupMessage
+
+    packet = UnsupportedStartupMessage(version, b"user\0x\0\0")
+    reader = FrontendReader()
+    reader.feed(packet.encode())
+    assert list(reader) == [packet]
+    with pytest.raises(EncodeError):
+        UnsupportedStartupMessage(0x00030000).encode()
+    legacy = LegacyErrorResponse("FATAL:  unsupported frontend protocol 2.0\n")
+    assert LegacyErrorResponse.decode(legacy.encode()) == legacy
+    with pytest.raises(DecodeError):
+        LegacyErrorResponse.decode(b"E no NUL")

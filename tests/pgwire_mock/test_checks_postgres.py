@@ -8,6 +8,7 @@ its major; what it sees must be equal: message kinds in order, every ErrorRespon
 from __future__ import annotations
 
 import socket
+import struct
 import uuid
 from collections.abc import Iterator, Sequence
 
@@ -440,3 +441,23 @@ def test_psycopg_with_libpq_18_negotiates_the_same_protocol(
     assert seen_by[1] == seen_by[0]
     if pg_server.version >= 18:
         assert seen_by[0] == (30002, b'"$user", public', b"")
+
+
+@pytest.mark.parametrize("version", [0x00020000, 0x00010005, 0x00040000, 0x00040002])
+def test_unsupported_protocol_majors_are_refused_as_postgres_refuses_them(
+    pg_server: Server, fake: WalSender, version: int
+) -> None:
+    """ProcessStartupPacket refuses a major other than 3 before reading the parameters:
+    below 3.0 with protocol 2.0's error ('E', text, NUL), above with a 3.0 FATAL 0A000;
+    then it closes. Every byte is compared, source location included."""
+    body = struct.pack("!I", version) + b"user\0postgres\0database\0postgres\0\0"
+    replies = []
+    for host, port in (_address(pg_server), (fake.host, fake.port)):
+        with socket.create_connection((host, port), timeout=10) as sock:
+            sock.sendall(struct.pack("!I", len(body) + 4) + body)
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+        replies.append(received)
+    assert replies[1] == replies[0]
+    assert b"unsupported frontend protocol" in replies[0]

@@ -51,6 +51,7 @@ from codec.wire.backend import (
     FieldDescription,
     FunctionCallResponse,
     GSSENCResponse,
+    LegacyErrorResponse,
     NegotiateProtocolVersion,
     NoData,
     NoticeResponse,
@@ -96,6 +97,7 @@ from codec.wire.frontend import (
     Sync,
     Target,
     Terminate,
+    UnsupportedStartupMessage,
 )
 from codec.wire.reader import (
     BACKEND_REGISTRY,
@@ -171,6 +173,7 @@ __all__ = [
     "GSSENCRequest",
     "GSSENCResponse",
     "GSSResponse",
+    "LegacyErrorResponse",
     "NegotiateProtocolVersion",
     "NoData",
     "NoticeResponse",
@@ -196,6 +199,7 @@ __all__ = [
     "Target",
     "Terminate",
     "TransactionStatus",
+    "UnsupportedStartupMessage",
     "decode_backend",
     "decode_frontend",
     "decode_startup",

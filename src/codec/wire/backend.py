@@ -71,6 +71,27 @@ class GSSENCResponse:
         return b"G" if self.willing else b"N"
 
 
+@dataclass(frozen=True, slots=True)
+class LegacyErrorResponse:
+    """Protocol 2.0's error: 'E', the text, a NUL, no length word. PostgreSQL sends it to
+    a startup packet below protocol 3.0 (``FATAL:  unsupported frontend protocol ...``),
+    whose client could not read a 3.0 ErrorResponse."""
+
+    text: str
+
+    def encode(self) -> bytes:
+        return b"E" + cstring(self.text, "error text")
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self:
+        """The whole message as a 2.0 client reads it ('E' included)."""
+        if data[:1] != b"E":
+            raise DecodeError("LegacyErrorResponse", 0, f"expected 'E', found {data[:1]!r}")
+        text, end = read_cstring(data, 1, "LegacyErrorResponse", "error text")
+        trailing(data, end, "LegacyErrorResponse")
+        return cls(text)
+
+
 # --- authentication: all 'R', told apart by the int32 that starts the body ------------
 
 

@@ -217,10 +217,41 @@ class CancelRequest:
         return cls(process_id, unpack_secret_key(body, 8, mt))
 
 
+@dataclass(frozen=True, slots=True)
+class UnsupportedStartupMessage:
+    """A startup packet asking for a protocol major other than 3. PostgreSQL reads only
+    its version (``ProcessStartupPacket``) and refuses it; the rest is kept as sent."""
+
+    protocol_version: int
+    payload: bytes = b""
+
+    @property
+    def major_version(self) -> int:
+        return self.protocol_version >> 16
+
+    @property
+    def minor_version(self) -> int:
+        return self.protocol_version & 0xFFFF
+
+    def encode(self) -> bytes:
+        check_range(self.protocol_version, 0, UINT32_MAX, "protocol_version")
+        if self.major_version == 3 or self.protocol_version in STARTUP_REGISTRY:
+            raise EncodeError(f"protocol_version {self.protocol_version:#x} is not unsupported")
+        return frame_untyped(UINT32.pack(self.protocol_version) + self.payload)
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> Self:
+        need(body, 0, 4, "UnsupportedStartupMessage", "protocol version")
+        (version,) = UINT32.unpack_from(body, 0)
+        return cls(version, bytes(body[4:]))
+
+
 _SSL_REQUEST: Final = frame_untyped(UINT32.pack(NEGOTIATE_SSL_CODE))
 _GSSENC_REQUEST: Final = frame_untyped(UINT32.pack(NEGOTIATE_GSS_CODE))
 
-StartupPacket = StartupMessage | SSLRequest | GSSENCRequest | CancelRequest
+StartupPacket = (
+    StartupMessage | UnsupportedStartupMessage | SSLRequest | GSSENCRequest | CancelRequest
+)
 STARTUP_PACKETS: Final = (SSLRequest, GSSENCRequest, CancelRequest)
 #: Special request codes to classes; any other code is a protocol version (StartupMessage).
 STARTUP_REGISTRY: Final[dict[int, type[SSLRequest | GSSENCRequest | CancelRequest]]] = {
@@ -233,9 +264,11 @@ def decode_startup_body(body: bytes) -> StartupPacket:
     need(body, 0, 4, "startup packet", "request code or protocol version")
     (code,) = UINT32.unpack_from(body, 0)
     cls = STARTUP_REGISTRY.get(code)
-    if cls is None:
-        return StartupMessage.decode_body(body)
-    return cls.decode_body(body)
+    if cls is not None:
+        return cls.decode_body(body)
+    if code >> 16 != 3:
+        return UnsupportedStartupMessage.decode_body(body)
+    return StartupMessage.decode_body(body)
 
 
 # --- authentication responses: all 'p', told apart by context -------------------------

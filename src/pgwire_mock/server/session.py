@@ -72,6 +72,7 @@ from codec.wire import (
     FunctionCall,
     GSSENCRequest,
     GSSENCResponse,
+    LegacyErrorResponse,
     NegotiateProtocolVersion,
     NoticeResponse,
     ParameterStatus,
@@ -88,6 +89,7 @@ from codec.wire import (
     StartupMessage,
     Sync,
     Terminate,
+    UnsupportedStartupMessage,
 )
 from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
 from pgwire_mock.server.catalog import CatalogQueries, CopyOut, ServedTables
@@ -185,6 +187,7 @@ _EXTENDED: Final = (Parse, Bind, Describe, Execute, Close)
 # the phase's "*" entry.
 TRANSITIONS: Final[Mapping[tuple[Phase, type | str], str]] = {
     (Phase.STARTUP, SSLRequest): "_on_ssl_request",
+    (Phase.STARTUP, UnsupportedStartupMessage): "_on_unsupported_startup",
     (Phase.STARTUP, GSSENCRequest): "_on_gssenc_request",
     (Phase.STARTUP, CancelRequest): "_on_cancel_request",
     (Phase.STARTUP, StartupMessage): "_on_startup",
@@ -697,18 +700,24 @@ class WalSenderSession:
         self.phase = Phase.CLOSED
         self.close_requested = True
 
+    def _on_unsupported_startup(self, message: UnsupportedStartupMessage) -> None:
+        """ProcessStartupPacket refuses a protocol major other than 3 before it reads the
+        parameters; below 3.0 in protocol 2.0's form, which such a client can read."""
+        err = error(
+            self.major,
+            "unsupported_frontend_protocol",
+            requested=f"{message.major_version}.{message.minor_version}",
+            latest=f"3.{self.facts.latest_protocol & 0xFFFF}",
+        )
+        if message.major_version < 3:
+            self._log(f"FATAL: {err.message}")
+            self._send(LegacyErrorResponse(f"FATAL:  {err.message}\n"))
+            self._finish()
+            return
+        self._fatal(err)
+
     def _on_startup(self, message: StartupMessage) -> None:
         latest = self.facts.latest_protocol
-        if message.major_version != 3:
-            self._fatal(
-                ServerError(
-                    "FATAL",
-                    "0A000",
-                    f"unsupported frontend protocol {message.major_version}."
-                    f"{message.minor_version}: server supports 3.0 to 3.{latest & 0xFFFF}",
-                )
-            )
-            return
         params = dict(message.parameters)
         # 14-17 speak 3.0 only, 18 up to 3.2: a newer minor or any _pq_. option is answered.
         negotiate = NegotiateProtocolVersion.for_startup(message, latest)

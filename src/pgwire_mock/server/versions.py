@@ -530,6 +530,20 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=1807, v15=1966, v16=1972, v17=2292, v18=2293),
         severity="FATAL",
     ),
+    "unsupported_frontend_protocol": _ErrorFact(
+        "0A000",
+        "unsupported frontend protocol {requested}: server supports 3.0 to {latest}",
+        {
+            14: "postmaster.c",
+            15: "postmaster.c",
+            16: "postmaster.c",
+            17: "backend_startup.c",
+            18: "backend_startup.c",
+        },
+        "ProcessStartupPacket",
+        _v(v14=2171, v15=2228, v16=2175, v17=704, v18=732),
+        severity="FATAL",
+    ),
     "invalid_replication_parameter": _ErrorFact(
         "22023",
         'invalid value for parameter "replication": "{value}"',
