@@ -212,6 +212,13 @@ class WalSender:
             lambda s: slot in s.slots and s.slots[slot].confirmed_flush >= target, timeout
         )
 
+    def invalidate_slot(self, slot: str, cause: str = "wal_removed") -> None:
+        """Invalidate an inactive slot, as a checkpoint does once the WAL it needs is past
+        max_slot_wal_keep_size: ``pg_replication_slots`` shows it lost, and the next
+        START_REPLICATION on it fails with the emulated major's error. Raises
+        SlotActiveError while a client streams from it."""
+        self._call(lambda: self._state.invalidate_slot(slot, cause))
+
     def with_state(self, function: Callable[[ServerState], T]) -> T:
         """Run ``function`` on the server state, on the reactor thread."""
         return self._call(lambda: function(self._state))

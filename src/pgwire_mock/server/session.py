@@ -1330,6 +1330,8 @@ class WalSenderSession:
         except StateError as err:
             raise self._slot_error(err) from None
         try:
+            if slot.invalidated is not None and self.major >= 18:
+                raise error(self.major, "slot_invalidated", slot=slot.name, cause=slot.invalidated)
             if not slot.logical:
                 raise error(self.major, "alter_slot_physical")
             if given.get("failover") and slot.temporary:
@@ -1367,6 +1369,9 @@ class WalSenderSession:
             raise self._slot_error(err) from None
         now = self._now
         try:
+            if slot.invalidated is not None and self.major >= 18:
+                # ReplicationSlotAcquire(..., error_if_invalid) (18).
+                raise error(self.major, "slot_invalidated", slot=slot.name, cause=slot.invalidated)
             if self.major < 16 and not slot.restart_lsn:
                 # 14/15 StartLogicalReplication looks at the slot's WAL before its kind
                 # (16 moved the check after it into CreateDecodingContext).
@@ -1375,6 +1380,9 @@ class WalSenderSession:
                 raise error(self.major, "physical_slot_for_logical_decoding")
             if self.state.databases_declared and slot.database != self.database:
                 raise error(self.major, "slot_other_database", slot=slot.name)
+            if slot.invalidated is not None:
+                # CreateDecodingContext (16, 17), after the slot's kind and database.
+                raise error(self.major, "slot_invalidated", slot=slot.name, cause=slot.invalidated)
             options = validate_start_replication(self.major, slot.name, command.options)
         except (ServerError, BackendCrashError):
             self.state.release(slot.name, self.pid)

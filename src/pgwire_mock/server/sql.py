@@ -605,13 +605,21 @@ class SqlLayer:
                 (Column("inactive_since", "timestamptz"), lambda s: self._time(s.inactive_since))
             )
         if self.major >= 16:
+            # 16 counts every invalidation as a conflict; 17 only the standby's
+            # (rows_removed, wal_level_insufficient).
+            conflicts = {"wal_removed", "rows_removed", "wal_level_insufficient"}
+            if self.major >= 17:
+                conflicts -= {"wal_removed"}
             cols.append(
-                (Column("conflicting", "bool"), lambda s: _bool(False) if s.logical else None)
+                (
+                    Column("conflicting", "bool"),
+                    lambda s: _bool(s.invalidated in conflicts) if s.logical else None,
+                )
             )
         if self.major >= 17:
             cols.extend(
                 [
-                    (Column("invalidation_reason"), lambda s: None),
+                    (Column("invalidation_reason"), lambda s: s.invalidated),
                     (Column("failover", "bool"), lambda s: _bool(s.failover)),
                     (Column("synced", "bool"), lambda s: _bool(False)),
                 ]

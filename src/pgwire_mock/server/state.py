@@ -27,6 +27,7 @@ __all__ = [
     "ANY",
     "DEFAULT_DATABASES",
     "DEFAULT_SYSTEM_IDENTIFIER",
+    "INVALIDATION_CAUSES",
     "PublicationState",
     "ServerState",
     "SlotActiveError",
@@ -42,6 +43,11 @@ DEFAULT_DATABASES: Final = frozenset({"postgres", "template0", "template1"})
 """What ``initdb`` creates."""
 ANY: Final = "*"
 """In ``ServerState.databases``: every name exists."""
+
+INVALIDATION_CAUSES: Final = ("wal_removed",)
+"""Slot invalidations the fake emulates: a checkpoint removed WAL the slot needed
+(max_slot_wal_keep_size). The others come from a standby's conflicts (rows_removed,
+wal_level_insufficient) or 18's idle_replication_slot_timeout, not modelled."""
 
 DEFAULT_SYSTEM_IDENTIFIER: Final = 7_301_234_567_890_123_456
 """A plausible pg_control system identifier (a real one is time << 32 | pid-ish bits)."""
@@ -134,6 +140,10 @@ class SlotState:
     ALTER_REPLICATION_SLOT alone turns it on (slot.c leaves it invalid)."""
     temporary: bool = False
     failover: bool = False
+    invalidated: str | None = None
+    """Why the slot was invalidated (``ReplicationSlotInvalidationCause`` by its 17+ name:
+    ``wal_removed``, ``rows_removed``, ``wal_level_insufficient``, 18's ``idle_timeout``);
+    None while it is valid."""
     active_pid: int | None = None
     owner_pid: int | None = None  # the session that created a temporary slot
     inactive_since: float | None = None
@@ -300,6 +310,23 @@ class ServerState:
         slot.inactive_since = None
         return slot
 
+    def invalidate_slot(self, name: str, cause: str = "wal_removed") -> SlotState:
+        """Invalidate an inactive slot as a checkpoint does (InvalidateObsoleteReplicationSlots):
+        its restart_lsn is gone, and the next acquire for decoding fails. A slot in use
+        raises SlotActiveError: PostgreSQL would terminate its walsender first."""
+        if cause not in INVALIDATION_CAUSES:
+            raise ValueError(
+                f"cause must be one of {', '.join(INVALIDATION_CAUSES)}, not {cause!r}"
+            )
+        slot = self.get_slot(name)
+        if slot.active_pid is not None:
+            raise SlotActiveError(name, slot.active_pid)
+        slot.invalidated = cause
+        if cause == "wal_removed":
+            slot.restart_lsn = 0
+        self.save_now()
+        return slot
+
     def release(self, name: str, pid: int) -> None:
         slot = self.slots.get(name)
         if slot is not None and slot.active_pid == pid:
@@ -334,7 +361,9 @@ class ServerState:
         """``pg_replication_slots.wal_status`` (``GetWALAvailability``): NULL without
         reserved WAL; ``reserved`` while the slot's restart_lsn is within max_wal_size of
         the end of WAL, counted in whole segments; ``extended`` beyond (the slot keeps the
-        WAL, max_slot_wal_keep_size being -1)."""
+        WAL, max_slot_wal_keep_size being -1); ``lost`` once invalidated for removed WAL."""
+        if slot.invalidated == "wal_removed":
+            return "lost"
         if not slot.restart_lsn:
             return None
         current = self.wal_lsn // WAL_SEGMENT_SIZE

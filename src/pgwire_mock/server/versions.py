@@ -200,7 +200,7 @@ class _ErrorFact:
     routine: str | Mapping[int, str]
     lines: Mapping[int, int]
     severity: str = "ERROR"
-    detail: str | None = None
+    detail: str | Mapping[int, str] | None = None
     hint: str | None = None
 
 
@@ -489,6 +489,23 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "StartLogicalReplication",
         _v(v14=1162, v15=1287),
         detail="This slot has been invalidated because it exceeded the maximum reserved size.",
+    ),
+    # An invalidated slot (here: WAL removed past max_slot_wal_keep_size), at START.
+    "slot_invalidated": _ErrorFact(
+        "55000",
+        {
+            16: 'can no longer get changes from replication slot "{slot}"',
+            17: 'can no longer get changes from replication slot "{slot}"',
+            18: 'can no longer access replication slot "{slot}"',
+        },
+        {16: "logical.c", 17: "logical.c", 18: "slot.c"},
+        {16: "CreateDecodingContext", 17: "CreateDecodingContext", 18: "ReplicationSlotAcquire"},
+        _v(v16=541, v17=560, v18=684),
+        detail={
+            16: "This slot has been invalidated because it exceeded the maximum reserved size.",
+            17: "This slot has been invalidated because it exceeded the maximum reserved size.",
+            18: 'This replication slot has been invalidated due to "{cause}".',
+        },
     ),
     # The walsender reads WAL the server no longer has (after CopyBoth: the first read
     # of a START_REPLICATION is at the slot's restart_lsn).
@@ -784,11 +801,14 @@ def error(major: int, kind: str, *, context: str | None = None, **args: object) 
     template = fact.message if isinstance(fact.message, str) else fact.message[major]
     file = fact.file if isinstance(fact.file, str) else fact.file[major]
     routine = fact.routine if isinstance(fact.routine, str) else fact.routine[major]
+    detail = (
+        fact.detail if fact.detail is None or isinstance(fact.detail, str) else fact.detail[major]
+    )
     return ServerError(
         fact.severity,
         fact.sqlstate,
         template.format(**args),
-        fact.detail,
+        detail.format(**args) if detail else None,
         fact.hint.format(**args) if fact.hint else None,
         context=context,
         file=file,
