@@ -383,6 +383,7 @@ def _with(path: list[Any], value: Any) -> str:
             "geometric, found 'zipf'",
         ),
         (["tables"], [], "spec.yaml: tables: expected a non-empty list, found list"),
+        (["server_version"], 19, "spec.yaml: server_version: must be in [14, 18], got 19"),
     ],
 )
 def test_spec_errors_are_one_line_naming_the_place(
@@ -529,3 +530,11 @@ def test_rows_made_at_once_equal_rows_made_one_by_one(
             assert made.toast == sized.toast
             if track:
                 assert made.values is not None and made.values[j] == values
+
+
+def test_every_emulated_major_is_a_valid_server_version() -> None:
+    """The spec's bound follows the fake's majors (kept apart to spare executors Twisted)."""
+    from pgwire_mock.server import MAJORS
+
+    for major in MAJORS:
+        assert parse_spec(_with(["server_version"], major)).server_version == major

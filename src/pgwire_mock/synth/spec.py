@@ -347,7 +347,9 @@ def _build(data: object) -> Spec:
     if output.two_phase and output.proto_version < 3:
         raise SpecError("output.two_phase", "two_phase needs proto_version 3 or more")
 
-    server_version = root.integer("server_version", 16, 14, 99)
+    # The majors the fake emulates (pgwire_mock.server.MAJORS, not imported: that pulls in
+    # Twisted, and specs are read on Spark executors too).
+    server_version = root.integer("server_version", 16, 14, 18)
     if output.streaming == "parallel" and server_version < 16:
         raise SpecError("output.streaming", "streaming: parallel needs server_version 16+")
 
