@@ -21,6 +21,7 @@ from codec.values import LSN
 from pgwire_mock.server.auth import AUTH_METHODS, User
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.faults import FAULTS, Fault, FaultError
+from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
 from pgwire_mock.server.sql import OID, CannedAnswer, Column
@@ -428,10 +429,13 @@ def _canned(path: Path) -> dict[str, CannedAnswer]:
 
 def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, str]:
     """Config, state and endpoint description from parsed options; raises ServeError."""
-    source: RecordingSource | ScriptSource | None = None
+    source: RecordingSource | ScriptSource | PhysicalRecording | None = None
     if args.script is not None:
         try:
-            source = load_source(args.script)
+            if PhysicalRecording.is_physical(args.script):
+                source = PhysicalRecording.from_file(args.script)
+            else:
+                source = load_source(args.script)
         except OSError as err:
             raise ServeError(f"cannot read {args.script}: {err.strerror}") from None
         except ValueError as err:  # StreamFileError, ScriptError
@@ -463,7 +467,7 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
             state.wal_lsn = source.start_lsn
         state.advance_wal(getattr(source, "end_lsn", source.start_lsn))  # its WAL is written
         state.new_slot_lsn = source.start_lsn if args.new_slots == "stream-start" else None
-        if isinstance(source, ScriptSource) and fresh:
+        if isinstance(source, ScriptSource | PhysicalRecording) and fresh:
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline
         # A script's slots name no database of their own: they live in the default one.

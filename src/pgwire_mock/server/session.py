@@ -113,6 +113,12 @@ from pgwire_mock.server.grammar import (
     format_lsn,
     parse_command,
 )
+from pgwire_mock.server.physical import (
+    PhysicalRecording,
+    PhysicalStream,
+    start_physical,
+    timeline_history_result,
+)
 from pgwire_mock.server.source import (
     CaughtUp,
     CheckPublications,
@@ -320,6 +326,7 @@ class WalSenderSession:
         self._start_tls = False
         self._exchange: Exchange | None = None
         self._stream: _Stream | None = None
+        self._physical: PhysicalStream | None = None  # a physical START_REPLICATION
         self._done_receiving = False
         self._done_sending = False
         self._log = log or (lambda _line: None)
@@ -415,6 +422,8 @@ class WalSenderSession:
     @property
     def can_produce(self) -> bool:
         """True when :meth:`produce` would queue stream data now."""
+        if self._physical is not None:
+            return self.phase is Phase.STREAMING and self._physical.can_produce
         s = self._stream
         return (
             self.phase is Phase.STREAMING
@@ -427,6 +436,8 @@ class WalSenderSession:
     def produce(self, max_bytes: int, now: float) -> int:
         """Queue stream data (about ``max_bytes``); returns the bytes queued."""
         self._now = now
+        if self._physical is not None:
+            return self._physical_produce(self._physical, max_bytes, now)
         s = self._stream
         if not self.can_produce or s is None or s.events is None:
             return 0
@@ -521,6 +532,8 @@ class WalSenderSession:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` next has something to do (None: nothing pending)."""
+        if self._physical is not None:
+            return self._physical.next_deadline() if self.phase is Phase.STREAMING else None
         s = self._stream
         if self.phase is not Phase.STREAMING or s is None:
             return None
@@ -539,6 +552,9 @@ class WalSenderSession:
     def tick(self, now: float) -> None:
         """Let time pass: keepalives, the replication timeout, the end of a pause."""
         self._now = now
+        if self._physical is not None and self.phase is Phase.STREAMING:
+            self._physical_tick(self._physical, now)
+            return
         s = self._stream
         if self.phase is not Phase.STREAMING or s is None:
             return
@@ -641,6 +657,7 @@ class WalSenderSession:
 
     def _finish(self) -> None:
         """End of the backend: release the slot, drop temporary slots, close."""
+        self._physical_release()
         if self._stream is not None:
             if self._stream.faults.redeliver:
                 self.state.crash_slot(self._stream.slot.name)
@@ -657,6 +674,7 @@ class WalSenderSession:
 
     def _error_cleanup(self) -> None:
         """After any ERROR: release the slot, drop temporary slots (PostgresMain)."""
+        self._physical_release()
         if self._stream is not None:
             self.state.release(self._stream.slot.name, self.pid)
             self._stream = None
@@ -1136,7 +1154,7 @@ class WalSenderSession:
         elif isinstance(command, StartPhysicalReplication):
             self._start_physical(command)
         elif isinstance(command, TimelineHistory):
-            raise error(self.major, "timeline_history_missing", timeline=command.timeline)
+            self._timeline_history(command)
         elif isinstance(command, BaseBackup | UploadManifest):
             raise ServerError(
                 "ERROR",
@@ -1350,6 +1368,9 @@ class WalSenderSession:
                 raise error(self.major, "slot_does_not_exist", slot=command.slot_name)
             if slot.logical:
                 raise error(self.major, "logical_slot_for_physical_replication")
+        if isinstance(self.config.source, PhysicalRecording):
+            self._start_physical_recording(self.config.source, command)
+            return
         raise ServerError(
             "ERROR",
             "0A000",
@@ -1594,6 +1615,9 @@ class WalSenderSession:
         self._ready()
 
     def _on_copy_data(self, message: CopyData) -> None:
+        if self._physical is not None:
+            self._physical_copy_data(self._physical, message)
+            return
         s = self._stream
         assert s is not None
         now = self._now
@@ -1628,6 +1652,9 @@ class WalSenderSession:
             pass  # accepted; a logical slot's xmin is not emulated
 
     def _on_copy_done(self, _: CopyDone) -> None:
+        if self._physical is not None:
+            self._physical_copy_done()
+            return
         s = self._stream
         assert s is not None
         self._log("client sent CopyDone")
@@ -1653,6 +1680,103 @@ class WalSenderSession:
         tag = getattr(type(message), "TAG", b"?")
         letter = tag.decode("latin-1") if isinstance(tag, bytes) else str(tag)
         self._fatal(error(self.major, "invalid_standby_message_type", type=letter))
+
+    # --- physical replication (pgwire_mock.server.physical) ----------------------------------
+
+    def _timeline_history(self, command: TimelineHistory) -> None:
+        recording = self.config.source
+        rows, err = timeline_history_result(
+            self.major,
+            recording if isinstance(recording, PhysicalRecording) else None,
+            command.timeline,
+        )
+        # 14/15 describe both text columns with typmod 0, 16+ with -1.
+        typmod = 0 if self.major < 16 else -1
+        self._send(
+            RowDescription(
+                tuple(
+                    FieldDescription(name, 0, 0, 25, -1, typmod, 0)
+                    for name in ("filename", "content")
+                )
+            )
+        )
+        if err is not None:
+            raise err
+        self._send(*(DataRow(tuple(None if v is None else v.encode() for v in r)) for r in rows))
+        self._send(CommandComplete("TIMELINE_HISTORY"))
+        self._ready()
+
+    def _start_physical_recording(
+        self, recording: PhysicalRecording, command: StartPhysicalReplication
+    ) -> None:
+        slot = None
+        if command.slot_name is not None:
+            try:
+                slot = self.state.acquire(command.slot_name, self.pid)
+            except StateError as err:
+                raise self._slot_error(err) from None
+        try:
+            stream = start_physical(
+                self.major,
+                recording,
+                self.state,
+                slot,
+                command.start_lsn,
+                command.timeline,
+                now=self._now,
+                wal_sender_timeout=self.config.wal_sender_timeout,
+            )
+        except ServerError:
+            if slot is not None:
+                self.state.release(slot.name, self.pid)
+            raise
+        self._physical = stream
+        self._done_receiving = self._done_sending = False
+        self.phase = Phase.STREAMING
+        self._log(f"streaming WAL from {format_lsn(command.start_lsn)} (physical)")
+        self._send(CopyBothResponse(0, ()))
+        if stream.error is not None:
+            self._stream_error(stream.error)
+
+    def _physical_produce(self, stream: PhysicalStream, max_bytes: int, now: float) -> int:
+        if not self.can_produce:
+            return 0
+        frames = stream.produce(max_bytes, pg_time(now))
+        self._out.extend(frames)
+        self.state.advance_wal(stream.sent_ptr)
+        return sum(len(f) for f in frames)
+
+    def _physical_tick(self, stream: PhysicalStream, now: float) -> None:
+        frames = stream.tick(now, pg_time(now))
+        if frames is None:
+            self._log("terminating walsender process due to replication timeout")
+            self._finish()
+            return
+        self._out.extend(frames)
+
+    def _physical_copy_data(self, stream: PhysicalStream, message: CopyData) -> None:
+        frames = stream.receive(bytes(message.data), self._now, pg_time(self._now))
+        if frames is None:
+            self._log("invalid standby message")
+            self._finish()
+            return
+        self._reported = stream.reported
+        self._out.extend(frames)
+
+    def _physical_copy_done(self) -> None:
+        """StartReplication after WalSndLoop: CopyDone back, release the slot,
+        "START_STREAMING" then exec_replication_command's "START_REPLICATION"."""
+        self._log("client sent CopyDone")
+        self._send(CopyDone())
+        self._physical_release()
+        self.phase = Phase.READY
+        self._send(CommandComplete("START_STREAMING"), CommandComplete("START_REPLICATION"))
+        self._ready()
+
+    def _physical_release(self) -> None:
+        stream, self._physical = self._physical, None
+        if stream is not None and stream.slot is not None:
+            self.state.release(stream.slot.name, self.pid)
 
 
 def _is_txn_end(statement: str) -> bool:

@@ -1,0 +1,419 @@
+"""Physical replication from a recording: what a physical walsender streams.
+
+A :class:`PhysicalRecording` is what ``pgwire-mock record --physical`` wrote (the format
+is documented in ``docs/physical.md``): the server's IDENTIFY_SYSTEM row, its timeline
+history files, and its WAL from a start position to the flush position at the end of the
+recording. :class:`PhysicalStream` streams it to one client as a physical walsender does
+(``StartReplication`` / ``WalSndLoop`` / ``XLogSendPhysical`` in walsender.c); it is
+sans-IO, driven by the session (:mod:`pgwire_mock.server.session`), which hands it the
+client's CopyData and the passing of time and sends the frames it returns.
+
+Facts reproduced, each checked against real 14–18 (``tests/conformance/
+test_physical_postgres.py``):
+
+* Before CopyBothResponse: an unknown timeline, XX000 ``requested timeline N is not in
+  this server's history`` (timeline.c ``tliSwitchPoint``). After it: a start beyond the
+  flush position, XX000 ``requested starting point X is ahead of the WAL flush position
+  of this server Y``; a start before the WAL the server still has, 58P01 ``requested WAL
+  segment … has already been removed``; both followed by ReadyForQuery.
+* XLogData: ``wal_start`` the first byte's position, ``wal_end`` the flush position, at
+  most ``MAX_SEND_SIZE`` (16 WAL pages) per message, cut at a page boundary unless it
+  reaches the flush position.
+* At the end of the WAL the walsender waits: no keepalives but the reply-requested one
+  after wal_sender_timeout/2 of silence from the client, and an exit without a word at the
+  full timeout (``WalSndKeepaliveIfNecessary``, ``WalSndCheckTimeOut``).
+* A status update's flush position becomes a physical slot's restart_lsn, forwards or
+  backwards (``PhysicalConfirmReceivedLocation``); a reply request is answered at once.
+* The client's CopyDone: CopyDone, CommandComplete ``START_STREAMING`` then
+  ``START_REPLICATION``, ReadyForQuery.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+from codec import DecodeError
+from codec.replication import (
+    PrimaryKeepalive,
+    StandbyStatusUpdate,
+    XLogData,
+    decode_client_copy_data,
+)
+from codec.values import LSN
+from codec.wire import CopyData
+from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.source import StreamEvent
+from pgwire_mock.server.state import PublicationState, ServerState, SlotState
+from pgwire_mock.server.versions import PgOutputOptions, error
+
+__all__ = [
+    "FORMAT",
+    "MAX_SEND_SIZE",
+    "HistoryFile",
+    "PhysicalRecording",
+    "PhysicalRecordingError",
+    "PhysicalStream",
+    "physical_error",
+    "segment_file_name",
+    "start_physical",
+    "timeline_history_result",
+]
+
+FORMAT: Final = "pgwire-mock physical recording 1"
+XLOG_BLCKSZ: Final = 8192
+MAX_SEND_SIZE: Final = XLOG_BLCKSZ * 16
+"""walsender.c: the most WAL one XLogData carries."""
+
+# (sqlstate, message, file, routine, line per major), as real servers send them; the
+# errors the logical side shares (WAL removed, no history file) are in versions.ERRORS.
+_ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
+    "ahead_of_flush": (
+        "XX000",
+        "requested starting point {start} is ahead of the WAL flush position of this "
+        "server {flush}",
+        "walsender.c",
+        "StartReplication",
+        {14: 741, 15: 848, 16: 836, 17: 986, 18: 958},
+    ),
+    "timeline_not_in_history": (
+        "XX000",
+        "requested timeline {timeline} is not in this server's history",
+        "timeline.c",
+        "tliSwitchPoint",
+        dict.fromkeys((14, 15, 16, 17, 18), 590),
+    ),
+}
+
+
+def physical_error(major: int, kind: str, **args: object) -> ServerError:
+    """The ServerError PostgreSQL ``major`` sends for ``kind`` (a key of ``_ERRORS``)."""
+    sqlstate, template, file, routine, lines = _ERRORS[kind]
+    return ServerError(
+        "ERROR",
+        sqlstate,
+        template.format(**args),
+        file=file,
+        line=lines.get(major),
+        routine=routine,
+    )
+
+
+def segment_file_name(timeline: int, lsn: int, segment_size: int) -> str:
+    """``XLogFileName``: the segment file holding ``lsn``."""
+    segment = lsn // segment_size
+    per_id = 0x1_0000_0000 // segment_size
+    return f"{timeline:08X}{segment // per_id:08X}{segment % per_id:08X}"
+
+
+class PhysicalRecordingError(ValueError):
+    """A physical recording file that cannot be read (the message says where and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryFile:
+    """A timeline history file as TIMELINE_HISTORY sends it."""
+
+    timeline: int
+    filename: str
+    content: str
+
+    def switch_points(self) -> dict[int, int]:
+        """Timeline -> where the server switched off it (``readTimeLineHistory``)."""
+        points: dict[int, int] = {}
+        for line in self.content.splitlines():
+            fields = line.split()
+            if len(fields) < 2 or not fields[0].isdigit():
+                continue  # comments and blank lines, as readTimeLineHistory skips them
+            points[int(fields[0])] = int(LSN.parse(fields[1]))
+        return points
+
+
+@dataclass(slots=True)
+class PhysicalRecording:
+    """A recorded physical stream: the WAL ``[start, end)`` of one timeline."""
+
+    server_version: str
+    major: int | None
+    system_identifier: int
+    timeline: int
+    start_lsn: int
+    end_lsn: int
+    """The server's flush position when recorded: the fake's end of WAL."""
+    wal_data: bytes
+    segment_size: int = 16 * 1024 * 1024
+    histories: Sequence[HistoryFile] = ()
+    # What serve expects of every source (pgwire_mock.server.source.StreamSource).
+    slots: Sequence[SlotState] = ()
+    publications: Sequence[PublicationState] = ()
+
+    def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
+        """A logical START_REPLICATION on a physical recording streams nothing."""
+        return iter(())
+
+    def history(self, timeline: int) -> HistoryFile | None:
+        return next((h for h in self.histories if h.timeline == timeline), None)
+
+    # --- the file format (docs/physical.md) ---------------------------------------------
+
+    def write(self, out: IO[str]) -> None:
+        meta = {
+            "format": FORMAT,
+            "server_version": self.server_version,
+            "major": self.major,
+            "system_identifier": str(self.system_identifier),
+            "timeline": self.timeline,
+            "start": str(LSN(self.start_lsn)),
+            "end": str(LSN(self.end_lsn)),
+            "wal_segment_size": self.segment_size,
+        }
+        out.write(json.dumps({"physical": meta}) + "\n")
+        for h in self.histories:
+            history = {"timeline": h.timeline, "filename": h.filename, "content": h.content}
+            out.write(json.dumps({"timeline_history": history}) + "\n")
+        # One line per 128 kB: the file stays greppable and lines stay short.
+        for offset in range(0, len(self.wal_data), MAX_SEND_SIZE):
+            chunk = self.wal_data[offset : offset + MAX_SEND_SIZE]
+            line = {"wal_start": str(LSN(self.start_lsn + offset)), "data": chunk.hex()}
+            out.write(json.dumps(line) + "\n")
+
+    @classmethod
+    def read(cls, source: IO[str], name: str) -> PhysicalRecording:
+        """Parse a recording; raises :class:`PhysicalRecordingError` with the line number."""
+        meta: dict[str, Any] | None = None
+        histories: list[HistoryFile] = []
+        wal = bytearray()
+        for number, line in enumerate(source, 1):
+            if not line.strip():
+                continue
+            where = f"{name}:{number}"
+            try:
+                obj = json.loads(line)
+                if meta is None:
+                    meta = obj["physical"]
+                    if meta.get("format") != FORMAT:
+                        raise PhysicalRecordingError(
+                            f"{where}: not a {FORMAT!r} file (format {meta.get('format')!r})"
+                        )
+                    start = int(LSN.parse(meta["start"]))
+                elif "timeline_history" in obj:
+                    h = obj["timeline_history"]
+                    histories.append(
+                        HistoryFile(int(h["timeline"]), str(h["filename"]), str(h["content"]))
+                    )
+                else:
+                    at = int(LSN.parse(obj["wal_start"]))
+                    if at != start + len(wal):
+                        raise PhysicalRecordingError(
+                            f"{where}: WAL at {LSN(at)} does not follow {LSN(start + len(wal))}"
+                        )
+                    wal += bytes.fromhex(obj["data"])
+            except PhysicalRecordingError:
+                raise
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                raise PhysicalRecordingError(f"{where}: bad line: {err!r}") from None
+        if meta is None:
+            raise PhysicalRecordingError(f"{name}: empty, no physical meta line")
+        try:
+            recording = cls(
+                server_version=str(meta["server_version"]),
+                major=int(meta["major"]),
+                system_identifier=int(meta["system_identifier"]),
+                timeline=int(meta["timeline"]),
+                start_lsn=int(LSN.parse(meta["start"])),
+                end_lsn=int(LSN.parse(meta["end"])),
+                wal_data=bytes(wal),
+                segment_size=int(meta.get("wal_segment_size", 16 * 1024 * 1024)),
+                histories=tuple(histories),
+            )
+        except (ValueError, KeyError, TypeError) as err:
+            raise PhysicalRecordingError(f"{name}: bad meta line: {err!r}") from None
+        if recording.start_lsn + len(recording.wal_data) != recording.end_lsn:
+            raise PhysicalRecordingError(
+                f"{name}: WAL from {LSN(recording.start_lsn)} ends at "
+                f"{LSN(recording.start_lsn + len(recording.wal_data))}, "
+                f"not at {LSN(recording.end_lsn)}"
+            )
+        return recording
+
+    @classmethod
+    def from_file(cls, path: Path) -> PhysicalRecording:
+        with path.open() as f:
+            return cls.read(f, str(path))
+
+    @staticmethod
+    def is_physical(path: Path) -> bool:
+        """True when ``path`` starts with a physical recording's meta line."""
+        try:
+            with path.open("rb") as f:
+                return f.read(len(b'{"physical"')) == b'{"physical"'
+        except OSError:
+            return False
+
+
+def timeline_history_result(
+    major: int, recording: PhysicalRecording | None, timeline: int
+) -> tuple[tuple[tuple[str | None, ...], ...], ServerError | None]:
+    """TIMELINE_HISTORY's row, or the error that follows its RowDescription: the real
+    server describes the result before it opens the file (``SendTimeLineHistory``)."""
+    history = recording.history(timeline) if recording is not None else None
+    if history is None:
+        return (), error(major, "timeline_history_missing", timeline=timeline)
+    return ((history.filename, history.content),), None
+
+
+@dataclass(slots=True)
+class PhysicalStream:
+    """One physical START_REPLICATION being streamed from a recording."""
+
+    recording: PhysicalRecording
+    state: ServerState
+    slot: SlotState | None
+    sent_ptr: int
+    last_reply: float
+    wal_sender_timeout: float
+    error: ServerError | None = None
+    """Sent right after CopyBothResponse, ending the stream (the start was unusable)."""
+    waiting_for_ping: bool = False
+    done_sending: bool = False
+    reported: tuple[int, int, int, int] = (0, 0, 0, 0)
+    on_status_update: Callable[[StandbyStatusUpdate], None] | None = field(default=None)
+
+    @property
+    def caught_up(self) -> bool:
+        return self.sent_ptr >= self.recording.end_lsn
+
+    @property
+    def can_produce(self) -> bool:
+        return self.error is None and not self.done_sending and not self.caught_up
+
+    def produce(self, max_bytes: int, send_time: int) -> list[bytes]:
+        """XLogData frames, about ``max_bytes`` of them (XLogSendPhysical, repeatedly)."""
+        frames: list[bytes] = []
+        produced = 0
+        flush = self.recording.end_lsn
+        base = self.recording.start_lsn
+        wal = self.recording.wal_data
+        while produced < max_bytes and self.can_produce:
+            start = self.sent_ptr
+            end = start + MAX_SEND_SIZE
+            if flush <= end:
+                end = flush
+            else:
+                end -= end % XLOG_BLCKSZ
+            payload = XLogData(start, flush, send_time, wal[start - base : end - base]).encode()
+            frame = CopyData(payload).encode()
+            frames.append(frame)
+            produced += len(frame)
+            self.sent_ptr = end
+        return frames
+
+    def keepalive(self, send_time: int, *, reply: bool) -> bytes:
+        """WalSndKeepalive: the position sent so far."""
+        return CopyData(PrimaryKeepalive(self.sent_ptr, send_time, reply).encode()).encode()
+
+    def receive(self, payload: bytes, now: float, send_time: int) -> list[bytes] | None:
+        """A CopyData from the client (ProcessRepliesIfAny); None: close the connection
+        (an unknown message is a COMMERROR: logged, then the walsender exits)."""
+        try:
+            reply = decode_client_copy_data(payload)
+        except DecodeError:
+            return None
+        self.last_reply = now
+        self.waiting_for_ping = False
+        if not isinstance(reply, StandbyStatusUpdate):
+            return []  # hot standby feedback: a physical slot's xmin is not emulated
+        self.reported = (
+            reply.written_lsn,
+            reply.flushed_lsn,
+            reply.applied_lsn,
+            reply.send_time,
+        )
+        if self.on_status_update is not None:
+            self.on_status_update(reply)
+        if (
+            self.slot is not None
+            and reply.flushed_lsn
+            and self.slot.restart_lsn != reply.flushed_lsn
+        ):
+            # PhysicalConfirmReceivedLocation: restart_lsn is the client's flush position,
+            # even when it moves back.
+            self.slot.restart_lsn = reply.flushed_lsn
+            self.state.save()
+        return [self.keepalive(send_time, reply=False)] if reply.reply_requested else []
+
+    def next_deadline(self) -> float | None:
+        if self.wal_sender_timeout <= 0:
+            return None
+        if self.waiting_for_ping:
+            return self.last_reply + self.wal_sender_timeout
+        return self.last_reply + self.wal_sender_timeout / 2
+
+    def tick(self, now: float, send_time: int) -> list[bytes] | None:
+        """WalSndCheckTimeOut then WalSndKeepaliveIfNecessary; None: the timeout passed
+        and the walsender exits without an ErrorResponse."""
+        timeout = self.wal_sender_timeout
+        if timeout <= 0:
+            return []
+        if now >= self.last_reply + timeout:
+            return None
+        if not self.waiting_for_ping and now >= self.last_reply + timeout / 2:
+            self.waiting_for_ping = True
+            return [self.keepalive(send_time, reply=True)]
+        return []
+
+
+def start_physical(
+    major: int,
+    recording: PhysicalRecording,
+    state: ServerState,
+    slot: SlotState | None,
+    start_lsn: int,
+    timeline: int,
+    *,
+    now: float,
+    wal_sender_timeout: float,
+) -> PhysicalStream:
+    """StartReplication for a recording: raises the errors that come before
+    CopyBothResponse; those after it are the stream's :attr:`PhysicalStream.error`."""
+    current = recording.timeline
+    if timeline and timeline != current:
+        history = recording.history(current)
+        points = history.switch_points() if history is not None else {}
+        if timeline not in points:
+            raise physical_error(major, "timeline_not_in_history", timeline=timeline)
+        switch = points[timeline]
+        if switch < start_lsn:
+            err = ServerError(
+                "ERROR",
+                "XX000",
+                f"requested starting point {LSN(start_lsn)} on timeline {timeline} is not "
+                "in this server's history",
+                f"This server's history forked from timeline {timeline} at {LSN(switch)}.",
+            )
+            raise err
+    stream = PhysicalStream(
+        recording=recording,
+        state=state,
+        slot=slot,
+        sent_ptr=start_lsn,
+        last_reply=now,
+        wal_sender_timeout=wal_sender_timeout,
+    )
+    sent_timeline = timeline or current
+    if recording.end_lsn < start_lsn:
+        stream.error = physical_error(
+            major,
+            "ahead_of_flush",
+            start=LSN(start_lsn),
+            flush=LSN(recording.end_lsn),
+        )
+    elif start_lsn < recording.start_lsn or sent_timeline != current:
+        # The recording holds no older WAL (nor another timeline's): as a server whose
+        # pg_wal no longer has the segment.
+        segment = segment_file_name(sent_timeline, start_lsn, recording.segment_size)
+        stream.error = error(major, "wal_segment_removed", segment=segment)
+    return stream
