@@ -19,28 +19,49 @@ record that caused them (Relation, Type, a Begin followed by Origin; walsender.c
 WalSndPrepareWrite). The recording gives each of those the position of the next
 message instead, as the SQL interface (``pg_logical_slot_get_binary_changes``) does, so
 a replay can place and skip them with their transaction; the payloads are untouched.
+
+With ``--physical`` it records what a physical client (pg_receivewal, a standby) receives
+instead, on a ``replication=true`` connection: IDENTIFY_SYSTEM's row, the history file of
+every timeline after the first (TIMELINE_HISTORY), and the WAL from the start of the
+segment holding the server's flush position (or ``--start``) up to that position (or
+``--endpos``), as XLogData carries it. ``docs/physical.md`` documents the file;
+:class:`pgwire_mock.server.physical.PhysicalRecording` reads and writes it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from codec.pgoutput import Begin, BeginPrepare, Commit, Decoder, Prepare, StreamStart, StreamStop
 from codec.values import LSN
 from pgwire_mock.client import (
+    ErrorReceived,
     ReplicationClientError,
     ReplicationConnection,
+    ReplicationSession,
+    WalData,
     capture_via_walsender,
+    parse_dsn,
     pgoutput_options,
 )
+from pgwire_mock.client.blocking import _open_stream
+from pgwire_mock.server.physical import HistoryFile, PhysicalRecording
 from pgwire_mock.server.versions import split_identifier_string
 from pgwire_mock.streamfile import read_stream
 
-__all__ = ["SnapshotError", "add_record_command", "fill_positions", "record", "unfinished"]
+__all__ = [
+    "SnapshotError",
+    "add_record_command",
+    "fill_positions",
+    "record",
+    "record_physical",
+    "unfinished",
+]
 
 
 class SnapshotError(ValueError):
@@ -130,6 +151,89 @@ def record(
         for lsn, payload in fill_positions([(int(lsn), payload) for lsn, payload in entries]):
             f.write(json.dumps({"lsn": str(LSN(lsn)), "data": payload.hex()}) + "\n")
     return len(entries)
+
+
+def _physical_connection(dsn: str, timeout: float) -> ReplicationConnection:
+    """A ``replication=true`` connection (a physical walsender, no database)."""
+    params = parse_dsn(dsn).with_defaults()
+    sock = _open_stream(params, params.connect_timeout or timeout)
+    session = ReplicationSession(
+        user=params.user,
+        database=params.dbname,
+        password=params.password,
+        application_name=params.application_name or "pgwire-mock",
+        startup_options={"replication": "true"},
+    )
+    conn = ReplicationConnection(sock, session, read_timeout=timeout)
+    try:
+        session.connect()
+        conn._finish_command()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+_UNITS: Final = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+
+
+def record_physical(
+    dsn: str,
+    out: Path,
+    *,
+    start_lsn: int | None = None,
+    end_lsn: int | None = None,
+    timeout: float = 30.0,
+) -> PhysicalRecording:
+    """Record the WAL ``[start_lsn, end_lsn)`` of the server's current timeline into
+    ``out`` (default: from the start of the segment holding the flush position up to it),
+    with IDENTIFY_SYSTEM's row and the timeline history files."""
+    with _physical_connection(dsn, timeout) as conn:
+        server_version = conn.session.parameters.get("server_version", "")
+        identity = conn.identify_system()
+        size_text = conn.show("wal_segment_size") or "16MB"
+        number = size_text.rstrip("kMGB")
+        segment_size = int(number) * _UNITS[size_text[len(number) :]]
+        histories = []
+        for timeline in range(2, identity.timeline + 1):
+            (filename, content), *_ = conn.execute(f"TIMELINE_HISTORY {timeline}").rows
+            histories.append(HistoryFile(timeline, filename or "", content or ""))
+        end = int(identity.xlogpos) if end_lsn is None else end_lsn
+        start = end - end % segment_size if start_lsn is None else start_lsn
+        if start > end:
+            raise ValueError(f"--start {LSN(start)} is after the end {LSN(end)}")
+        wal = bytearray()
+        if start < end:
+            conn.session.query(
+                f"START_REPLICATION PHYSICAL {LSN(start)} TIMELINE {identity.timeline}"
+            )
+            deadline = time.monotonic() + timeout
+            while start + len(wal) < end:
+                if time.monotonic() > deadline:
+                    raise ValueError(f"the WAL did not reach {LSN(end)} within {timeout}s")
+                for event in conn.poll(1.0):
+                    if isinstance(event, ErrorReceived):
+                        raise event.error
+                    if isinstance(event, WalData) and start + len(wal) < end:
+                        if int(event.wal_start) != start + len(wal):
+                            raise ValueError(
+                                f"XLogData at {event.wal_start}, expected {LSN(start + len(wal))}"
+                            )
+                        wal += event.payload[: end - start - len(wal)]
+    recording = PhysicalRecording(
+        server_version=server_version,
+        major=conn.session.server_version_major,
+        system_identifier=int(identity.systemid),
+        timeline=identity.timeline,
+        start_lsn=start,
+        end_lsn=end,
+        wal_data=bytes(wal),
+        segment_size=segment_size,
+        histories=tuple(histories),
+    )
+    with out.open("w") as f:
+        recording.write(f)
+    return recording
 
 
 def unfinished(payloads: Iterable[bytes]) -> str | None:
@@ -275,8 +379,16 @@ def add_record_command(commands: Any) -> None:
         "written but reported, with exit status 1.",
     )
     parser.add_argument("--dsn", required=True, help="libpq DSN or postgresql:// URI")
-    parser.add_argument("--slot", required=True, help="logical slot (pgoutput) to read")
-    parser.add_argument("--publication", required=True, action="append", help="repeatable")
+    parser.add_argument(
+        "--physical",
+        action="store_true",
+        help="record what a physical client (pg_receivewal) receives instead: "
+        "IDENTIFY_SYSTEM, the timeline history files and the WAL from --start (default: "
+        "the start of the segment holding the flush position) to --endpos (default: the "
+        "flush position); see docs/physical.md. No slot, no publication",
+    )
+    parser.add_argument("--slot", help="logical slot (pgoutput) to read (required)")
+    parser.add_argument("--publication", action="append", help="repeatable (required)")
     parser.add_argument("--out", required=True, type=Path, help="recording to write")
     parser.add_argument("--create-slot", action="store_true", help="create the slot first")
     parser.add_argument(
@@ -327,6 +439,11 @@ def _run(args: argparse.Namespace) -> int:
     from pgwire_mock.cli import CommandError, check_output  # noqa: PLC0415 - cli imports us
 
     check_output(args.out, "--out")  # before streaming (and confirming) anything
+    if args.physical:
+        return _run_physical(args)
+    for option in ("slot", "publication"):
+        if not getattr(args, option):
+            raise CommandError(f"--{option} is required (unless --physical)")
     if args.snapshot and args.start != 0:
         raise CommandError("--snapshot records from the new slot's consistent point: no --start")
     options = {
@@ -364,4 +481,30 @@ def _run(args: argparse.Namespace) -> int:
             "record up to an --endpos after its end"
         )
     print(f"recorded {count} messages from slot {args.slot} into {args.out}")
+    return 0
+
+
+def _run_physical(args: argparse.Namespace) -> int:
+    from pgwire_mock.cli import CommandError  # noqa: PLC0415 - cli imports us
+
+    logical = [
+        f"--{name.replace('_', '-')}"
+        for name in ("slot", "publication", "create_slot", "snapshot", "binary", "messages")
+        if getattr(args, name)
+    ]
+    if logical:
+        raise CommandError(f"--physical records no logical stream: no {', '.join(logical)}")
+    try:
+        recording = record_physical(
+            args.dsn,
+            args.out,
+            start_lsn=int(args.start) if args.start != 0 else None,
+            end_lsn=None if args.endpos is None else int(args.endpos),
+        )
+    except (ReplicationClientError, OSError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    print(
+        f"recorded WAL {LSN(recording.start_lsn)} to {LSN(recording.end_lsn)} of timeline "
+        f"{recording.timeline} ({len(recording.wal_data)} bytes) into {args.out}"
+    )
     return 0
