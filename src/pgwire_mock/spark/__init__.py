@@ -14,6 +14,7 @@ from pgwire_mock.spark.apply import (
     ParquetTarget,
     apply_changes,
     foreach_batch,
+    parquet_target_path,
     read_parquet_target,
     state_schema,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "column_type",
     "decode_stream",
     "foreach_batch",
+    "parquet_target_path",
     "peek_schema",
     "read_parquet_target",
     "register",

@@ -11,6 +11,11 @@ row order, and brings the target up to date, as a subscriber's apply worker woul
 * the row identity is the replica identity (the columns flagged as key in the Relation
   message; every column under REPLICA IDENTITY FULL); an update whose ``_before`` is set
   finds its row by the old key, so a key change deletes the old key and upserts the new;
+* identity values are compared as the apply worker's ``tuples_equal``
+  (executor/execReplication.c) compares them: with the type's ``=`` (float NaN equals
+  NaN, -0 equals +0) and NULL matching NULL; under REPLICA IDENTITY FULL identical rows
+  are separate rows, and a delete or update takes one row (an identical one, bit for
+  bit, when there is one);
 * a truncate empties the table at its place in the order (earlier changes of the batch
   are gone with it, later ones are applied after it);
 * a column named in ``_toast_unchanged`` keeps the value (and ``_special`` entry) of the
@@ -22,29 +27,38 @@ The materialized table has the source table's columns, ``_special`` (the row's
 unrepresentable values, see :mod:`pgwire_mock.spark.types`) and ``_commit_lsn`` (the
 commit LSN of the row's last change).
 
-The batch and the current table state are brought to the driver (this is a toolkit for
-tests and small pipelines, not a bulk loader): Parquet targets are rewritten whole, one
-file per version; Delta targets get one ``MERGE`` per batch (one ``overwrite`` when the
-batch truncates), committed with a Delta app transaction ``(app_id, batch_id)`` as
-Spark's own Delta sink does, so the idempotence check and the write are one commit.
+A Spark DataFrame is applied on the executors: each change row gets a group (a hash of
+its identity), rows and the target's current rows are shuffled by group, sorted, and each
+partition is materialized by :func:`_materialize` in ``mapInArrow``; the result is
+written by the executors (``DataFrame.write`` for Parquet, per-partition Parquet files
+committed in one Delta transaction for Delta). The driver holds metadata: the last
+truncate's position, the identity changes that carry unchanged TOAST (they join two
+groups), file names and counts. An Arrow table is applied in this process, by the same
+code, as one partition.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
+import shutil
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from pgwire_mock.spark.decode import KEY_METADATA, METADATA_FIELDS, SNAPSHOT_OP, SparkSideError
 
@@ -58,15 +72,41 @@ __all__ = [
     "ParquetTarget",
     "apply_changes",
     "foreach_batch",
+    "parquet_target_path",
     "read_parquet_target",
     "state_schema",
 ]
 
 _META_NAMES: Final = frozenset(f.name for f in METADATA_FIELDS) | {"_before"}
-_STATE_FILE: Final = "_pgwire_mock_state.json"
+_POINTER: Final = "_pgwire_mock_latest.json"
+_VERSIONS: Final = "_versions"  # '_' hides it from spark.read.parquet(dir)
 _SPECIAL: Final = pa.field("_special", pa.map_(pa.string(), pa.string()))
 _LSN: Final = pa.field("_commit_lsn", pa.int64())
 _STATE_EXTRA: Final = frozenset({"_special", "_commit_lsn"})  # state columns not the table's
+_CURRENT_OP: Final = "current"  # _op of a target row routed with the changes
+
+# Routing columns added to the change rows: the group (identity hash), the role, and for
+# an EDGE the second group it joins.
+_G: Final = "_pgwm_group"
+_G2: Final = "_pgwm_group2"
+_ROLE: Final = "_pgwm_role"
+_RANK: Final = "_pgwm_rank"  # 0 current row, 1 snapshot row, 2 change
+CURRENT, ROW, DEL, INS, EDGE, TRUNCATE = range(6)
+_ROUTING: Final = (
+    pa.field(_G, pa.int64()),
+    pa.field(_G2, pa.int64()),
+    pa.field(_ROLE, pa.int8()),
+    pa.field(_RANK, pa.int8()),
+)
+
+# Called with a step name between the steps of a commit; tests set it to kill the process
+# inside a commit window.
+_STEP_HOOK: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if _STEP_HOOK is not None:
+        _STEP_HOOK(name)
 
 
 class ApplyError(SparkSideError):
@@ -76,8 +116,11 @@ class ApplyError(SparkSideError):
 
 @dataclass(frozen=True, slots=True)
 class ParquetTarget:
-    """A directory holding one Parquet file (the current version) and a state file;
-    ``spark.read.parquet(path)`` reads it (files starting with ``_`` are ignored)."""
+    """A directory of versions: ``_versions/<batch>-<id>/`` each a complete table written
+    by Spark (or pyarrow), and ``_pgwire_mock_latest.json`` naming the current one;
+    replacing that file is the commit. Read it with ``spark.read.parquet(
+    parquet_target_path(target))`` or :func:`read_parquet_target`; ``spark.read.parquet``
+    of the directory itself finds no files (``_`` paths are hidden), never two versions."""
 
     path: str
 
@@ -100,178 +143,380 @@ class ApplyResult:
 
 def state_schema(changes: pa.Schema) -> pa.Schema:
     """The materialized table's schema for a change schema."""
-    columns = [f for f in changes if f.name not in _META_NAMES]
+    columns = [f for f in changes if f.name not in _META_NAMES and not f.name.startswith("_pgwm_")]
     return pa.schema([*columns, _SPECIAL, _LSN])
 
 
-def _key_columns(schema: pa.Schema, key: Sequence[str] | None) -> list[str]:
-    if key is not None:
-        return list(key)
-    return [
-        f.name
-        for f in schema
-        if f.name not in _META_NAMES and (f.metadata or {}).get(KEY_METADATA) == b"true"
-    ]
+# ----------------------------------------------------------------------- identity values
 
 
-def _spark_keys(df: DataFrame) -> list[str]:
-    return [f.name for f in df.schema.fields if f.metadata.get("pgoutput.key") is True]
+def lsn_text(lsn: int) -> str:
+    """An LSN as PostgreSQL prints it: ``X/Y``."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-def _hashable(value: object) -> object:
+def _short(value: object, limit: int = 60) -> str:
+    """A value for an error message: a TOASTed key is kilobytes long."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} chars)"
+
+
+_NAN: Final = ("NaN",)  # float NaN's identity: NaN = NaN in float8eq (utils/adt/float.c)
+
+
+def _norm(value: object) -> object:
+    """A hashable value under which values PostgreSQL's ``=`` holds equal are equal:
+    NaN = NaN and -0 = +0 for floats, elementwise for arrays; NULL is None (the apply
+    worker's tuples_equal takes two NULLs as equal)."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return _NAN
+        return value + 0.0  # -0.0 + 0.0 == +0.0
     if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
+        return tuple(_norm(v) for v in value)
     if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+        return tuple(sorted((k, _norm(v)) for k, v in value.items()))
     return value
 
 
-Row = dict[str, Any]
+def _exact(value: object) -> object:
+    """A hashable value equal only for identical values (the sign of a zero counts)."""
+    if isinstance(value, float):
+        return ("f", repr(value))
+    if isinstance(value, list):
+        return tuple(_exact(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _exact(v)) for k, v in value.items()))
+    return value
 
 
-@dataclass(slots=True)
-class _Outcome:
-    """The table after a batch, and what a MERGE needs: which of its rows the batch
-    touched, and the keys it deleted."""
-
-    table: pa.Table
-    truncated: bool
-    touched_rows: list[int]
-    deleted_keys: list[tuple[object, ...]]
-    whole_row: bool = False  # the key is the whole row: identical rows may repeat
+def _hash(norm: object) -> int:
+    """A stable 64-bit hash (Python's hash() differs between the executors' processes)."""
+    digest = hashlib.blake2b(repr(norm).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
-def _key_values(table: pa.Table, keys: list[str]) -> list[tuple[object, ...]]:
-    columns = []
-    for k in keys:
-        values = table.column(k).to_pylist()
-        if pa.types.is_nested(table.schema.field(k).type):
-            values = [_hashable(v) for v in values]
-        columns.append(values)
+def _columns(table: pa.Table, names: Sequence[str]) -> list[list[object]]:
+    return [table.column(n).to_pylist() for n in names]
+
+
+def _key_rows(columns: list[list[object]], n: int) -> list[tuple[object, ...]]:
+    if not columns:
+        return [()] * n
     return list(zip(*columns, strict=True))
 
 
-def _materialize(
-    current: pa.Table, changes: pa.Table, schema: pa.Schema, keys: list[str]
-) -> _Outcome:
-    """Apply ``changes`` (sorted) to ``current``.
+def _specials_of(table: pa.Table, keys: Sequence[str]) -> list[tuple[tuple[str, str], ...]]:
+    wanted = set(keys)
+    return [
+        tuple(sorted((c, s) for c, s in (entries or []) if c in wanted))
+        for entries in table.column("_special").to_pylist()
+    ]
 
-    The state maps each key to a row *reference* (into ``current`` followed by
-    ``changes``); only keys, operations and unchanged-TOAST columns are read in Python,
-    and the result is gathered with one ``take`` per column."""
-    ops = changes.column("_op").to_pylist()
-    start = 0
-    truncated = "truncate" in ops
-    if truncated:  # a barrier: nothing before the last truncate survives it
-        start = len(ops) - ops[::-1].index("truncate")
-        current = current.slice(0, 0)
-    names = schema.names
-    projected = pa.Table.from_arrays([changes.column(n) for n in names], schema=schema)
-    base = pa.concat_tables([current.select(names).cast(schema), projected])
-    offset = current.num_rows
-    counter = iter(range(1 << 62))
 
-    def unique() -> tuple[object, ...]:
-        return ("row", next(counter))
+@dataclass(slots=True)
+class _Identities:
+    """Each row's identity under ``=`` (norm) and bit for bit (exact)."""
 
-    if keys:
-        new_keys = _key_values(changes, keys)
-        current_keys = _key_values(current, keys)
-        before = changes.column("_before")
-        has_before = before.is_valid().to_pylist()
-        before_keys = _key_values(
-            pa.Table.from_arrays([pc.struct_field(before, k) for k in keys], names=keys),
-            keys,
-        )
-    else:
-        current_keys = [unique() for _ in range(offset)]
-    toast = changes.column("_toast_unchanged")
-    lengths = pc.list_value_length(toast)
-    toasted = pc.fill_null(pc.greater(lengths, 0), False).to_pylist()  # type: ignore[call-overload]
-    # Under REPLICA IDENTITY FULL the key is the whole row, and a table without a primary
-    # key may hold identical rows: each is kept, and a delete or update takes one of them,
-    # as the apply worker's search for the old tuple does. Otherwise a key is one row.
-    whole_row = bool(keys) and set(keys) >= {n for n in names if n not in _STATE_EXTRA}
-    state: dict[object, int] = {}  # key -> row ref
-    extra: dict[object, list[int]] = {}  # whole_row: key -> refs of more identical rows
+    norm: list[tuple[object, ...]]
+    exact: list[tuple[tuple[object, ...], Any]]  # (values, key columns' _special or None)
 
-    def add(k: object, r: int) -> None:
-        if whole_row and k in state:
-            extra.setdefault(k, []).append(r)
-        else:
-            state[k] = r
+    @classmethod
+    def of(cls, values: list[tuple[object, ...]], specials: list[Any] | None) -> _Identities:
+        norm = [tuple(_norm(v) for v in row) for row in values]
+        exact = [
+            (tuple(_exact(v) for v in row), specials[i] if specials is not None else None)
+            for i, row in enumerate(values)
+        ]
+        return cls(norm, exact)
 
-    def drop(k: object) -> None:  # one row of key k
-        more = extra.get(k)
-        if more:
-            more.pop()
-            if not more:
-                del extra[k]
-        else:
-            state.pop(k, None)
 
-    for k, r in zip(current_keys, range(offset), strict=True):
-        add(k, r)
-    inherited: dict[int, dict[str, int]] = {}  # row ref -> column -> row ref it comes from
-    touched: set[object] = set()
-    for i in range(start, len(ops)):
+# ---------------------------------------------------------------------------- routing
+
+
+def _route(table: pa.Table, keys: list[str], whole_row: bool) -> pa.Table:
+    """Each change row with its group and role (see the module doc).
+
+    * an update whose identity changes becomes two rows: DEL in the old identity's group
+      and INS in the new one's, so every group is applied on its own; under REPLICA
+      IDENTITY FULL the new row's unchanged-TOAST columns are taken from ``_before`` (the
+      old tuple is sent whole, detoasted: ExtractReplicaIdentity in access/heap/heapam.c);
+    * a key change that leaves TOAST columns unchanged (keyed tables) needs the old row:
+      it stays one ROW in the old group and an EDGE row says which two groups to join;
+    * a truncate is a TRUNCATE row (the driver reads the last one's position).
+    """
+    n = table.num_rows
+    ops = table.column("_op").to_pylist()
+    toast = table.column("_toast_unchanged").to_pylist()
+    before = table.column("_before")
+    has_before = before.is_valid().to_pylist()
+    new = _key_rows(_columns(table, keys), n)
+    old = _key_rows([pc.struct_field(before, k).to_pylist() for k in keys], n)
+    groups: list[int] = []
+    groups2: list[int] = []
+    roles: list[int] = []
+    take: list[int] = []
+    fill: dict[int, list[str]] = {}  # output row -> columns taken from _before
+    for i in range(n):
         op = ops[i]
-        ref = offset + i
-        if op in ("insert", SNAPSHOT_OP):
-            k = new_keys[i] if keys else unique()
-            if whole_row:
-                add(k, ref)
-            else:
-                state[k] = ref
-            touched.add(k)
+        if op == "truncate":
+            take.append(i)
+            groups.append(0)
+            groups2.append(0)
+            roles.append(TRUNCATE)
             continue
         if not keys:
-            raise ApplyError(f"{op} on a table without replica identity key columns")
-        old = before_keys[i] if op == "update" and has_before[i] else new_keys[i]
-        if op == "delete":
-            drop(old)
-            touched.add(old)
+            if op not in ("insert", SNAPSHOT_OP):
+                lsn = table.column("_commit_lsn")[i].as_py()
+                raise ApplyError(
+                    f"{op} at LSN {lsn_text(lsn)} on a table without replica identity key "
+                    "columns (REPLICA IDENTITY NOTHING, or no key flags in the schema: "
+                    "pass key=[...])"
+                )
+            take.append(i)
+            groups.append(_hash(("row", uuid.uuid4().int)))
+            groups2.append(0)
+            roles.append(ROW)
             continue
+        key_new = tuple(_norm(v) for v in new[i])
+        if op == "update" and has_before[i]:
+            key_old = tuple(_norm(v) for v in old[i])
+            unchanged = toast[i] or []
+            if whole_row:
+                # The new tuple's unchanged columns are the old tuple's values.
+                filled = tuple(
+                    _norm(old[i][j]) if keys[j] in unchanged else v for j, v in enumerate(key_new)
+                )
+                if filled != key_old:
+                    take += [i, i]
+                    groups += [_hash(key_old), _hash(filled)]
+                    groups2 += [0, 0]
+                    roles += [DEL, INS]
+                    if unchanged:
+                        fill[len(take) - 1] = list(unchanged)
+                    continue
+            elif key_new != key_old:
+                if not unchanged:
+                    take += [i, i]
+                    groups += [_hash(key_old), _hash(key_new)]
+                    groups2 += [0, 0]
+                    roles += [DEL, INS]
+                    continue
+                take += [i, i]
+                groups += [_hash(key_old), _hash(key_old)]
+                groups2 += [0, _hash(key_new)]
+                roles += [ROW, EDGE]
+                continue
+            take.append(i)
+            groups.append(_hash(key_old))
+            groups2.append(0)
+            roles.append(ROW)
+            continue
+        take.append(i)
+        groups.append(_hash(key_new))
+        groups2.append(0)
+        roles.append(ROW)
+    out = table.take(pa.array(take, pa.int64()))
+    if fill:
+        out = _fill_from_before(out, fill)
+    rank = pc.if_else(pc.equal(out.column("_op"), pa.scalar(SNAPSHOT_OP)), 1, 2)
+    return _with_routing(out, groups, groups2, roles, rank)
+
+
+def _with_routing(
+    table: pa.Table, groups: list[int], groups2: list[int], roles: list[int], rank: Any
+) -> pa.Table:
+    for f in _ROUTING:
+        if f.name in table.column_names:
+            table = table.drop_columns([f.name])
+    return (
+        table.append_column(_ROUTING[0], pa.array(groups, pa.int64()))
+        .append_column(_ROUTING[1], pa.array(groups2, pa.int64()))
+        .append_column(_ROUTING[2], pa.array(roles, pa.int8()))
+        .append_column(_ROUTING[3], pc.cast(rank, pa.int8()))
+    )
+
+
+def _fill_from_before(table: pa.Table, fill: dict[int, list[str]]) -> pa.Table:
+    """INS rows of REPLICA IDENTITY FULL updates: unchanged-TOAST columns from the old
+    tuple, and no longer unchanged."""
+    before = table.column("_before")
+    columns = {c for cs in fill.values() for c in cs}
+    lsns = table.column("_commit_lsn")
+    for column in sorted(columns):
+        rows = [r for r, cs in fill.items() if column in cs]
+        old = pc.struct_field(before, column)
+        for r in rows:
+            if not old[r].is_valid:
+                raise ApplyError(
+                    f"update at LSN {lsn_text(lsns[r].as_py())} leaves column {column} "
+                    "unchanged (TOAST) and its old tuple has no value for it"
+                )
+        mask = np.zeros(table.num_rows, dtype=bool)
+        mask[rows] = True
+        at = table.schema.get_field_index(column)
+        value = pc.if_else(pa.array(mask), old, table.column(column))
+        table = table.set_column(at, table.schema.field(column), value)
+    toast = table.column("_toast_unchanged").to_pylist()
+    for r in fill:
+        toast[r] = []
+    at = table.schema.get_field_index("_toast_unchanged")
+    field = table.schema.field("_toast_unchanged")
+    return table.set_column(at, field, pa.array(toast, field.type))
+
+
+def _route_current(current: pa.Table, change_schema: pa.Schema, keys: list[str]) -> pa.Table:
+    """Rows of the target as CURRENT rows of the change schema, in their groups."""
+    n = current.num_rows
+    if keys:
+        values = _key_rows(_columns(current, keys), n)
+        groups = [_hash(tuple(_norm(v) for v in row)) for row in values]
+    else:
+        groups = [_hash(("row", uuid.uuid4().int)) for _ in range(n)]
+    arrays: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
+    for f in change_schema:
+        if f.name in _STATE_EXTRA or (
+            f.name not in _META_NAMES and not f.name.startswith("_pgwm_")
+        ):
+            arrays.append(current.column(f.name).cast(f.type))
+        elif f.name == "_op":
+            arrays.append(pa.array([_CURRENT_OP] * n, f.type))
+        elif f.name in ("_position", "_xid"):
+            arrays.append(pa.array(np.zeros(n, np.int64), f.type))
+        elif f.name == "_commit_time":
+            arrays.append(pa.array(np.zeros(n, np.int64)).cast(f.type))
+        elif f.name == "_toast_unchanged":
+            arrays.append(pa.array([[]] * n, f.type))
+        elif f.name.startswith("_pgwm_"):
+            continue
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    schema = pa.schema([f for f in change_schema if not f.name.startswith("_pgwm_")])
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    return _with_routing(table, groups, [0] * n, [CURRENT] * n, pa.array(np.zeros(n, np.int8)))
+
+
+# ------------------------------------------------------------------------ materializing
+
+
+def _materialize(rows: pa.Table, schema: pa.Schema, keys: list[str]) -> pa.Table:
+    """Apply routed rows (CURRENT rows, then changes, sorted by rank, LSN, position and
+    role; no TRUNCATE or EDGE rows: the caller applied the barrier) to the CURRENT rows.
+
+    The state maps each identity to row *references* (into ``rows``); only identities,
+    operations and unchanged-TOAST columns are read in Python, and the result is gathered
+    with one ``take`` per column."""
+    names = schema.names
+    n = rows.num_rows
+    base = pa.Table.from_arrays(
+        [rows.column(c).cast(schema.field(c).type) for c in names], schema=schema
+    )
+    ops = rows.column("_op").to_pylist()
+    roles = rows.column(_ROLE).to_pylist()
+    whole_row = bool(keys) and set(keys) >= {c for c in names if c not in _STATE_EXTRA}
+    if keys:
+        new_values = _key_rows(_columns(rows, keys), n)
+        new = _Identities.of(new_values, _specials_of(rows, keys))
+        before = rows.column("_before")
+        has_before = before.is_valid().to_pylist()
+        # The old tuple carries no _special: its entries are unknown (None).
+        old_values = _key_rows([pc.struct_field(before, k).to_pylist() for k in keys], n)
+        old = _Identities.of(old_values, None)
+    toast = rows.column("_toast_unchanged")
+    toasted = pc.fill_null(pc.greater(pc.list_value_length(toast), 0), False).to_pylist()  # type: ignore[call-overload]
+    lsns = rows.column("_commit_lsn")
+    # state: identity -> refs of the rows holding it (several only when the identity is
+    # the whole row: REPLICA IDENTITY FULL tables may hold identical rows).
+    state: dict[object, list[int]] = {}
+    unique = iter(range(1 << 62))
+
+    def identity(i: int, use_old: bool) -> tuple[object, object]:
+        ids = old if use_old else new
+        return ids.norm[i], ids.exact[i]
+
+    def add(k: object, r: int) -> None:
+        if whole_row:
+            state.setdefault(k, []).append(r)
+        else:
+            state[k] = [r]
+
+    def find(k: object, exact: Any, i: int) -> int | None:
+        """The row a change's old identity names: identical if one is, else any `=` one."""
+        refs = state.get(k)
+        if not refs:
+            return None
+        if len(refs) == 1:
+            return 0
+        values, specials = exact
+        same = [j for j, r in enumerate(refs) if new.exact[r][0] == values]
+        if specials is None:
+            kinds = {new.exact[refs[j]][1] for j in same}
+            if len(kinds) > 1:
+                raise ApplyError(
+                    f"update at LSN {lsn_text(lsns[i].as_py())}: its old tuple "
+                    f"{_short(exact[0])} matches rows that differ only in values Spark "
+                    "cannot hold (NULL + _special); pgoutput's old tuple does not say which"
+                )
+        else:
+            same = [j for j in same if new.exact[refs[j]][1] == specials]
+        return same[-1] if same else len(refs) - 1
+
+    def drop(k: object, exact: Any, i: int) -> int | None:
+        at = find(k, exact, i)
+        if at is None:
+            return None
+        refs = state[k]
+        ref = refs.pop(at)
+        if not refs:
+            del state[k]
+        return ref
+
+    inherited: dict[int, dict[str, int]] = {}  # row ref -> column -> row ref it comes from
+    for i in range(n):
+        op = ops[i]
+        role = roles[i]
+        if role == CURRENT or op in ("insert", SNAPSHOT_OP):
+            add(new.norm[i] if keys else ("row", next(unique)), i)
+            continue
+        use_old = bool(op == "update" and has_before[i])
+        if role == DEL:
+            drop(*identity(i, use_old), i)
+            continue
+        if role == INS:
+            add(new.norm[i], i)
+            continue
+        old_k, old_exact = identity(i, use_old)
+        if op == "delete":
+            drop(old_k, old_exact, i)
+            continue
+        existing = drop(old_k, old_exact, i)
         if toasted[i]:
-            existing = state.get(old)
-            lsn = changes.column("_commit_lsn")[i].as_py()
             for column in toast[i].as_py():
                 if existing is None:
+                    shown = ", ".join(_short(v) for v in (old_values if use_old else new_values)[i])
                     raise ApplyError(
-                        f"update at LSN {lsn:X} leaves column {column} unchanged (TOAST) "
-                        f"but the target has no row with key {old}"
+                        f"update at LSN {lsn_text(lsns[i].as_py())} leaves column {column} "
+                        f"unchanged (TOAST) but the target has no row with key ({shown})"
                     )
                 source = inherited.get(existing, {}).get(column, existing)
-                inherited.setdefault(ref, {})[column] = source
-        k = new_keys[i]
-        over = inherited.get(ref)
+                inherited.setdefault(i, {})[column] = source
+        k = new.norm[i]
+        over = inherited.get(i)
         if over and not over.keys().isdisjoint(keys):  # REPLICA IDENTITY FULL and TOAST
             k = tuple(
-                _hashable(base.column(c)[over[c]].as_py()) if c in over else v
+                _norm(base.column(c)[over[c]].as_py()) if c in over else v
                 for c, v in zip(keys, k, strict=True)
             )
-        if whole_row:  # the update takes one of the identical old rows
-            drop(old)
-            touched.add(old)
-            add(k, ref)
-        else:
-            if old != k:
-                state.pop(old, None)
-                touched.add(old)
-            state[k] = ref
-        touched.add(k)
-    refs = list(state.values())
-    touched_rows = [i for i, k in enumerate(state) if k in touched]
-    for same_key, more in extra.items():
-        if same_key in touched:
-            touched_rows.extend(range(len(refs), len(refs) + len(more)))
-        refs.extend(more)
+        if not whole_row:
+            state.pop(k, None)
+        add(k, i)
+    refs = [r for rs in state.values() for r in rs]
     table = base.take(pa.array(refs, pa.int64()))
     if inherited:
         table = _inherit(table, base, refs, inherited)
-    table = _sort_specials(table)
-    deleted = [k for k in touched if k not in state]
-    return _Outcome(table, truncated, touched_rows, deleted, whole_row)  # type: ignore[arg-type]
+    return _sort_specials(table)
 
 
 def _inherit(
@@ -312,10 +557,83 @@ def _sort_specials(table: pa.Table) -> pa.Table:
     return table.set_column(at, _SPECIAL, pa.array(values, _SPECIAL.type))
 
 
-def _to_arrow(changes: DataFrame | pa.Table) -> tuple[pa.Table, list[str] | None]:
-    if isinstance(changes, pa.Table):
-        return changes, None
-    return changes.toArrow(), _spark_keys(changes)
+_SORT: Final[list[tuple[str, Literal["ascending", "descending"]]]] = [
+    (_RANK, "ascending"),
+    ("_commit_lsn", "ascending"),
+    ("_position", "ascending"),
+    (_ROLE, "ascending"),
+]
+
+
+def _after_barrier(routed: pa.Table, barrier: tuple[int, int] | None) -> pa.Table:
+    """Rows a truncate at ``barrier`` leaves: the changes after it (no CURRENT or
+    snapshot row survives it), without TRUNCATE and EDGE rows."""
+    role = routed.column(_ROLE)
+    keep = pc.less(role, pa.scalar(EDGE, pa.int8()))
+    if barrier is not None:
+        lsn, pos = routed.column("_commit_lsn"), routed.column("_position")
+        at_lsn, at_pos = pa.scalar(barrier[0], pa.int64()), pa.scalar(barrier[1], pa.int64())
+        later = pc.or_(
+            pc.greater(lsn, at_lsn), pc.and_(pc.equal(lsn, at_lsn), pc.greater(pos, at_pos))
+        )
+        change = pc.equal(routed.column(_RANK), pa.scalar(2, pa.int8()))
+        keep = pc.and_(keep, pc.and_(later, change))
+    return routed.filter(keep)
+
+
+def _last_truncate(routed: pa.Table) -> tuple[int, int] | None:
+    truncates = routed.filter(pc.equal(routed.column(_ROLE), pa.scalar(TRUNCATE, pa.int8())))
+    if not truncates.num_rows:
+        return None
+    at = pc.sort_indices(
+        truncates, sort_keys=[("_commit_lsn", "descending"), ("_position", "descending")]
+    )
+    last = truncates.take(at).slice(0, 1).to_pylist()[0]
+    return last["_commit_lsn"], last["_position"]
+
+
+# ------------------------------------------------------------------------------ keys
+
+
+_SPARK_METADATA_KEY: Final = b"SPARK::metadata::json"  # where DataFrame.toArrow() keeps it
+
+
+def _flagged(field: pa.Field[Any]) -> bool:
+    metadata = field.metadata or {}
+    if metadata.get(KEY_METADATA) == b"true":
+        return True
+    spark = metadata.get(_SPARK_METADATA_KEY)
+    if spark is not None:
+        try:
+            return json.loads(spark).get("pgoutput.key") is True
+        except (ValueError, AttributeError):
+            return False
+    return False
+
+
+def _resolve_keys(
+    schema: pa.Schema, key: Sequence[str] | None, spark_keys: list[str] | None
+) -> list[str]:
+    columns = [f.name for f in schema if f.name not in _META_NAMES]
+    if key is not None:
+        keys = list(key)
+        missing = [k for k in keys if k not in columns]
+        if missing:
+            raise ApplyError(
+                f"key column {', '.join(missing)} is not a column of the table; "
+                f"its columns: {', '.join(columns)}"
+            )
+        return keys
+    if spark_keys:
+        return spark_keys
+    return [f.name for f in schema if f.name in columns and _flagged(f)]
+
+
+def _spark_keys(df: DataFrame) -> list[str]:
+    return [f.name for f in df.schema.fields if f.metadata.get("pgoutput.key") is True]
+
+
+# ------------------------------------------------------------------------ entry points
 
 
 def apply_changes(
@@ -324,24 +642,28 @@ def apply_changes(
     batch_id: int,
     *,
     key: Sequence[str] | None = None,
+    partitions: int | None = None,
 ) -> ApplyResult:
     """Apply one batch of change rows of one table to ``target``; see the module doc.
 
-    ``key`` overrides the key columns read from the change schema's metadata.
+    ``key`` overrides the key columns read from the change schema's metadata. A Spark
+    DataFrame is applied on the executors in ``partitions`` partitions (default:
+    ``spark.sql.shuffle.partitions``); an Arrow table in this process.
     """
-    table, spark_keys = _to_arrow(changes)
-    keys = list(key) if key is not None else (spark_keys or _key_columns(table.schema, None))
-    schema = state_schema(table.schema)
-    # Snapshot rows are the initial state: before every change, whatever their LSN.
-    change = pc.cast(pc.not_equal(table.column("_op"), pa.scalar(SNAPSHOT_OP)), pa.int8())
-    order = pc.sort_indices(
-        pa.table([change, table.column("_commit_lsn"), table.column("_position")], ["c", "l", "p"]),
-        sort_keys=[("c", "ascending"), ("l", "ascending"), ("p", "ascending")],
-    )
-    table = table.take(order)
-    if isinstance(target, ParquetTarget):
-        return _apply_parquet(target, batch_id, table, schema, keys)
-    return _apply_delta(target, batch_id, table, schema, keys)
+    if isinstance(changes, pa.Table):
+        keys = _resolve_keys(changes.schema, key, None)
+        return _apply_local(changes, target, batch_id, keys)
+    # pyspark is imported only for a DataFrame: Arrow tables apply without it.
+    from pgwire_mock.spark import distributed  # noqa: PLC0415
+
+    keys = _resolve_keys(_arrow_schema(changes), key, _spark_keys(changes))
+    return distributed.apply(changes, target, batch_id, keys, partitions)
+
+
+def _arrow_schema(df: DataFrame) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # as above
+
+    return to_arrow_schema(df.schema, timezone="UTC")
 
 
 def foreach_batch(
@@ -355,124 +677,174 @@ def foreach_batch(
     return run
 
 
+def _whole_row(schema: pa.Schema, keys: list[str]) -> bool:
+    names = {f.name for f in state_schema(schema)} - _STATE_EXTRA
+    return bool(keys) and set(keys) >= names
+
+
+def _apply_local(
+    changes: pa.Table, target: ParquetTarget | DeltaTarget, batch_id: int, keys: list[str]
+) -> ApplyResult:
+    schema = state_schema(changes.schema)
+    applied = _applied_rows(target, batch_id)
+    if applied is not None:
+        return ApplyResult(False, applied, 0)
+    routed = _route(changes, keys, _whole_row(changes.schema, keys))
+    barrier = _last_truncate(routed)
+    parts = [_after_barrier(routed, barrier)]
+    if barrier is None:
+        current = _read_current(target, schema)
+        if current is not None:
+            parts.insert(0, _route_current(current, routed.schema, keys))
+    rows = pa.concat_tables([p.cast(parts[-1].schema) for p in parts])
+    rows = rows.take(pc.sort_indices(rows, sort_keys=_SORT))
+    new = _materialize(rows, schema, keys)
+    if isinstance(target, ParquetTarget):
+        version = _new_version(target, batch_id)
+        version.mkdir(parents=True)
+        pq.write_table(new, version / "part-00000.parquet")
+        _commit_parquet(target, batch_id, version)
+    else:
+        name = f"part-{batch_id:010d}-{uuid.uuid4().hex}.parquet"
+        Path(target.path).mkdir(parents=True, exist_ok=True)
+        pq.write_table(new, Path(target.path) / name)
+        action = _add_action(target.path, name, new.num_rows)
+        _commit_delta(target, batch_id, schema, [action])
+    return ApplyResult(True, new.num_rows, changes.num_rows)
+
+
+def _applied_rows(target: ParquetTarget | DeltaTarget, batch_id: int) -> int | None:
+    """The target's row count if ``batch_id`` is already applied, else None."""
+    if isinstance(target, ParquetTarget):
+        pointer = _read_pointer(Path(target.path))
+        if pointer is None or batch_id > pointer["batch_id"]:
+            return None
+        return _parquet_rows(Path(target.path) / pointer["version"])
+    dt = _delta(target)
+    if dt is None:
+        return None
+    done = dt.transaction_version(_app_id(target))
+    if done is None or batch_id > done:
+        return None
+    return _delta_rows(dt)
+
+
+def _read_current(target: ParquetTarget | DeltaTarget, schema: pa.Schema) -> pa.Table | None:
+    if isinstance(target, ParquetTarget):
+        pointer = _read_pointer(Path(target.path))
+        if pointer is None:
+            return None
+        return pq.read_table(Path(target.path) / pointer["version"], schema=schema)
+    dt = _delta(target)
+    return None if dt is None else dt.to_pyarrow_table()
+
+
 # ------------------------------------------------------------------------------ Parquet
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def _read_pointer(root: Path) -> dict[str, Any] | None:
     try:
-        state: dict[str, Any] = json.loads((path / _STATE_FILE).read_text())
+        pointer: dict[str, Any] = json.loads((root / _POINTER).read_text())
     except FileNotFoundError:
-        return {"batch_id": -1, "file": None}
-    return state
+        return None
+    return pointer
 
 
-def _apply_parquet(
-    target: ParquetTarget,
-    batch_id: int,
-    changes: pa.Table,
-    schema: pa.Schema,
-    keys: list[str],
-) -> ApplyResult:
+def _new_version(target: ParquetTarget, batch_id: int) -> Path:
+    return Path(target.path) / _VERSIONS / f"{batch_id:010d}-{uuid.uuid4().hex[:12]}"
+
+
+def _commit_parquet(target: ParquetTarget, batch_id: int, version: Path) -> None:
+    """Point the target at ``version`` (a complete table): one ``os.replace`` of the
+    pointer file is the commit. The previous version stays for readers that resolved the
+    pointer before the switch; older ones, and versions a crash left unreferenced, go."""
     root = Path(target.path)
-    root.mkdir(parents=True, exist_ok=True)
-    state = _read_state(root)
-    current = schema.empty_table()
-    if state["file"]:
-        current = pq.read_table(root / state["file"])
-    if batch_id <= state["batch_id"]:
-        return ApplyResult(False, current.num_rows, 0)
-    new = _materialize(current, changes, schema, keys).table
-    name = f"part-{batch_id:010d}-{uuid.uuid4().hex[:8]}.parquet"
-    pq.write_table(new, root / name)
-    # The state file names the current version: replacing it is the commit.
-    tmp = root / f".{_STATE_FILE}.{uuid.uuid4().hex}"
-    tmp.write_text(json.dumps({"batch_id": batch_id, "file": name}))
-    os.replace(tmp, root / _STATE_FILE)
-    if state["file"]:
-        (root / state["file"]).unlink(missing_ok=True)
-    return ApplyResult(True, new.num_rows, changes.num_rows)
+    previous = _read_pointer(root)
+    _step("written")
+    tmp = root / f".{_POINTER}.{uuid.uuid4().hex}"
+    relative = version.relative_to(root).as_posix()
+    tmp.write_text(json.dumps({"batch_id": batch_id, "version": relative}))
+    with tmp.open("rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, root / _POINTER)
+    _step("committed")
+    keep = {relative} | ({previous["version"]} if previous else set())
+    for old in (root / _VERSIONS).iterdir():
+        if f"{_VERSIONS}/{old.name}" not in keep:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _parquet_rows(version: Path) -> int:
+    return sum(pq.read_metadata(p).num_rows for p in sorted(version.glob("*.parquet")))
+
+
+def parquet_target_path(target: ParquetTarget) -> str:
+    """The directory of the target's current version: ``spark.read.parquet(...)`` it."""
+    root = Path(target.path)
+    pointer = _read_pointer(root)
+    if pointer is None:
+        raise FileNotFoundError(f"no table at {root} (no {_POINTER})")
+    return str(root / pointer["version"])
 
 
 def read_parquet_target(target: ParquetTarget) -> pa.Table:
     """The current version of a Parquet target (without Spark)."""
-    root = Path(target.path)
-    state = _read_state(root)
-    if not state["file"]:
-        raise FileNotFoundError(f"no table at {root}")
-    return pq.read_table(root / state["file"])
+    version = Path(parquet_target_path(target))
+    files = sorted(version.glob("*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files]) if files else pa.table({})
 
 
 # -------------------------------------------------------------------------------- Delta
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+def _app_id(target: DeltaTarget) -> str:
+    return target.app_id or f"pgwire_mock:{target.path}"
 
 
-def _apply_delta(
+def _delta(target: DeltaTarget) -> DeltaTable | None:
+    try:
+        return DeltaTable(target.path)
+    except TableNotFoundError:
+        return None
+
+
+def _delta_rows(dt: DeltaTable) -> int:
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return 0
+    return int(pc.sum(actions.column("num_records")).as_py() or 0)
+
+
+def _add_action(table_path: str, name: str, rows: int) -> AddAction:
+    size = (Path(table_path) / name).stat().st_size
+    return AddAction(
+        name, size, {}, int(time.time() * 1000), True, json.dumps({"numRecords": rows})
+    )
+
+
+def _commit_delta(
     target: DeltaTarget,
     batch_id: int,
-    changes: pa.Table,
     schema: pa.Schema,
-    keys: list[str],
-) -> ApplyResult:
-    app_id = target.app_id or f"pgwire_mock:{target.path}"
-    try:
-        dt: DeltaTable | None = DeltaTable(target.path)
-    except TableNotFoundError:
-        dt = None
-    current = schema.empty_table()
-    if dt is not None:
-        done = dt.transaction_version(app_id)
-        if done is not None and batch_id <= done:
-            return ApplyResult(False, dt.to_pyarrow_table().num_rows, 0)
-        current = dt.to_pyarrow_table()
-    outcome = _materialize(current, changes, schema, keys)
-    new = outcome.table
+    actions: list[AddAction | RemoveAction],
+) -> None:
+    """One Delta commit: the files written replace the table's, with the app transaction
+    ``(app_id, batch_id)`` that makes a retried batch a no-op (as Spark's Delta sink
+    does). Files a crash leaves unreferenced are invisible to readers."""
     commit = CommitProperties(
-        app_transactions=[Transaction(app_id, batch_id)],
+        app_transactions=[Transaction(_app_id(target), batch_id)],
         custom_metadata={"pgwire_mock.batch_id": str(batch_id)},
     )
-    if dt is None or outcome.truncated or not keys or outcome.whole_row:
-        write_deltalake(target.path, new, mode="overwrite", commit_properties=commit)
-        return ApplyResult(True, new.num_rows, changes.num_rows)
-    if not outcome.touched_rows and not outcome.deleted_keys:
-        write_deltalake(target.path, schema.empty_table(), mode="append", commit_properties=commit)
-        return ApplyResult(True, new.num_rows, changes.num_rows)
-    # One MERGE: touched keys still present are upserted, the others deleted.
-    columns = [c for c in schema.names if c not in ("_special", "_commit_lsn")]
-    upserts = new.take(pa.array(outcome.touched_rows, pa.int64()))
-    deletes = pa.Table.from_pylist(
-        [
-            {c: None for c in columns}
-            | dict(zip(keys, (_unhash(v) for v in k), strict=True))
-            | {"_special": [], "_commit_lsn": 0}
-            for k in outcome.deleted_keys
-        ],
-        schema=schema,
-    )
-    with_flag = schema.append(pa.field("_delete", pa.bool_()))
-    source = pa.concat_tables(
-        [
-            upserts.append_column("_delete", pa.array([False] * upserts.num_rows)).cast(with_flag),
-            deletes.append_column("_delete", pa.array([True] * deletes.num_rows)).cast(with_flag),
-        ]
-    )
-    predicate = " AND ".join(f"(t.{_quote(k)} IS NOT DISTINCT FROM s.{_quote(k)})" for k in keys)
-    every = {c: f"s.{_quote(c)}" for c in schema.names}
-    (
-        dt.merge(source, predicate, source_alias="s", target_alias="t", commit_properties=commit)
-        .when_matched_delete(predicate="s._delete = true")
-        .when_matched_update(updates=every, predicate="s._delete = false")
-        .when_not_matched_insert(updates=every, predicate="s._delete = false")
-        .execute()
-    )
-    return ApplyResult(True, new.num_rows, changes.num_rows)
-
-
-def _unhash(value: object) -> object:
-    # Key values are scalars in every table pgoutput can describe, except array columns
-    # under REPLICA IDENTITY FULL, which _hashable turned into tuples.
-    if isinstance(value, tuple):
-        return [_unhash(v) for v in value]
-    return value
+    _step("written")
+    dt = _delta(target)
+    if dt is None:
+        create_table_with_add_actions(
+            target.path,
+            DeltaSchema.from_arrow(schema),
+            [a for a in actions if isinstance(a, AddAction)],
+            mode="overwrite",
+            commit_properties=commit,
+        )
+    else:
+        dt.create_write_transaction(actions, "overwrite", schema, commit_properties=commit)
+    _step("committed")
