@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from hypothesis import given
@@ -106,6 +106,22 @@ def _copy_out(server: Server, statement: str) -> list[bytes]:
         sock.close()
 
 
+@pytest.fixture
+def make_table(pg_server: Server) -> Iterator[Callable[[Sequence[tuple[object, ...]]], str]]:
+    """Tables for one test, dropped after it: the servers are shared by the whole run, and
+    a table left behind shows in other tests' catalog reads (pgjdbc's getTables)."""
+    names: list[str] = []
+
+    def make(rows: Sequence[tuple[object, ...]]) -> str:
+        names.append(_table(pg_server, rows))
+        return names[-1]
+
+    yield make
+    with pg_server.connect() as conn:
+        for name in names:
+            conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(name)))
+
+
 def _table(server: Server, rows: Sequence[tuple[object, ...]]) -> str:
     name = f"copy_{uuid.uuid4().hex[:8]}"
     with server.connect() as conn:
@@ -130,8 +146,10 @@ ROWS = [
 ]
 
 
-def test_postgres_copy_text_rows_decode_and_encode_back_byte_for_byte(pg_server: Server) -> None:
-    name = _table(pg_server, ROWS)
+def test_postgres_copy_text_rows_decode_and_encode_back_byte_for_byte(
+    pg_server: Server, make_table: Callable[[Sequence[tuple[object, ...]]], str]
+) -> None:
+    name = make_table(ROWS)
     payloads = _copy_out(pg_server, f"COPY {name} TO STDOUT")
     assert len(payloads) == len(ROWS)  # one CopyData per row
     decoded = [decode_text_row(p) for p in payloads]
@@ -145,8 +163,10 @@ def test_postgres_copy_text_rows_decode_and_encode_back_byte_for_byte(pg_server:
     assert [tuple(None if v is None else v.decode() for v in r) for r in decoded] == texts
 
 
-def test_postgres_copy_binary_header_rows_and_trailer(pg_server: Server) -> None:
-    name = _table(pg_server, ROWS)
+def test_postgres_copy_binary_header_rows_and_trailer(
+    pg_server: Server, make_table: Callable[[Sequence[tuple[object, ...]]], str]
+) -> None:
+    name = make_table(ROWS)
     payloads = _copy_out(pg_server, f"COPY {name} TO STDOUT (FORMAT binary)")
     rows = list(decode_binary(b"".join(payloads)))
     # The header rides with the first row, each later row has a CopyData of its own, and
@@ -154,7 +174,7 @@ def test_postgres_copy_binary_header_rows_and_trailer(pg_server: Server) -> None
     assert payloads[0] == binary_header() + encode_binary_row(rows[0])
     assert payloads[1:-1] == [encode_binary_row(r) for r in rows[1:]]
     assert payloads[-1] == BINARY_TRAILER
-    empty = _table(pg_server, [])
+    empty = make_table([])
     assert _copy_out(pg_server, f"COPY {empty} TO STDOUT (FORMAT binary)") == [
         binary_header() + BINARY_TRAILER
     ]

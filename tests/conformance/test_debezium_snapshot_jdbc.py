@@ -211,7 +211,16 @@ def test_debezium_snapshot_through_pgjdbc_sees_what_postgres_shows(
             conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
     assert "'after'" not in out["postgres"]
     assert "ERROR" not in out["postgres"], out["postgres"]
-    assert out["fake"].splitlines() == out["postgres"].splitlines()
+    # The real server is shared with the rest of the run: getTables there may list tables
+    # other tests hold at this moment (Debezium would drop them with its table filter).
+    ours = (f"'{keyed}'", f"'{full}'")
+    real = [
+        line
+        for line in out["postgres"].splitlines()
+        if not (line.startswith("ROW NULL 'public' '") and "'TABLE'" in line)
+        or any(f"'public' {name} 'TABLE'" in line for name in ours)
+    ]
+    assert out["fake"].splitlines() == real
 
 
 def _described(conn: object, text: str) -> tuple[object, ...]:
