@@ -75,4 +75,7 @@ def test_dockerfile_entrypoint_is_the_installed_console_script() -> None:
     installed = entry_points(group="console_scripts", name=script)
     assert [e.value for e in installed] == ["pgwire_mock.cli:main"]
     assert re.search(r"^RUN pip install .*\.", dockerfile, re.MULTILINE)
-    assert 'CMD ["serve", "--help"]' in dockerfile
+    # By default the image serves the bundled demo on the published port (docker/README.md).
+    assert 'CMD ["serve", "--host", "0.0.0.0", "--port", "5433", "--script", "/demo.yaml"]' in (
+        dockerfile
+    )

@@ -89,26 +89,6 @@ def test_the_command_writes_json(pg_server: Server, capsys: pytest.CaptureFixtur
     assert data["timings"][0]["major"] == pg_server.version
 
 
-def test_an_unreachable_server_fails_every_cell_with_its_reason(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    status = cli.main(
-        [
-            "conformance",
-            "--dsn",
-            "16=postgresql://postgres@127.0.0.1:1/postgres",
-            "--scenarios",
-            "types",
-        ]
-    )
-    out = capsys.readouterr().out
-    assert status == 1
-    checks = "capture,roundtrip,same-messages,values,declared-types,replies,spark-values"
-    assert f"✗ types {checks}" in out
-    assert "server: cannot connect" in out
-    assert out.rstrip().endswith("35 of 35 cells failed")
-
-
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

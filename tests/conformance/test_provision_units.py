@@ -21,9 +21,9 @@ def test_every_supported_major_is_pinned_with_a_sha512() -> None:
 
 
 def test_versions_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PGWIRE_MOCK_PG_VERSIONS picks majors; unset means all four; junk is an error."""
+    """PGWIRE_MOCK_PG_VERSIONS picks majors; unset means all five; junk is an error."""
     monkeypatch.delenv("PGWIRE_MOCK_PG_VERSIONS", raising=False)
-    assert provision.requested_majors() == [14, 15, 16, 17]
+    assert provision.requested_majors() == [14, 15, 16, 17, 18]
     monkeypatch.setenv("PGWIRE_MOCK_PG_VERSIONS", "17, 15")
     assert provision.requested_majors() == [17, 15]
     monkeypatch.setenv("PGWIRE_MOCK_PG_VERSIONS", "18")
