@@ -124,13 +124,19 @@ def _committed(checkpoint: Path) -> list[int]:
 
 def test_the_reader_confirms_only_what_spark_committed(fake: WalSender) -> None:
     """Without Spark: offsets fall on commits, whole transactions fill a row limit, the
-    partitions carry the rows, and the slot moves only when commit() is called."""
+    partitions carry the rows, and the slot moves only to what Spark committed: when
+    commit() is called, or when the next batch is asked for from an offset (Spark plans a
+    batch only from the end of the last one in its commit log)."""
     reader = PgOutputStreamReader(
         {"dsn": fake.dsn(), "slot": "spark", "publication": "pgwm_types"},
         TABLE,
         DecodeOptions(array_dims={"c_int4_2d": 2}),
         None,
     )
+
+    def confirmed() -> int:
+        return fake.slots["spark"].confirmed_flush
+
     try:
         start = reader.initialOffset()
         assert start == {"lsn": "0/0"}
@@ -138,14 +144,13 @@ def test_the_reader_confirms_only_what_spark_committed(fake: WalSender) -> None:
         first = reader.latestOffset(start, ReadMaxRows(2))
         rows = [b.num_rows for p in reader.partitions(start, first) for b in reader.read(p)]
         assert sum(rows) == 2  # the first transaction; the next one would pass 2
-        end = reader.latestOffset(first, ReadAllAvailable())
-        assert reader.latestOffset(end, ReadAllAvailable()) == end
-        before = fake.slots["spark"].confirmed_flush
-        assert before < int(LSN(first["lsn"]))
+        assert confirmed() < int(LSN(first["lsn"]))  # planned and read, not committed
         reader.commit(first)
-        assert fake.slots["spark"].confirmed_flush == int(LSN(first["lsn"]))
-        reader.commit(end)
-        assert fake.slots["spark"].confirmed_flush == int(LSN(end["lsn"]))
+        assert confirmed() == int(LSN(first["lsn"]))
+        end = reader.latestOffset(first, ReadAllAvailable())
+        assert confirmed() == int(LSN(first["lsn"]))
+        assert reader.latestOffset(end, ReadAllAvailable()) == end
+        assert confirmed() == int(LSN(end["lsn"]))  # asked from end: committed there
     finally:
         reader.stop()
 
@@ -153,16 +158,16 @@ def test_the_reader_confirms_only_what_spark_committed(fake: WalSender) -> None:
 def test_available_now_materializes_what_the_batch_reader_does(
     spark: SparkSession, fake: WalSender, tmp_path: Path
 ) -> None:
-    """One availableNow run over the fake's replay gives the batch reader's table; the
-    slot is not confirmed past the batch (Spark tells a source that a batch is committed
-    only when it plans the next one)."""
+    """One availableNow run over the fake's replay gives the batch reader's table in one
+    batch, and the slot is confirmed at its end: Spark asks for the batch after it (and
+    gets none) once it is in the commit log."""
     target = ParquetTarget(str(tmp_path / "stream"))
     checkpoint = tmp_path / "checkpoint"
     df = _types_stream(spark, fake)
     _run(df, checkpoint, foreach_batch(lambda: target))
     assert same(_rows(read_parquet_target(target)), _rows(_expected(spark, tmp_path)[0]))
     (last,) = _end_offsets(checkpoint).values()
-    assert fake.slots["spark"].confirmed_flush <= last
+    assert fake.slots["spark"].confirmed_flush == last
 
 
 def test_restart_after_a_failed_batch_applies_every_transaction_once(
@@ -300,9 +305,10 @@ def test_the_reader_reconnects_without_losing_or_repeating_a_transaction() -> No
         reader = _reader(fake, reconnect_backoff="0.01")
         try:
             reader.prepareForTriggerAvailableNow()
+            start = reader.initialOffset()
+            reader.latestOffset(start, ReadAllAvailable())  # returns once read to the end
             starts = _starts(fake)
             assert starts >= 4  # the first connection, then one after each fault
-            start = reader.initialOffset()
             first = reader.latestOffset(start, ReadMaxRows(3))
             got = _changes(reader, start, first)  # planned, not committed...
             assert fake.inject("error:sqlstate=57P01")  # ...when the walsender goes
@@ -327,6 +333,7 @@ def test_reconnect_attempts_run_out() -> None:
             try:
                 with pytest.raises(SparkSideError, match=f"{match}.*57P01") as failed:
                     reader.prepareForTriggerAvailableNow()
+                    reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
                 assert "administrator command" in str(failed.value)
                 assert _starts(fake) == starts
             finally:
@@ -420,6 +427,7 @@ def test_a_missing_slot_fails_at_once() -> None:
         try:
             with pytest.raises(SparkSideError, match=r'"nope" does not exist.*42704.*not retried'):
                 reader.prepareForTriggerAvailableNow()
+                reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
         finally:
             reader.stop()
         assert time.monotonic() - began < 10
@@ -435,6 +443,7 @@ def test_two_phase_needs_protocol_3_and_postgresql_15() -> None:
         try:
             with pytest.raises(SparkSideError, match=r"two_phase needs PostgreSQL 15.*is 14"):
                 reader.prepareForTriggerAvailableNow()
+                reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
         finally:
             reader.stop()
 
@@ -448,16 +457,25 @@ def test_two_phase_serves_prepared_transactions_once_they_commit() -> None:
         reader = _reader(fake, **options)
         try:
             reader.prepareForTriggerAvailableNow()
-            offsets = [reader.initialOffset()]
-            while (nxt := reader.latestOffset(offsets[-1], ReadMaxRows(1))) != offsets[-1]:
-                offsets.append(nxt)
-            batches = [
+            start = reader.initialOffset()
+            first = reader.latestOffset(start, ReadMaxRows(1))
+            batches = [[(op, key) for op, key, _, _ in _changes(reader, start, first)]]
+            # Asking from an offset confirms it (Spark asks once it committed there), so
+            # the batches after the first are planned from it alone.
+            offsets = [
+                start,
+                first,
+                reader.latestOffset(first, ReadMaxRows(1)),
+                reader.latestOffset(first, ReadAllAvailable()),
+            ]
+            batches += [
                 [(op, key) for op, key, _, _ in _changes(reader, a, b)]
-                for a, b in itertools.pairwise(offsets)
+                for a, b in itertools.pairwise(offsets[1:])
             ]
             # Transaction 3 committed while "keep" was prepared: it waits for the decision.
             assert batches == [[("insert", 1)], [("insert", 3), ("insert", 2)], [("insert", 5)]]
             reader.commit(offsets[1])
+            assert fake.slots["spark"].confirmed_flush == int(LSN(offsets[1]["lsn"]))
         finally:
             reader.stop()
         reader = _reader(fake, **options)
@@ -487,8 +505,8 @@ def test_a_query_survives_dropped_connections(spark: SparkSession, tmp_path: Pat
             done = _committed(checkpoint)
             limit = _end_offsets(checkpoint)[done[-1]] if done else 0
             assert max(_flushed(fake), default=0) <= limit
-            if batch_id == 0:
-                assert fake.inject("error:sqlstate=57P01")
+            if batch_id == 0:  # on the connection streaming now, or else on the next
+                fake.inject("error:sqlstate=57P01")
             result = apply_changes(batch, target, batch_id)
             if result.applied:
                 applied[batch_id] = result.changes
@@ -560,8 +578,8 @@ def test_a_real_server_streams_into_parquet(
                 "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
                 (name,),
             ).fetchone()
-        # Planning batch 1 committed batch 0 to the source, which confirmed it.
-        assert flushed is not None and int(LSN(str(flushed[0]))) == ends[0]
+        # Each run asks for a batch after its last one, which confirms that one too.
+        assert flushed is not None and int(LSN(str(flushed[0]))) == ends[1]
     finally:
         with pg16.connect() as conn:
             conn.execute(

@@ -58,6 +58,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructField, StructType
 
 from codec.pgoutput import (
@@ -86,6 +87,7 @@ from pgwire_mock.spark.decode import (
     qualified_name,
     table_schema,
 )
+from pgwire_mock.spark.options import int_option
 from pgwire_mock.spark.snapshot import (
     RecordedSnapshot,
     SnapshotPartition,
@@ -518,6 +520,14 @@ def _from_walsender(options: Mapping[str, str]) -> bool:
 class PgOutputDataSource(DataSource):
     """The ``pgoutput`` data source; see the module docstring for its options."""
 
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        # Spark makes the source at load(), given a schema or not: a walsender's options
+        # are checked here, so a bad one fails there in one line. (PySpark's stream
+        # runner turns an exception from streamReader() into an UnboundLocalError.)
+        if options.get("dsn") or options.get("host"):
+            StreamSettings.from_options(options)
+
     @classmethod
     def name(cls) -> str:
         return "pgoutput"
@@ -527,7 +537,7 @@ class PgOutputDataSource(DataSource):
         if _from_walsender(self.options):  # readStream: see pgwire_mock.spark.stream
             self._arrow = peek_schema(StreamSettings.from_options(self.options), table, options)
             return spark_schema(self._arrow)
-        partitions = int(self.options.get("partitions", "2"))
+        partitions = int_option(self.options, "partitions", 2, 1)
         self._plans: list[InputPartition] = []
         if is_synthetic(self.options):  # a generator spec: no file at all
             synth_plans, first, first_types = plan_synthetic(self.options, table, partitions)
@@ -571,10 +581,41 @@ class PgOutputDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - PySpark's name
         """``spark.readStream.format("pgoutput")`` from a walsender; see
         :mod:`pgwire_mock.spark.stream`."""
-        table, options = _options(self.options)
-        # None with a user-given schema: the batches are then handed over uncast.
-        arrow: pa.Schema | None = getattr(self, "_arrow", None)
-        return PgOutputStreamReader(self.options, table, options, arrow)
+        try:
+            table, options = _options(self.options)
+            # None with a user-given schema: the batches are then handed over uncast.
+            arrow: pa.Schema | None = getattr(self, "_arrow", None)
+            return PgOutputStreamReader(self.options, table, options, arrow)
+        except SparkSideError as err:
+            # Options load() could not tell apart from spark.read's (a "path" alone):
+            # raised at the query's first call, since PySpark's runner would hide an
+            # exception raised here behind an UnboundLocalError.
+            return _RefusedStreamReader(err)
+
+
+class _RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of options the stream refuses: every call raises the error."""
+
+    def __init__(self, error: SparkSideError) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict[str, str]:  # noqa: N802 - PySpark's name
+        raise self.error
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:  # noqa: N802 - PySpark's name
+        raise self.error
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - PySpark's name
+        raise self.error
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise self.error
+
+    def commit(self, end: dict[str, str]) -> None:
+        raise self.error
 
 
 class _Reader(DataSourceReader):

@@ -42,9 +42,10 @@ Where things live:
   is undecided, so the slot is never confirmed past a pending PREPARE.
 
 ``Trigger.AvailableNow`` is supported through PySpark's ``SupportsTriggerAvailableNow``
-(PySpark 4.2+): the target is the last unit received once the stream has caught up with
-the server's WAL position as IDENTIFY_SYSTEM reports it at the start and then stayed
-quiet for ``caught_up_quiet`` seconds (or ``caught_up_timeout`` passed).
+(PySpark 4.2+): the target is the end of WAL at the query's start (IDENTIFY_SYSTEM's
+xlogpos); the query reads until everything committed up to it has been served, however
+long that takes, unless ``caught_up_timeout`` is set: then running out of it fails the
+query.
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ from pgwire_mock.spark.decode import (
     qualified_name,
     table_schema,
 )
+from pgwire_mock.spark.options import (
+    StreamingMode,
+    bool_option,
+    float_option,
+    int_option,
+    option_error,
+    streaming_option,
+)
 
 __all__ = [
     "PgOutputStreamReader",
@@ -116,6 +125,10 @@ _MAX_BACKOFF: Final = 10.0  # seconds: the cap of the reconnect back-off
 _HEALTHY: Final = 30.0
 _TWO_PHASE_MAJOR: Final = 15  # pgoutput's two_phase option (and protocol 3)
 _TWO_PHASE_PROTO: Final = 3
+# pgoutput's streaming modes: the protocol each needs (pgoutput.c), and the first
+# PostgreSQL major that knows "parallel" (protocol 4).
+_STREAMING_PROTO: Final = {"off": 1, "on": 2, "parallel": 4}
+_PARALLEL_MAJOR: Final = 16
 
 # Server errors worth another connection: the walsender goes away or cannot take us
 # yet, the data is fine. Class 08 (connection exception) is retried as a whole.
@@ -144,13 +157,6 @@ def parse_offset(offset: Mapping[str, object] | None) -> int:
     return int(LSN(str(offset["lsn"])))
 
 
-def _flag(options: Mapping[str, str], name: str) -> bool | None:
-    value = options.get(name)
-    if value is None:
-        return None
-    return value.strip().lower() in ("1", "true", "on", "yes")
-
-
 def retryable(err: BaseException) -> bool:
     """True for a failure that another connection may not have: the connection dropped
     or timed out, or the server sent one of :data:`_RETRYABLE_SQLSTATES` (or class 08).
@@ -174,63 +180,81 @@ class StreamSettings:
     publication: str
     proto_version: int
     binary: bool | None
-    streaming: bool | None
+    streaming: StreamingMode | None
     start_lsn: int
     max_rows_per_batch: int | None
     partitions: int
     timeout: float
     status_interval: float
-    caught_up_quiet: float
-    caught_up_timeout: float
+    caught_up_timeout: float | None  # None: availableNow reads to its target however long
     max_buffered_rows: int
+    messages: bool | None = None
     two_phase: bool = False
     reconnect_attempts: int = 10
     reconnect_backoff: float = 0.5
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> StreamSettings:
+        """Every option checked here, so that a bad value fails at ``load()`` with one
+        line naming it (:mod:`pgwire_mock.spark.options`)."""
+        if options.get("path"):
+            raise SparkSideError(
+                'pgoutput stream: option "path" is for spark.read of recordings; '
+                'spark.readStream reads a walsender: give "dsn" (or "host", ...) instead'
+            )
         for required in ("slot", "publication"):
             if not options.get(required):
                 raise SparkSideError(f'pgoutput stream: option "{required}" is required')
         if not options.get("dsn") and not options.get("host"):
             raise SparkSideError('pgoutput stream: give "dsn" or "host" (with port, user, ...)')
-        max_rows = options.get("max_rows_per_batch")
-        proto_version = int(options.get("proto_version", "1"))
-        two_phase = bool(_flag(options, "two_phase"))
+        proto_version = int_option(options, "proto_version", 1, 1)
+        two_phase = bool(bool_option(options, "two_phase"))
         if two_phase and proto_version < _TWO_PHASE_PROTO:
             raise SparkSideError(
                 f"pgoutput stream: two_phase needs proto_version {_TWO_PHASE_PROTO} or later "
                 f"(PostgreSQL {_TWO_PHASE_MAJOR}+), not {proto_version}"
             )
-        attempts = int(options.get("reconnect_attempts", "10"))
-        backoff = float(options.get("reconnect_backoff", "0.5"))
-        if attempts < 0 or backoff < 0:
+        streaming = streaming_option(options)
+        needed = _STREAMING_PROTO.get(streaming or "off", 1)
+        if proto_version < needed:
             raise SparkSideError(
-                "pgoutput stream: reconnect_attempts and reconnect_backoff must not be negative"
+                f"pgoutput stream: streaming={options['streaming']} needs proto_version "
+                f"{needed} or later, not {proto_version}"
             )
+        max_rows = options.get("max_rows_per_batch")
+        start_lsn = options.get("start_lsn", "0/0")
+        try:
+            start = int(LSN(start_lsn))
+        except ValueError:
+            raise option_error("start_lsn", "an LSN X/Y (hexadecimal)", start_lsn) from None
+        timeout = options.get("caught_up_timeout")
         return cls(
             dsn=options.get("dsn"),
             host=options.get("host"),
-            port=int(options["port"]) if options.get("port") else None,
+            port=int_option(options, "port", 0, 1) if options.get("port") else None,
             user=options.get("user"),
             dbname=options.get("dbname"),
             password=options.get("password"),
             slot=options["slot"],
             publication=options["publication"],
             proto_version=proto_version,
-            binary=_flag(options, "binary"),
-            streaming=_flag(options, "streaming"),
-            start_lsn=int(LSN(options.get("start_lsn", "0/0"))),
-            max_rows_per_batch=int(max_rows) if max_rows else None,
-            partitions=max(1, int(options.get("partitions", "2"))),
-            timeout=float(options.get("timeout", "30")),
-            status_interval=float(options.get("status_interval", "10")),
-            caught_up_quiet=float(options.get("caught_up_quiet", "0.5")),
-            caught_up_timeout=float(options.get("caught_up_timeout", "30")),
-            max_buffered_rows=int(options.get("max_buffered_rows", "1000000")),
+            binary=bool_option(options, "binary"),
+            streaming=streaming,
+            messages=bool_option(options, "messages"),
+            start_lsn=start,
+            max_rows_per_batch=int_option(options, "max_rows_per_batch", 0, 1)
+            if max_rows
+            else None,
+            partitions=int_option(options, "partitions", 2, 1),
+            timeout=float_option(options, "timeout", 30.0),
+            status_interval=float_option(options, "status_interval", 10.0),
+            caught_up_timeout=None
+            if timeout is None
+            else float_option(options, "caught_up_timeout", 0.0),
+            max_buffered_rows=int_option(options, "max_buffered_rows", 1_000_000, 1),
             two_phase=two_phase,
-            reconnect_attempts=attempts,
-            reconnect_backoff=backoff,
+            reconnect_attempts=int_option(options, "reconnect_attempts", 10, 0),
+            reconnect_backoff=float_option(options, "reconnect_backoff", 0.5),
         )
 
     def connect(self) -> ReplicationConnection:
@@ -282,6 +306,7 @@ class StreamSettings:
             self.publication,
             proto_version=self.proto_version,
             binary=self.binary,
+            messages=self.messages,
             streaming=self.streaming,
             two_phase=True if self.two_phase else None,
         )
@@ -289,13 +314,17 @@ class StreamSettings:
     def start(self, conn: ReplicationConnection, lsn: int) -> None:
         """START_REPLICATION, retrying while the slot is still held by a connection that
         is going away (the walsender releases it when its process ends)."""
-        if self.two_phase:
-            major = conn.session.server_version_major
-            if major < _TWO_PHASE_MAJOR:
-                raise SparkSideError(
-                    f"pgoutput stream: two_phase needs PostgreSQL {_TWO_PHASE_MAJOR} or later; "
-                    f"this server is {major} (its pgoutput has no two_phase option)"
-                )
+        major = conn.session.server_version_major
+        if self.streaming == "parallel" and major < _PARALLEL_MAJOR:
+            raise SparkSideError(
+                f"pgoutput stream: streaming=parallel needs PostgreSQL {_PARALLEL_MAJOR} or "
+                f"later (protocol 4); this server is {major}: use streaming=on"
+            )
+        if self.two_phase and major < _TWO_PHASE_MAJOR:
+            raise SparkSideError(
+                f"pgoutput stream: two_phase needs PostgreSQL {_TWO_PHASE_MAJOR} or later; "
+                f"this server is {major} (its pgoutput has no two_phase option)"
+            )
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -625,6 +654,7 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.arrow = arrow
         self._pump: _Pump | None = None
         self._target: int | None = None  # Trigger.AvailableNow: never go past this
+        self._deadline: float | None = None  # availableNow: caught_up_timeout's end
 
     # --- the pump ----------------------------------------------------------------------
 
@@ -646,11 +676,20 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:  # noqa: N802 - PySpark's name
+        """The newest unit after ``start`` (within the read limit, and the target under
+        availableNow). ``start`` is where the last batch in Spark's commit log ended
+        (Spark asks for the next batch only after committing the previous one, and
+        reruns an uncommitted batch without asking), so it is confirmed first: a run
+        that plans no batch still moves the slot up to what Spark applied."""
         pump = self._started()
         begin = parse_offset(start)
+        if begin > max(pump.committed, self.settings.start_lsn):
+            self.commit(start)
         ceiling = self._target
         cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         with pump.cond:
+            if ceiling is not None:
+                self._await_target(pump, begin, ceiling, cap)
             end, rows = begin, 0
             for unit in pump.units:
                 if unit.end_lsn <= begin:
@@ -760,21 +799,47 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return int(conn.identify_system().xlogpos)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - PySpark's name
-        """Fix the target: the last unit once the stream caught up with the server's WAL
-        position at this moment (IDENTIFY_SYSTEM's xlogpos) and went quiet, on a
-        connection that is up (not while the pump reconnects)."""
-        pump = self._started()
-        xlogpos = self.settings.retried("IDENTIFY_SYSTEM", self._xlogpos)
-        deadline = time.monotonic() + self.settings.caught_up_timeout
-        quiet = self.settings.caught_up_quiet
-        with pump.cond:
-            while time.monotonic() < deadline and not pump.ended:
-                pump.check()
-                idle = time.monotonic() - pump.last_data
-                if pump.connected and pump.received >= xlogpos and idle >= quiet:
-                    break
-                # A status update with reply_requested makes the walsender answer with
-                # a keepalive carrying its sent position.
-                pump.ping = True
-                pump.cond.wait(min(quiet, _POLL * 2))
-            self._target = pump.units[-1].end_lsn if pump.units else 0
+        """Fix the target: the end of WAL now (IDENTIFY_SYSTEM's xlogpos, the flush
+        position on a primary, as pg_current_wal_lsn()). Every transaction committed
+        before this moment ends at or below it; :meth:`latestOffset` serves the units up
+        to it and reports no new data only once the stream has been read that far."""
+        self._started()
+        self._target = self.settings.retried("IDENTIFY_SYSTEM", self._xlogpos)
+        timeout = self.settings.caught_up_timeout
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def _await_target(self, pump: _Pump, begin: int, target: int, cap: int | None) -> None:
+        """availableNow, under ``pump.cond``: wait until the stream has been read up to
+        ``target`` on a live connection (then no unit up to it can still come), or a
+        batch is as big as it can get (``cap`` rows in ``(begin, target]``, or the pump
+        holds ``max_buffered_rows`` and waits for Spark), however long that takes unless
+        ``caught_up_timeout`` is set: running out of it fails the query rather than end
+        it early."""
+        while True:
+            pump.check()
+            if pump.connected and pump.received >= target:
+                return
+            ready = sum(u.rows for u in pump.units if begin < u.end_lsn <= target)
+            if ready and (
+                (cap is not None and ready >= cap)
+                or pump.buffered_rows() >= self.settings.max_buffered_rows
+            ):
+                return
+            if pump.ended:
+                raise SparkSideError(
+                    f"pgoutput stream: availableNow: slot {self.settings.slot}: the server "
+                    f"ended the stream at {LSN(pump.received)}, before the end of WAL at the "
+                    f"query's start ({LSN(target)}); nothing past {LSN(begin)} was served"
+                )
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise SparkSideError(
+                    f'pgoutput stream: availableNow: option "caught_up_timeout" '
+                    f"({self.settings.caught_up_timeout:g}s) ran out before slot "
+                    f"{self.settings.slot} reached the end of WAL at the query's start "
+                    f"({LSN(target)}): received up to {LSN(pump.received)}, served up to "
+                    f"{LSN(begin)}; unset the option to wait as long as it takes"
+                )
+            # A status update with reply_requested makes the walsender answer with a
+            # keepalive carrying its sent position.
+            pump.ping = True
+            pump.cond.wait(_POLL * 2)
