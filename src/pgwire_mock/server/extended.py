@@ -61,7 +61,7 @@ from codec.wire import (
 from pgwire_mock.server.catalog import CopyOut
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
-from pgwire_mock.server.sql import Column, Result, check_syntax, split_statements
+from pgwire_mock.server.sql import Column, Result, check_syntax, skip_quoted, split_statements
 
 __all__ = ["ExtendedQuery", "Host"]
 
@@ -132,19 +132,9 @@ def _placeholders(text: str) -> list[tuple[int, int, int]]:
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
-        if ch in "'\"":
-            end = text.find(ch, i + 1)
-            while end != -1 and end + 1 < n and text[end + 1] == ch:
-                end = text.find(ch, end + 2)
-            i = n if end == -1 else end + 1
-            continue
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end == -1 else end + 1
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end == -1 else end + 2
+        after = skip_quoted(text, i)
+        if after is not None:
+            i = after
             continue
         if ch == "$" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
             m = re.match(r"\$([0-9]+)", text[i:])

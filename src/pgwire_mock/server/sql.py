@@ -43,6 +43,7 @@ __all__ = [
     "check_syntax",
     "gucs_for",
     "pg_class_attnum",
+    "skip_quoted",
     "split_statements",
 ]
 
@@ -159,6 +160,25 @@ def gucs_for(major: int, wal_sender_timeout_ms: int) -> dict[str, str]:
     return values
 
 
+def skip_quoted(text: str, i: int) -> int | None:
+    """Where a literal, quoted identifier or comment starting at ``i`` ends (the end of
+    ``text`` when it is not closed); None when none starts there."""
+    n = len(text)
+    ch = text[i]
+    if ch in "'\"":
+        end = text.find(ch, i + 1)
+        while end != -1 and end + 1 < n and text[end + 1] == ch:
+            end = text.find(ch, end + 2)
+        return n if end == -1 else end + 1
+    if text.startswith("--", i):
+        end = text.find("\n", i)
+        return n if end == -1 else end + 1
+    if text.startswith("/*", i):
+        end = text.find("*/", i + 2)
+        return n if end == -1 else end + 2
+    return None
+
+
 def split_statements(text: str) -> list[str]:
     """Split a simple Query on ``;`` outside quotes and comments (empty parts dropped)."""
     out: list[str] = []
@@ -167,19 +187,9 @@ def split_statements(text: str) -> list[str]:
     n = len(text)
     while i < n:
         ch = text[i]
-        if ch in "'\"":
-            end = text.find(ch, i + 1)
-            while end != -1 and end + 1 < n and text[end + 1] == ch:
-                end = text.find(ch, end + 2)
-            i = n if end == -1 else end + 1
-            continue
-        if text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end == -1 else end + 1
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end == -1 else end + 2
+        after = skip_quoted(text, i)
+        if after is not None:
+            i = after
             continue
         if ch == ";":
             out.append(text[start:i])
