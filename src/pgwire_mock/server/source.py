@@ -312,17 +312,9 @@ def _refuse_options(
     """The Python API's refusal (Recording.check, 0A000) of a protocol version or value
     format a recording was not made with: a protocol-1 client cannot read protocol 4's
     messages, nor a text client binary values."""
-    from pgwire_mock.script import OptionError, Recording, StreamOptions  # noqa: PLC0415
+    from pgwire_mock.script import OptionError, Recording  # noqa: PLC0415
 
-    wanted = StreamOptions(
-        proto_version=options.proto_version,
-        publication_names=options.publication_names,
-        binary=options.binary,
-        messages=options.messages,
-        streaming=options.streaming,
-        two_phase=options.two_phase,
-        origin=options.origin,
-    )
+    wanted = _stream_options(options)
     try:
         # Only the options that change how the payloads are laid out: a client that
         # asked for no messages (or another publication) can still read the others.
@@ -497,19 +489,10 @@ class ScriptSource:
             PublicationsSkipped,
             Send,
             Sleep,
-            StreamOptions,
             encode_stream,
         )
 
-        stream_options = StreamOptions(
-            proto_version=options.proto_version,
-            publication_names=options.publication_names,
-            binary=options.binary,
-            messages=options.messages,
-            streaming=options.streaming,
-            two_phase=options.two_phase,
-            origin=options.origin,
-        )
+        stream_options = _stream_options(options)
         source = self.wal.compiled if self.wal is not None else self.script
         held: Emit | None = None  # the last message, until we know what follows it
         try:
@@ -550,3 +533,18 @@ def load_source(path: Path) -> RecordingSource | ScriptSource:
     if path.suffix in (".yaml", ".yml", ".json"):
         return ScriptSource.from_file(path)
     return RecordingSource.from_file(path)
+
+
+def _stream_options(options: PgOutputOptions) -> Any:
+    """The script encoder's StreamOptions for options the server has validated."""
+    from pgwire_mock.script import StreamOptions  # noqa: PLC0415 - optional, heavy (YAML)
+
+    return StreamOptions(
+        proto_version=options.proto_version,
+        publication_names=options.publication_names,
+        binary=options.binary,
+        messages=options.messages,
+        streaming=options.streaming,
+        two_phase=options.two_phase,
+        origin=options.origin,
+    )
