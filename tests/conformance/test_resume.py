@@ -11,7 +11,6 @@ recording cannot settle.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
 
 import pytest
 
@@ -265,27 +264,6 @@ def _failures(cells: Sequence[CellResume]) -> str:
 # which a recording does not have (docs/clients.md, "Restart and resume").
 BLOCK_BOUNDARIES = frozenset({"streaming", "two_phase", "origin"})
 
-# An open divergence on 18 (docs/pg18-notes.md, "Restarts inside a subtransaction rolled
-# back later"): restarted inside the last stream block of the streaming scenario's
-# subtransaction that is rolled back afterwards, real 18 sends the whole transaction at its
-# commit (Begin ... Commit); the fake, from the recording, streams it again as 14-17 do.
-# Held strict: a restart listed here that starts to agree fails the test.
-KNOWN_18: Final = frozenset(
-    {
-        "Stream Start of block 5",
-        "middle of block 5",
-        "Stream Stop of block 5; right before a subtransaction's Stream Abort",
-    }
-)
-
-
-def _known_divergence(cell: CellResume, result: PositionResult) -> bool:
-    return (
-        cell.major == 18
-        and cell.scenario == "streaming"
-        and "; ".join(result.point.reasons) in KNOWN_18
-    )
-
 
 def test_the_fake_resumes_like_postgres_on_every_scenario(pg_server: Server) -> None:
     """Every scenario × option set: stopped at every position, acknowledging as
@@ -304,19 +282,10 @@ def test_the_fake_resumes_like_postgres_on_every_scenario(pg_server: Server) -> 
         if not c.ok
         and (
             c.scenario not in BLOCK_BOUNDARIES
-            or any(not r.block_boundaries_only and not _known_divergence(c, r) for r in c.failures)
+            or any(not r.block_boundaries_only for r in c.failures)
         )
     ]
     assert not wrong, _failures(wrong)
-    if pg_server.version == 18:
-        stale = [
-            r.point.label()
-            for c in cells
-            if c.scenario == "streaming" and c.option_set not in {"v1", "v1-binary"}
-            for r in c.results
-            if r.ok and "; ".join(r.point.reasons) in KNOWN_18
-        ]
-        assert not stale, f"KNOWN_18 restarts that now agree: {stale}"
 
 
 def test_the_real_side_is_deterministic_and_a_broken_fake_is_caught(pg_server: Server) -> None:

@@ -290,6 +290,39 @@ def test_a_spilled_transaction_streams_at_its_first_change_after_the_start_point
     assert _tags(_resumed(entries, 14, 0x200)) == _tags([(e.lsn, e.payload) for e in entries])
 
 
+def test_on_18_a_rolled_back_subtransaction_evicted_before_the_start_point_is_truncated() -> None:
+    """Memory runs out twice before the start point: first the top transaction is the
+    largest (spilled with its subtransactions), then subtransaction 8 alone. 14-17 spill
+    it, and stream at its next change after the start point (the rest of its block is
+    below the limit and goes with the next, discarded by the abort); 18 finds it rolled back
+    and truncates it (ReorderBufferCheckAndTruncateAbortedTXN): its later changes are
+    dropped, nothing streams, and the transaction goes whole at its commit, without 8."""
+    entries = _entries(
+        (0x100, StreamStart(7, True)),
+        (0, Relation(16400, "public", "t", "d", REL.columns, xid=7)),
+        (0x140, Insert(16400, ("1",), xid=7)),
+        (0x180, StreamStop()),
+        (0x1A0, StreamStart(7, False)),
+        (0x1A0, Insert(16400, ("2",), xid=8)),
+        (0x280, StreamStop()),
+        (0x300, StreamStart(7, False)),
+        (0x340, Insert(16400, ("3",), xid=8)),
+        (0x380, StreamStop()),
+        (0x3A0, StreamAbort(7, 8)),
+        (0x400, StreamStart(7, False)),
+        (0x400, Insert(16400, ("4",), xid=9)),
+        (0x440, StreamStop()),
+        (0x480, StreamCommit(7, 0, 0x460, 0x480, 0)),
+    )
+    assert _tags(_resumed(entries, 17, 0x300)) == [
+        (0x100, "S"), (0x140, "I"), (0x1A0, "I"), (0x300, "E"), (0x3A0, "A"),
+        (0x400, "S"), (0x400, "I"), (0x440, "E"), (0x480, "c"),
+    ]  # fmt: skip
+    assert _tags(_resumed(entries, 18, 0x300)) == [
+        (0x140, "B"), (0x140, "I"), (0x400, "I"), (0x480, "C"),
+    ]  # fmt: skip
+
+
 def test_a_rolled_back_transaction_stops_at_its_first_relation_lookup() -> None:
     """A new walsender that meets a transaction rolled back by then, and has not looked
     its relation up before, stops decoding it there (a concurrent abort): an empty

@@ -20,7 +20,9 @@ recording. :func:`resume` derives it, rule by rule, from the PostgreSQL sources:
   is sent whole at its commit (``ReorderBufferReplay``: Begin…Commit, or Begin
   Prepare…Prepare), without xids (see :func:`_first_stream`).
 * A subtransaction aborted while its changes were still only spilled is discarded
-  silently: no Stream Abort, and its changes are gone from the merged block.
+  silently: no Stream Abort, and its changes are gone from the merged block. On 18 so
+  is one the memory limit picked alone before the start point, when it has rolled back
+  by then (``ReorderBufferCheckAndTruncateAbortedTXN``); its later changes are dropped.
 * A transaction rolled back by now (a top-level Stream Abort, or Rollback Prepared)
   that the new walsender decodes before its end record stops at its first relation the
   walsender has not looked up yet: a concurrent abort (see :meth:`_Walk.sendable`).
@@ -552,9 +554,9 @@ class _Plan:
         decision = txn.decision_lsn
         if decision is None or decision < from_lsn:
             return cls(txn, True, -1, 0, frozenset())
-        first, cut = _first_stream(txn, from_lsn, major)
+        first, cut, truncated = _first_stream(txn, from_lsn, major)
         index = txn.blocks[first].index if first >= 0 else txn.end_index
-        dropped = frozenset(sub for at, sub, _, _ in txn.aborts if at < index)
+        dropped = truncated | {sub for at, sub, _, _ in txn.aborts if at < index}
         return cls(txn, False, first, cut, dropped)
 
     def _kept(self, changes: Sequence[_Change]) -> list[_Change]:
@@ -669,23 +671,29 @@ class _Plan:
         return [*head, *body, (txn.end_lsn, tail)]
 
 
-def _first_stream(txn: _Streamed, from_lsn: int, major: int) -> tuple[int, int]:
+def _first_stream(txn: _Streamed, from_lsn: int, major: int) -> tuple[int, int, frozenset[int]]:
     """Where a new walsender starting at ``from_lsn`` first streams ``txn``: the index
-    of the recorded block that holds that point and the LSN of the change it is at.
+    of the recorded block that holds that point, the LSN of the change it is at, and the
+    subtransactions it discarded before (18: truncated as aborted).
 
     ``ReorderBufferCanStartStreaming`` allows streaming only once the record being
     decoded is at or after the start point: its start (``ReadRecPtr``) on 16+, its end
-    (``EndRecPtr``) on 14 and 15. Before that, hitting logical_decoding_work_mem spills
-    instead (``ReorderBufferCheckMemoryLimit``), which frees the memory as streaming
-    would. A spilled (serialized) (sub)transaction is then streamed at its very next
-    change that may stream (``ReorderBufferProcessPartialChange``), without waiting
-    for the memory limit; a (sub)transaction that had no change before the spill is not
-    serialized and waits for the limit, hit at the recorded blocks' ends.
+    (``EndRecPtr``) on 14 and 15. Before that, hitting logical_decoding_work_mem evicts
+    the largest (sub)transaction by spilling it to disk (``ReorderBufferLargestTXN``,
+    ``ReorderBufferSerializeTXN``; a top-level transaction spills with all its
+    subtransactions). On 18 an evicted (sub)transaction already rolled back is truncated
+    instead (``ReorderBufferCheckAndTruncateAbortedTXN``): its changes, and all it makes
+    later, are discarded. A spilled (sub)transaction is then streamed at its very next
+    change that may stream (``ReorderBufferProcessPartialChange`` checks the change's
+    own (sub)transaction), without waiting for the memory limit; the others wait for
+    the limit, hit at the recorded blocks' ends.
 
     The changes whose positions the recording has: each block's first and last change
     (Stream Start, Stream Stop) and the published changes. A change's record starts at
     its LSN and ends where the next known change starts; a transactional message's LSN
-    is its record's end (``DecodeLogicalMsg`` queues it at ``buf->endptr``).
+    is its record's end (``DecodeLogicalMsg`` queues it at ``buf->endptr``). The memory
+    a (sub)transaction holds is estimated by the WAL from each of its changes to the
+    next known one (the unpublished rows it wrote in between are not in the recording).
     """
     blocks = txn.blocks
     # The last block, when the end follows it at once, was streamed at commit time
@@ -693,7 +701,7 @@ def _first_stream(txn: _Streamed, from_lsn: int, major: int) -> tuple[int, int]:
     final = bool(blocks) and blocks[-1].index + 1 == txn.end_index
     limits = {b.stop_lsn for b in (blocks[:-1] if final else blocks)}
     if not limits:
-        return -1, 0
+        return -1, 0, frozenset()
     # (LSN, a message's record end?, the (sub)transaction's xid or None) in change order.
     events: list[tuple[int, bool, int | None]] = []
     for block in blocks:
@@ -707,6 +715,7 @@ def _first_stream(txn: _Streamed, from_lsn: int, major: int) -> tuple[int, int]:
             events.append((block.stop_lsn, False, None))
 
     aborts = [lsn for _, _, lsn, _ in txn.aborts]
+    rolled_back = {sub for _, sub, _, _ in txn.aborts}
 
     def may_stream(index: int) -> bool:
         lsn, message, _ = events[index]
@@ -726,24 +735,38 @@ def _first_stream(txn: _Streamed, from_lsn: int, major: int) -> tuple[int, int]:
     def block_of(lsn: int) -> int:
         return next(i for i, b in enumerate(blocks) if b.stop_lsn >= lsn)
 
-    first_change: dict[int, int] = {}
-    for lsn, _, xid in events:
-        if xid is not None:
-            first_change.setdefault(xid, lsn)
-    spilled_at = 0
+    top = txn.xid
+    memory: dict[int, int] = {top: 0}  # by (sub)transaction, since its last eviction
+    spilled: set[int] = set()  # RBTXN_IS_SERIALIZED
+    truncated: set[int] = set()  # RBTXN_IS_ABORTED (18)
+    owner = top  # whose change the WAL being read belongs to
+    previous = events[0][0]
     for index, (lsn, _, xid) in enumerate(events):
-        if not may_stream(index):
-            if lsn in limits:
-                spilled_at = lsn
+        memory[owner] = memory.get(owner, 0) + lsn - previous
+        previous = lsn
+        if xid is not None:
+            owner = xid
+            memory.setdefault(xid, 0)
+        if owner in truncated:
+            continue  # ReorderBufferQueueChange drops it
+        if may_stream(index):
+            if owner in spilled or lsn in limits:
+                return block_of(lsn), lsn, frozenset(truncated)
             continue
-        if not spilled_at:
-            if lsn in limits:
-                return block_of(lsn), lsn  # as recorded: nothing was spilled
+        if lsn not in limits:
             continue
-        serialized = xid is None or first_change[xid] <= spilled_at
-        if lsn in limits or serialized:
-            return block_of(lsn), lsn
-    return -1, 0
+        largest = max(memory, key=lambda x: (memory[x], x == top))
+        if largest == top:
+            spilled.update(memory)
+            memory = dict.fromkeys(memory, 0)
+        elif major >= 18 and largest in rolled_back:
+            truncated.add(largest)
+            spilled.discard(largest)
+            del memory[largest]
+        else:
+            spilled.add(largest)
+            memory[largest] = 0
+    return -1, 0, frozenset(truncated)
 
 
 def _with_schema(
