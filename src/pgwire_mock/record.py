@@ -48,6 +48,7 @@ from pgwire_mock.client import (
     capture_via_walsender,
     parse_dsn,
     pgoutput_options,
+    quote_literal,
 )
 from pgwire_mock.client.blocking import _open_stream
 from pgwire_mock.server.physical import HistoryFile, PhysicalRecording
@@ -113,12 +114,13 @@ def record(
     with ReplicationConnection.connect(dsn) as conn:
         server_version = conn.session.parameters.get("server_version", "")
         major = conn.session.server_version_major
+        names = split_identifier_string(options.get("publication_names", "")) or []
+        publications = _describe_publications(conn, names)
         if snapshot:
             created = conn.create_slot(slot, snapshot="export", two_phase=two_phase)
             if created.snapshot_name is None:
                 raise SnapshotError("CREATE_REPLICATION_SLOT exported no snapshot")
-            publications = split_identifier_string(options.get("publication_names", "")) or []
-            tables, rows = _copy_tables(dsn, created.snapshot_name, publications, major)
+            tables, rows = _copy_tables(dsn, created.snapshot_name, names, major)
             start_lsn = int(created.consistent_point)
             snapshot_meta = {
                 "consistent_point": str(created.consistent_point),
@@ -140,6 +142,7 @@ def record(
         "slot": slot,
         "options": dict(options),
         "recorded_from": "walsender",
+        "publications": publications,
     }
     if snapshot_meta is not None:
         meta["snapshot"] = snapshot_meta
@@ -257,6 +260,44 @@ def unfinished(payloads: Iterable[bytes]) -> str | None:
         elif isinstance(message, Commit | Prepare | StreamStop):
             open_at = None
     return open_at
+
+
+def _describe_publications(
+    conn: ReplicationConnection, names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The publications as the server defines them (pg_publication and its tables), so
+    that the fake answers a subscriber's catalog queries about them as this server did.
+    Plain catalog reads, which pgwire-mock's own walsender answers too."""
+    if not names:
+        return []
+    result = conn.execute("SELECT * FROM pg_catalog.pg_publication")
+    columns = result.column_names
+    described = []
+    for row in result.rows:
+        pub = dict(zip(columns, row, strict=True))
+        if pub["pubname"] not in names:
+            continue
+        all_tables = pub["puballtables"] == "t"
+        tables = []
+        if not all_tables:
+            listed = conn.execute(
+                "SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables "
+                f"WHERE pubname = {quote_literal(str(pub['pubname']))}"
+            )
+            tables = sorted(f"{schema}.{table}" for schema, table in listed.rows)
+        described.append(
+            {
+                "name": pub["pubname"],
+                "all_tables": all_tables,
+                "tables": tables,
+                **{
+                    key: pub[f"pub{key}"] == "t"
+                    for key in ("insert", "update", "delete", "truncate")
+                },
+                "generated_columns": pub.get("pubgencols") or "n",  # 18+
+            }
+        )
+    return described
 
 
 _TABLES = """

@@ -1,6 +1,7 @@
 """``record --snapshot`` of a table with a stored generated column that real PostgreSQL 18
 publishes (``publish_generated_columns = stored``): the stream replays byte for byte,
-and the snapshot holds the generated column's values, as the stream's Relation lists it."""
+the snapshot holds the generated column's values, as the stream's Relation lists it,
+and the fake describes the publication to a subscriber as the real server did."""
 
 from __future__ import annotations
 
@@ -13,13 +14,24 @@ import pytest
 from codec.pgoutput import Decoder, Relation
 from conformance import provision
 from conformance.provision import Server
-from pgwire_mock.client import capture_via_walsender, pgoutput_options
+from pgwire_mock.client import ReplicationConnection, capture_via_walsender, pgoutput_options
 from pgwire_mock.pytest_plugin import start_walsender
 from pgwire_mock.record import record
 from pgwire_mock.server.source import RecordingSource
 from pgwire_mock.streamfile import read_stream
 
 pytestmark = pytest.mark.postgres
+
+# What an 18 subscriber asks of the publisher before it copies a table (tablesync.c).
+_PUBLISHED = (
+    "SELECT DISTINCT t.schemaname, t.tablename, t.attnames FROM "
+    "pg_catalog.pg_publication_tables t WHERE t.pubname IN ('pgwm_rg_pub')"
+)
+
+
+def _ask(dsn: str) -> list[tuple[str | None, ...]]:
+    with ReplicationConnection.connect(dsn + " replication=database") as conn:
+        return list(conn.execute(_PUBLISHED).rows)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +70,7 @@ def test_a_recorded_generated_column_replays_and_is_in_the_snapshot(
                 pg18.dsn, "pgwm_rg_slot", out, options, snapshot=True, after_snapshot=after
             )
             real = conn.execute("SELECT id, a, b FROM pgwm_rg ORDER BY id").fetchall()
+            real_published = _ask(pg18.dsn)
         finally:
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
@@ -89,6 +102,25 @@ def test_a_recorded_generated_column_replays_and_is_in_the_snapshot(
     finally:
         server.stop()
     assert [payload for _, payload in replayed] == recorded
+    assert lines[0]["meta"]["publications"] == [
+        {
+            "name": "pgwm_rg_pub",
+            "all_tables": False,
+            "tables": ["public.pgwm_rg"],
+            "insert": True,
+            "update": True,
+            "delete": True,
+            "truncate": True,
+            "generated_columns": "s",
+        }
+    ]
+    server = start_walsender(out, databases=["postgres"], pg_version=18)
+    try:
+        fake_published = _ask(f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres")
+    finally:
+        server.stop()
+    assert real_published == [("public", "pgwm_rg", "{id,a,b}")]
+    assert fake_published == real_published
 
     # The recorded snapshot, then the recorded stream: the real table, b included.
     source = RecordingSource.from_file(out)

@@ -194,7 +194,7 @@ class RecordingSource:
         entries: Sequence[StreamEntry],
         *,
         major: int | None = None,
-        publications: Sequence[str] = (),
+        publications: Sequence[str | PublicationState] = (),
         name: str = "<recording>",
         options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -214,7 +214,8 @@ class RecordingSource:
         self.end_lsn = max(lsns) if lsns else self.start_lsn
         self.slots: Sequence[SlotState] = ()
         self.publications: Sequence[PublicationState] = tuple(
-            PublicationState(p, all_tables=True) for p in publications
+            p if isinstance(p, PublicationState) else PublicationState(p, all_tables=True)
+            for p in publications
         )
         self._units = _units(self.entries)
         self._parsed: RecordedStream | None = None
@@ -338,7 +339,31 @@ def _recorded_xids(entries: Sequence[StreamEntry]) -> Iterator[tuple[int, int]]:
             yield entry.lsn, int.from_bytes(payload[offset : offset + 4], "big")
 
 
-def _publications(meta: Mapping[str, Any]) -> list[str]:
+def _publications(meta: Mapping[str, Any]) -> list[PublicationState]:
+    """The recording's publications: as the server defined them where ``record`` wrote
+    their definitions, else the names it was recorded with, FOR ALL TABLES."""
+    described = meta.get("publications")
+    if isinstance(described, list) and all(
+        isinstance(p, dict) and isinstance(p.get("name"), str) for p in described
+    ):
+        return [_publication(p) for p in described]
+    return [PublicationState(name, all_tables=True) for name in _publication_names(meta)]
+
+
+def _publication(described: Mapping[str, Any]) -> PublicationState:
+    return PublicationState(
+        str(described["name"]),
+        all_tables=bool(described.get("all_tables", True)),
+        tables=tuple(str(t) for t in described.get("tables", ())),
+        insert=bool(described.get("insert", True)),
+        update=bool(described.get("update", True)),
+        delete=bool(described.get("delete", True)),
+        truncate=bool(described.get("truncate", True)),
+        generated_columns="s" if described.get("generated_columns") == "s" else "n",
+    )
+
+
+def _publication_names(meta: Mapping[str, Any]) -> list[str]:
     names = str((meta.get("options") or {}).get("publication_names", ""))
     # The option's value as sent: pgoutput reads it with SplitIdentifierString, so
     # '"Pub",other' names Pub and other (pgwire-mock record quotes every name).
@@ -364,7 +389,7 @@ class SnapshotRecordingSource(RecordingSource):
         tables: RecordedTables,
         *,
         major: int | None = None,
-        publications: Sequence[str] = (),
+        publications: Sequence[str | PublicationState] = (),
         name: str = "<recording>",
     ) -> None:
         super().__init__(entries, major=major, publications=publications, name=name)
