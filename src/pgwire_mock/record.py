@@ -43,14 +43,18 @@ from pgwire_mock.client import (
     ErrorReceived,
     ReplicationClientError,
     ReplicationConnection,
-    ReplicationSession,
     WalData,
     capture_via_walsender,
-    parse_dsn,
     pgoutput_options,
     quote_literal,
 )
-from pgwire_mock.client.blocking import _open_stream
+from pgwire_mock.record_backup import (
+    PG_BASEBACKUP_DEFAULT,
+    parse_backup_spec,
+    record_base_backup,
+)
+from pgwire_mock.server.backup_options import BackupOptions
+from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.physical import HistoryFile, PhysicalRecording
 from pgwire_mock.server.versions import split_identifier_string
 from pgwire_mock.streamfile import read_stream
@@ -158,23 +162,9 @@ def record(
 
 def _physical_connection(dsn: str, timeout: float) -> ReplicationConnection:
     """A ``replication=true`` connection (a physical walsender, no database)."""
-    params = parse_dsn(dsn).with_defaults()
-    sock = _open_stream(params, params.connect_timeout or timeout)
-    session = ReplicationSession(
-        user=params.user,
-        database=params.dbname,
-        password=params.password,
-        application_name=params.application_name or "pgwire-mock",
-        startup_options={"replication": "true"},
+    return ReplicationConnection.connect(
+        dsn, timeout=timeout, startup_options={"replication": "true"}
     )
-    conn = ReplicationConnection(sock, session, read_timeout=timeout)
-    try:
-        session.connect()
-        conn._finish_command()
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 _UNITS: Final = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
@@ -187,22 +177,40 @@ def record_physical(
     start_lsn: int | None = None,
     end_lsn: int | None = None,
     timeout: float = 30.0,
+    base_backups: Sequence[BackupOptions] = (),
 ) -> PhysicalRecording:
     """Record the WAL ``[start_lsn, end_lsn)`` of the server's current timeline into
     ``out`` (default: from the start of the segment holding the flush position up to it),
-    with IDENTIFY_SYSTEM's row and the timeline history files."""
+    with IDENTIFY_SYSTEM's row and the timeline history files.
+
+    ``base_backups``: take a BASE_BACKUP with each of these options first and keep what
+    the server sent; the WAL then starts by default at the segment holding the earliest
+    backup's start, so that ``-X fetch`` and ``-X stream`` can be answered too."""
     with _physical_connection(dsn, timeout) as conn:
         server_version = conn.session.parameters.get("server_version", "")
-        identity = conn.identify_system()
         size_text = conn.show("wal_segment_size") or "16MB"
         number = size_text.rstrip("kMGB")
         segment_size = int(number) * _UNITS[size_text[len(number) :]]
+        if base_backups:
+            # The backups' checkpoints may recycle the segments they start in before the
+            # WAL is read: a temporary slot (gone with the connection) keeps them.
+            conn.execute(
+                f"CREATE_REPLICATION_SLOT pgwire_mock_record_{conn.session.process_id} "
+                "TEMPORARY PHYSICAL RESERVE_WAL"
+            )
+        backups: list[RecordedBackup] = [
+            record_base_backup(conn, options, max(timeout, 300.0)) for options in base_backups
+        ]
+        identity = conn.identify_system()
         histories = []
         for timeline in range(2, identity.timeline + 1):
             (filename, content), *_ = conn.execute(f"TIMELINE_HISTORY {timeline}").rows
             histories.append(HistoryFile(timeline, filename or "", content or ""))
         end = int(identity.xlogpos) if end_lsn is None else end_lsn
-        start = end - end % segment_size if start_lsn is None else start_lsn
+        if start_lsn is None:
+            first = min((b.start_lsn for b in backups), default=end)
+            start_lsn = first - first % segment_size
+        start = start_lsn
         if start > end:
             raise ValueError(f"--start {LSN(start)} is after the end {LSN(end)}")
         wal = bytearray()
@@ -233,6 +241,7 @@ def record_physical(
         wal_data=bytes(wal),
         segment_size=segment_size,
         histories=tuple(histories),
+        backups=tuple(backups),
     )
     with out.open("w") as f:
         recording.write(f)
@@ -428,6 +437,19 @@ def add_record_command(commands: Any) -> None:
         "the start of the segment holding the flush position) to --endpos (default: the "
         "flush position); see docs/physical.md. No slot, no publication",
     )
+    parser.add_argument(
+        "--base-backup",
+        metavar="OPTIONS",
+        nargs="?",
+        action="append",
+        const=PG_BASEBACKUP_DEFAULT,
+        help="with --physical: first take a BASE_BACKUP with these options, written as "
+        "15+'s option list (e.g. \"LABEL 'x', PROGRESS, WAL, MANIFEST 'yes'\"; sent in "
+        "the server's own syntax) and record every message of the answer, which 'serve' "
+        f"replays; repeatable. Without OPTIONS: {PG_BASEBACKUP_DEFAULT} (what "
+        "pg_basebackup -Fp -X stream sends). The WAL then starts at the segment holding "
+        "the earliest backup's start",
+    )
     parser.add_argument("--slot", help="logical slot (pgoutput) to read (required)")
     parser.add_argument("--publication", action="append", help="repeatable (required)")
     parser.add_argument("--out", required=True, type=Path, help="recording to write")
@@ -482,6 +504,8 @@ def _run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out")  # before streaming (and confirming) anything
     if args.physical:
         return _run_physical(args)
+    if args.base_backup:
+        raise CommandError("--base-backup needs --physical")
     for option in ("slot", "publication"):
         if not getattr(args, option):
             raise CommandError(f"--{option} is required (unless --physical)")
@@ -536,14 +560,18 @@ def _run_physical(args: argparse.Namespace) -> int:
     if logical:
         raise CommandError(f"--physical records no logical stream: no {', '.join(logical)}")
     try:
+        backups = [parse_backup_spec(text) for text in args.base_backup or ()]
         recording = record_physical(
             args.dsn,
             args.out,
             start_lsn=int(args.start) if args.start != 0 else None,
             end_lsn=None if args.endpos is None else int(args.endpos),
+            base_backups=backups,
         )
     except (ReplicationClientError, OSError, ValueError) as err:
         raise CommandError(str(err)) from None
+    for backup in recording.backups:
+        print(f"recorded {backup.command} ({len(backup.messages)} messages)")
     print(
         f"recorded WAL {LSN(recording.start_lsn)} to {LSN(recording.end_lsn)} of timeline "
         f"{recording.timeline} ({len(recording.wal_data)} bytes) into {args.out}"

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Final, Self
 
 from codec.values import LSN
+from codec.wire import BackendMessage, BackendReader, Query, ReadyForQuery
 from pgwire_mock.client.commands import (
     CreatedSlot,
     OptionValue,
@@ -34,7 +35,12 @@ from pgwire_mock.client.commands import (
     quote_identifier,
 )
 from pgwire_mock.client.dsn import ConnectionParameters, parse_dsn
-from pgwire_mock.client.errors import ConnectionLostError, ReplicationTimeoutError, ServerError
+from pgwire_mock.client.errors import (
+    ConnectionLostError,
+    InvalidStateError,
+    ReplicationTimeoutError,
+    ServerError,
+)
 from pgwire_mock.client.session import (
     CommandResult,
     ErrorReceived,
@@ -97,8 +103,12 @@ class ReplicationConnection:
         timeout: float = DEFAULT_TIMEOUT,
         decode_pgoutput: bool = False,
         auto_reply: bool = True,
+        startup_options: Mapping[str, str] | None = None,
     ) -> ReplicationConnection:
-        """Open, authenticate and wait for ReadyForQuery; keyword arguments override ``dsn``."""
+        """Open, authenticate and wait for ReadyForQuery; keyword arguments override ``dsn``.
+
+        ``startup_options`` go into the startup packet; ``{"replication": "true"}`` asks
+        for a physical walsender (no database)."""
         params = parse_dsn(dsn) if dsn else ConnectionParameters()
         params = replace(
             params,
@@ -120,6 +130,7 @@ class ReplicationConnection:
             application_name=params.application_name or "pgwire-mock",
             auto_reply=auto_reply,
             decode_pgoutput=decode_pgoutput,
+            startup_options=startup_options,
         )
         conn = cls(sock, session, read_timeout=timeout)
         try:
@@ -195,6 +206,37 @@ class ReplicationConnection:
         send()
         events = self._finish_command()
         return [event for event in events if isinstance(event, CommandResult)]
+
+    def exchange(self, sql: str, timeout: float | None = None) -> Iterator[BackendMessage]:
+        """Send ``sql`` as a simple Query and yield every backend message it brings, as
+        decoded, up to ReadyForQuery (not yielded): for commands whose answer the session
+        does not model (BASE_BACKUP's result sets and COPY OUT). ``timeout`` bounds each
+        wait for data; the connection is idle again once the iterator is exhausted."""
+        if self.session.state is not State.IDLE:
+            raise InvalidStateError(f"exchange needs an idle session, not {self.session.state}")
+        wait = self.read_timeout if timeout is None else timeout
+        reader = BackendReader()
+        try:
+            self._sock.sendall(Query(sql).encode())
+        except OSError as err:
+            raise ConnectionLostError(f"sending to the server failed: {err}") from err
+        while True:
+            message = reader.next_message()
+            if message is None:
+                self._sock.settimeout(wait)
+                try:
+                    data = self._sock.recv(_RECV_SIZE)
+                except TimeoutError:
+                    raise ReplicationTimeoutError(f"no answer to {sql!r} within {wait}s") from None
+                except OSError as err:
+                    raise ConnectionLostError(f"receiving from the server failed: {err}") from err
+                if not data:
+                    raise ConnectionLostError("the server closed the connection")
+                reader.feed(data)
+            elif isinstance(message, ReadyForQuery):
+                return
+            else:
+                yield message
 
     # --- commands ------------------------------------------------------------------------
 

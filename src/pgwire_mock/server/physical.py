@@ -30,6 +30,7 @@ test_physical_postgres.py``):
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from codec.replication import (
 )
 from codec.values import LSN
 from codec.wire import CopyData
+from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.source import StreamEvent
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
@@ -63,7 +65,9 @@ __all__ = [
     "timeline_history_result",
 ]
 
-FORMAT: Final = "pgwire-mock physical recording 1"
+FORMAT: Final = "pgwire-mock physical recording 2"
+_FORMATS: Final = ("pgwire-mock physical recording 1", FORMAT)
+"""1 held the WAL in hex and no base backups; 2 holds it in base64 and may hold some."""
 XLOG_BLCKSZ: Final = 8192
 MAX_SEND_SIZE: Final = XLOG_BLCKSZ * 16
 """walsender.c: the most WAL one XLogData carries."""
@@ -146,6 +150,8 @@ class PhysicalRecording:
     wal_data: bytes
     segment_size: int = 16 * 1024 * 1024
     histories: Sequence[HistoryFile] = ()
+    backups: Sequence[RecordedBackup] = ()
+    """BASE_BACKUPs as the server answered them (:mod:`pgwire_mock.server.basebackup`)."""
     # What serve expects of every source (pgwire_mock.server.source.StreamSource).
     slots: Sequence[SlotState] = ()
     publications: Sequence[PublicationState] = ()
@@ -177,8 +183,12 @@ class PhysicalRecording:
         # One line per 128 kB: the file stays greppable and lines stay short.
         for offset in range(0, len(self.wal_data), MAX_SEND_SIZE):
             chunk = self.wal_data[offset : offset + MAX_SEND_SIZE]
-            line = {"wal_start": str(LSN(self.start_lsn + offset)), "data": chunk.hex()}
+            wal_start = str(LSN(self.start_lsn + offset))
+            line = {"wal_start": wal_start, "base64": base64.b64encode(chunk).decode()}
             out.write(json.dumps(line) + "\n")
+        for backup in self.backups:
+            for item in backup.to_lines():
+                out.write(json.dumps(item) + "\n")
 
     @classmethod
     def read(cls, source: IO[str], name: str) -> PhysicalRecording:
@@ -186,6 +196,9 @@ class PhysicalRecording:
         meta: dict[str, Any] | None = None
         histories: list[HistoryFile] = []
         wal = bytearray()
+        backups: list[RecordedBackup] = []
+        head: dict[str, Any] | None = None
+        messages: list[bytes] = []
         for number, line in enumerate(source, 1):
             if not line.strip():
                 continue
@@ -194,7 +207,7 @@ class PhysicalRecording:
                 obj = json.loads(line)
                 if meta is None:
                     meta = obj["physical"]
-                    if meta.get("format") != FORMAT:
+                    if meta.get("format") not in _FORMATS:
                         raise PhysicalRecordingError(
                             f"{where}: not a {FORMAT!r} file (format {meta.get('format')!r})"
                         )
@@ -204,13 +217,24 @@ class PhysicalRecording:
                     histories.append(
                         HistoryFile(int(h["timeline"]), str(h["filename"]), str(h["content"]))
                     )
+                elif "message" in obj:
+                    if head is None:
+                        raise PhysicalRecordingError(f"{where}: a message outside a base backup")
+                    messages.append(base64.b64decode(obj["message"], validate=True))
+                elif "base_backup" in obj:
+                    if head is not None:
+                        backups.append(RecordedBackup.from_head(head, messages))
+                    head, messages = obj["base_backup"], []
                 else:
                     at = int(LSN.parse(obj["wal_start"]))
                     if at != start + len(wal):
                         raise PhysicalRecordingError(
                             f"{where}: WAL at {LSN(at)} does not follow {LSN(start + len(wal))}"
                         )
-                    wal += bytes.fromhex(obj["data"])
+                    if "base64" in obj:
+                        wal += base64.b64decode(obj["base64"], validate=True)
+                    else:
+                        wal += bytes.fromhex(obj["data"])
             except PhysicalRecordingError:
                 raise
             except (ValueError, KeyError, TypeError, AttributeError) as err:
@@ -218,6 +242,8 @@ class PhysicalRecording:
         if meta is None:
             raise PhysicalRecordingError(f"{name}: empty, no physical meta line")
         try:
+            if head is not None:
+                backups.append(RecordedBackup.from_head(head, messages))
             recording = cls(
                 server_version=str(meta["server_version"]),
                 major=int(meta["major"]),
@@ -228,9 +254,10 @@ class PhysicalRecording:
                 wal_data=bytes(wal),
                 segment_size=int(meta.get("wal_segment_size", 16 * 1024 * 1024)),
                 histories=tuple(histories),
+                backups=tuple(backups),
             )
         except (ValueError, KeyError, TypeError) as err:
-            raise PhysicalRecordingError(f"{name}: bad meta line: {err!r}") from None
+            raise PhysicalRecordingError(f"{name}: bad meta line or base backup: {err!r}") from None
         if recording.start_lsn + len(recording.wal_data) != recording.end_lsn:
             raise PhysicalRecordingError(
                 f"{name}: WAL from {LSN(recording.start_lsn)} ends at "

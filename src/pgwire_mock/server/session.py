@@ -92,6 +92,8 @@ from codec.wire import (
     UnsupportedStartupMessage,
 )
 from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
+from pgwire_mock.server.backup_options import parse_backup_options
+from pgwire_mock.server.basebackup import BackupReplay, choose, replay_frames
 from pgwire_mock.server.catalog import CatalogQueries, CopyOut, ServedTables
 from pgwire_mock.server.errors import BackendCrashError, ServerError
 from pgwire_mock.server.extended import ExtendedQuery, Host
@@ -327,6 +329,7 @@ class WalSenderSession:
         self._exchange: Exchange | None = None
         self._stream: _Stream | None = None
         self._physical: PhysicalStream | None = None  # a physical START_REPLICATION
+        self._backup: BackupReplay | None = None  # a BASE_BACKUP being sent
         self._done_receiving = False
         self._done_sending = False
         self._log = log or (lambda _line: None)
@@ -355,6 +358,9 @@ class WalSenderSession:
         if self.closed:
             return
         s = self._stream
+        if self._backup is not None:
+            self._held += data  # a walsender sending a backup reads nothing meanwhile
+            return
         if s is not None and s.faults.deaf:
             if s.faults.silent_until is None:
                 self._held += data  # a stalled process reads them later
@@ -422,6 +428,8 @@ class WalSenderSession:
     @property
     def can_produce(self) -> bool:
         """True when :meth:`produce` would queue stream data now."""
+        if self._backup is not None:
+            return not self.closed and self._backup.ready_at(self._now) is None
         if self._physical is not None:
             return self.phase is Phase.STREAMING and self._physical.can_produce
         s = self._stream
@@ -436,6 +444,8 @@ class WalSenderSession:
     def produce(self, max_bytes: int, now: float) -> int:
         """Queue stream data (about ``max_bytes``); returns the bytes queued."""
         self._now = now
+        if self._backup is not None:
+            return self._backup_produce(self._backup, max_bytes, now)
         if self._physical is not None:
             return self._physical_produce(self._physical, max_bytes, now)
         s = self._stream
@@ -532,6 +542,8 @@ class WalSenderSession:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` next has something to do (None: nothing pending)."""
+        if self._backup is not None:
+            return self._backup.ready_at(self._now)
         if self._physical is not None:
             return self._physical.next_deadline() if self.phase is Phase.STREAMING else None
         s = self._stream
@@ -1155,7 +1167,9 @@ class WalSenderSession:
             self._start_physical(command)
         elif isinstance(command, TimelineHistory):
             self._timeline_history(command)
-        elif isinstance(command, BaseBackup | UploadManifest):
+        elif isinstance(command, BaseBackup):
+            self._base_backup(command)
+        elif isinstance(command, UploadManifest):
             raise ServerError(
                 "ERROR",
                 "0A000",
@@ -1772,6 +1786,29 @@ class WalSenderSession:
         self.phase = Phase.READY
         self._send(CommandComplete("START_STREAMING"), CommandComplete("START_REPLICATION"))
         self._ready()
+
+    def _base_backup(self, command: BaseBackup) -> None:
+        """SendBaseBackup from a recording (pgwire_mock.server.basebackup): the options
+        are checked as the real server checks them, then a recorded backup that answers
+        them is sent, throttled by MAX_RATE; ReadyForQuery after its last message."""
+        options = parse_backup_options(self.major, command.options)
+        source = self.config.source
+        backups = source.backups if isinstance(source, PhysicalRecording) else ()
+        backup = choose(backups, options)
+        self._log(f"sending the recorded base backup {backup.command}")
+        frames = replay_frames(backup, options)
+        self._backup = BackupReplay(frames, self._now, options.max_rate)
+
+    def _backup_produce(self, replay: BackupReplay, max_bytes: int, now: float) -> int:
+        frames = replay.produce(max_bytes, now)
+        self._out.extend(frames)
+        if replay.done:
+            self._backup = None
+            self._ready()
+            held, self._held = bytes(self._held), bytearray()
+            if held:
+                self.receive_data(held, now)
+        return sum(len(f) for f in frames)
 
     def _physical_release(self) -> None:
         stream, self._physical = self._physical, None

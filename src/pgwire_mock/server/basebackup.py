@@ -1,0 +1,156 @@
+"""BASE_BACKUP from a recording: the messages a real server sent, replayed.
+
+``pgwire-mock record --physical --base-backup OPTIONS`` keeps every backend message a real
+BASE_BACKUP sent, as sent (:class:`RecordedBackup`): the start position's result set, the
+tablespace list, the archives and the manifest, the end position's result set, the notices
+in between. Their framing is the recorded server's (walsender.c, basebackup_copy.c):
+
+* 14: one CopyOutResponse ... CopyDone per tablespace (raw tar bytes), then one for the
+  manifest;
+* 15+: one CopyOutResponse for everything, each CopyData starting with a type byte
+  (:mod:`codec.basebackup`: new archive, manifest, data, progress).
+
+A request is answered by a recorded backup whose content options agree with it
+(:meth:`BackupOptions.content`: label, WAL, WAIT, tablespace map, manifest and its
+checksums, compression); otherwise 0A000, saying what was recorded. What can be derived
+is: PROGRESS off from a backup recorded with it (the tablespace sizes become NULL, as
+without the size estimate), and 15+'s ``TARGET 'blackhole'`` from ``'client'`` (the same
+messages without the archive and manifest data, as ``bbsink_copystream`` with
+``send_to_client`` false). CHECKPOINT, VERIFY_CHECKSUMS and MAX_RATE change when and how
+fast, not what: MAX_RATE throttles the replay to about that many kB/s.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from codec.values import LSN
+from codec.wire import DataRow
+from pgwire_mock.server.backup_options import BackupOptions
+from pgwire_mock.server.errors import ServerError
+
+__all__ = ["BackupReplay", "RecordedBackup", "choose", "replay_frames"]
+
+_HEADER: Final = struct.Struct("!cI")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedBackup:
+    """One BASE_BACKUP as a real server answered it."""
+
+    options: BackupOptions
+    command: str
+    """The command as sent (in the recorded server's syntax)."""
+    messages: tuple[bytes, ...]
+    """Each backend message, encoded as received, up to (without) ReadyForQuery."""
+
+    @property
+    def start_lsn(self) -> int:
+        """The backup's start position: the first result set's ``recptr``."""
+        for frame in self.messages:
+            if frame[:1] == b"D":
+                value = DataRow.decode_body(frame[5:]).values[0]
+                if value is not None:
+                    return int(LSN.parse(value.decode()))
+        raise ValueError("the recorded BASE_BACKUP has no start position")
+
+    def to_lines(self) -> Iterator[dict[str, Any]]:
+        head = {
+            "command": self.command,
+            "options": self.options.to_json(),
+            "messages": len(self.messages),
+        }
+        yield {"base_backup": head}
+        for frame in self.messages:
+            yield {"message": base64.b64encode(frame).decode()}
+
+    @classmethod
+    def from_head(cls, head: dict[str, Any], messages: Sequence[bytes]) -> RecordedBackup:
+        if len(messages) != int(head["messages"]):
+            raise ValueError(f"{len(messages)} messages, the header says {head['messages']}")
+        for frame in messages:
+            if len(frame) < 5 or _HEADER.unpack_from(frame)[1] != len(frame) - 1:
+                raise ValueError(f"not one whole backend message: {frame[:16]!r}...")
+        return cls(BackupOptions.from_json(head["options"]), str(head["command"]), tuple(messages))
+
+
+def _unmatched(backups: Sequence[RecordedBackup], wanted: BackupOptions) -> ServerError:
+    recorded = "; ".join(b.command for b in backups) or "none"
+    return ServerError(
+        "ERROR",
+        "0A000",
+        "pgwire-mock: the recording holds no base backup taken with these options",
+        f"Requested: {wanted.command(15)}. Recorded: {recorded}.",
+        "Record one with pgwire-mock record --physical --base-backup OPTIONS.",
+    )
+
+
+def choose(backups: Sequence[RecordedBackup], wanted: BackupOptions) -> RecordedBackup:
+    """The recorded backup that answers ``wanted``, or 0A000 naming what was recorded."""
+    if wanted.target == "server" or wanted.incremental:
+        # Files written on the server, a backup relative to an uploaded manifest: what
+        # the client receives depends on more than a recording holds.
+        raise _unmatched(backups, wanted)
+    for backup in backups:
+        have = backup.options
+        if have.content() == wanted.content() and (have.progress or not wanted.progress):
+            return backup
+    raise _unmatched(backups, wanted)
+
+
+def replay_frames(backup: RecordedBackup, wanted: BackupOptions) -> Iterator[bytes]:
+    """The recorded messages, adjusted to what ``wanted`` asks for."""
+    null_sizes = backup.options.progress and not wanted.progress
+    blackhole = wanted.target == "blackhole"
+    results = 0
+    for frame in backup.messages:
+        kind = frame[:1]
+        if kind == b"T":
+            results += 1
+        elif kind == b"D" and null_sizes and results == 2:
+            # The tablespace list (SendTablespaceList): size is NULL without PROGRESS.
+            values = DataRow.decode_body(frame[5:]).values
+            frame = DataRow((*values[:2], None)).encode()  # noqa: PLW2901 - the adjusted copy
+        elif kind == b"d" and blackhole and frame[5:6] == b"d":
+            continue  # archive or manifest data: not sent when not sent to the client
+        yield frame
+
+
+@dataclass(slots=True)
+class BackupReplay:
+    """One BASE_BACKUP being sent; about ``max_rate`` kB/s when throttled (basebackup.c
+    ``throttle``: it sleeps whenever the bytes sent run ahead of the rate)."""
+
+    frames: Iterator[bytes]
+    started: float
+    max_rate: int = 0
+    sent: int = 0
+    done: bool = False
+
+    def _allowed(self, now: float) -> float:
+        # A throttling sample (1/8 s worth, THROTTLING_FREQUENCY) may go ahead at once.
+        rate = self.max_rate * 1024
+        return rate * (now - self.started) + rate / 8
+
+    def ready_at(self, now: float) -> float | None:
+        """None when frames may go now (or none are left); else when they may."""
+        if self.done or not self.max_rate or self.sent < self._allowed(now):
+            return None
+        return self.started + (self.sent - self.max_rate * 1024 / 8) / (self.max_rate * 1024)
+
+    def produce(self, max_bytes: int, now: float) -> list[bytes]:
+        out: list[bytes] = []
+        produced = 0
+        while produced < max_bytes and self.ready_at(now) is None and not self.done:
+            frame = next(self.frames, None)
+            if frame is None:
+                self.done = True
+                break
+            out.append(frame)
+            produced += len(frame)
+            self.sent += len(frame)
+        return out
