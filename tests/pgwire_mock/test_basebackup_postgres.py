@@ -1,0 +1,279 @@
+"""BASE_BACKUP: a recording of real BASE_BACKUPs, replayed by the fake, against the real
+server (Debian's pg_basebackup 15, pg_verifybackup 15 and a raw client), on every major.
+
+The real server and the fake answer two different backups (the real one takes a new one),
+so their trees may differ only where two backups of one server differ: backup_label (start
+time and position), backup_manifest, global/pg_control (the checkpoint) and pg_wal (each
+backup starts a new segment). Every other file must be the same bytes, and every file the
+fake's client wrote must be what the recorded server sent.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import tarfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from physical_wire import error_fields, physical_connection
+from test_real_clients import FakeServer
+
+from codec import basebackup
+from codec.wire import BackendReader, CopyData, CopyOutResponse, DataRow, Query
+from conformance import provision
+from pgwire_mock.record import record_physical
+from pgwire_mock.record_backup import parse_backup_spec
+from pgwire_mock.server.basebackup import RecordedBackup
+from pgwire_mock.server.physical import PhysicalRecording
+
+PG_BASEBACKUP = Path("/usr/bin/pg_basebackup")
+PG_VERIFYBACKUP = Path("/usr/lib/postgresql/15/bin/pg_verifybackup")
+LABEL = "LABEL 'pg_basebackup base backup'"
+# What pg_basebackup 15 sends for each variant below (TARGET 'client' and CHECKPOINT
+# 'fast' aside: they change when, not what). -P is answered from a PROGRESS recording.
+SPECS = (
+    f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes'",  # -Fp -X stream
+    f"{LABEL}, PROGRESS, WAL, WAIT 0, TABLESPACE_MAP",  # -Ft -X fetch --no-manifest
+    f"{LABEL}, PROGRESS, WAL, WAIT 0, MANIFEST 'yes'",  # -Fp -X fetch
+)
+VARIANTS = {
+    "plain-stream-progress": ("-Fp", "-X", "stream", "-P"),
+    "plain-stream": ("-Fp", "-X", "stream"),
+    "tar-fetch-no-manifest": ("-Ft", "-X", "fetch", "--no-manifest", "-P"),
+    "plain-fetch": ("-Fp", "-X", "fetch", "-P"),
+}
+DIFFERS = ("backup_label", "backup_manifest", "global/pg_control")
+
+
+@pytest.fixture(scope="module")
+def recorded(
+    pg_server: provision.Server, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[provision.Server, PhysicalRecording, FakeServer]]:
+    path = tmp_path_factory.mktemp("basebackup") / "backups.jsonl"
+    recording = record_physical(
+        pg_server.dsn, path, base_backups=[parse_backup_spec(spec) for spec in SPECS]
+    )
+    assert PhysicalRecording.from_file(path) == recording
+    fake = FakeServer(pg_server.version, path)
+    try:
+        yield pg_server, recording, fake
+    finally:
+        fake.stop()
+
+
+def _archives(backup: RecordedBackup) -> tuple[dict[str, bytes], bytes | None]:
+    """The archives and the manifest of a recorded backup, by either framing."""
+    reader = BackendReader()
+    reader.feed(b"".join(backup.messages))
+    messages = list(iter(reader.next_message, None))
+    names = [
+        "base.tar" if m.values[0] is None else f"{m.values[0].decode()}.tar"
+        for m in messages
+        if isinstance(m, DataRow) and len(m.values) == 3
+    ]
+    archives: dict[str, bytearray] = {}
+    current: bytearray | None = None
+    manifest: bytearray | None = None
+    copies = 0
+    for message in messages:
+        if isinstance(message, CopyOutResponse):
+            copies += 1
+            if backup.options.command(14) == backup.command:  # 14: one COPY each
+                if copies > len(names):
+                    manifest = current = bytearray()
+                else:
+                    current = archives.setdefault(names[copies - 1], bytearray())
+        elif isinstance(message, CopyData):
+            if backup.command.startswith("BASE_BACKUP ("):
+                decoded = basebackup.decode(message.data)
+                if isinstance(decoded, basebackup.NewArchive):
+                    current = archives.setdefault(decoded.archive_name, bytearray())
+                elif isinstance(decoded, basebackup.ManifestStart):
+                    manifest = current = bytearray()
+                elif isinstance(decoded, basebackup.ArchiveData):
+                    assert current is not None
+                    current += decoded.data
+            else:
+                assert current is not None
+                current += message.data
+    return {k: bytes(v) for k, v in archives.items()}, None if manifest is None else bytes(manifest)
+
+
+def _members(tar: bytes) -> dict[str, bytes | None]:
+    """Path -> bytes of each regular file (None for the rest) of a tar stream."""
+    out: dict[str, bytes | None] = {}
+    with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as archive:
+        for member in archive:
+            data = archive.extractfile(member) if member.isfile() else None
+            name = member.name.removeprefix("./").rstrip("/")
+            out[name] = None if data is None else data.read()
+    return out
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        out[rel] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return out
+
+
+def _pg_basebackup(
+    dsn: str, directory: Path, args: Sequence[str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PG_BASEBACKUP, "-D", directory, "-d", dsn, "-c", "fast", "--no-sync", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _verify(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PG_VERIFYBACKUP, *args, directory], capture_output=True, text=True, check=False
+    )
+
+
+def _comparable(files: dict[str, bytes | None]) -> dict[str, bytes | None]:
+    return {k: v for k, v in files.items() if k not in DIFFERS and not k.startswith("pg_wal")}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_pg_basebackup_writes_the_same_files(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer], tmp_path: Path, variant: str
+) -> None:
+    """pg_basebackup (plain and tar, -X stream and fetch, with and without a manifest and
+    --progress) exits alike from both; the files are the same but for what two backups
+    of one server differ in, the fake's are the recorded server's bytes, and
+    pg_verifybackup accepts the fake's plain backups (WAL included). 16+ refuse alike."""
+    server, recording, fake = recorded
+    args = VARIANTS[variant]
+    real = _pg_basebackup(server.dsn, tmp_path / "real", args)
+    ours = _pg_basebackup(fake.dsn(), tmp_path / "fake", args)
+    assert ours.returncode == real.returncode, (real.stderr, ours.stderr)
+    if server.version > 15:
+        assert real.returncode == 1
+        assert "incompatible server version" in real.stderr
+        expected = real.stderr.replace(str(server.port), str(fake.port))
+        assert ours.stderr == expected.replace(str(tmp_path / "real"), str(tmp_path / "fake"))
+        return
+    assert real.returncode == 0, real.stderr
+    # The progress lines in between depend on timing (pg_basebackup's and the server's).
+    assert ours.stderr.splitlines()[-2:] == real.stderr.splitlines()[-2:]
+    spec = SPECS[{"stream": 0, "fetch": 1 if "-Ft" in args else 2}[args[2]]]
+    backup = next(b for b in recording.backups if b.options == parse_backup_spec(spec))
+    archives, manifest = _archives(backup)
+    if "-Ft" in args:
+        real_files = _members((tmp_path / "real" / "base.tar").read_bytes())
+        fake_files = _members((tmp_path / "fake" / "base.tar").read_bytes())
+        assert fake_files == _members(archives["base.tar"])
+        assert not (tmp_path / "fake" / "backup_manifest").exists()
+    else:
+        real_files = _tree(tmp_path / "real")
+        fake_files = _tree(tmp_path / "fake")
+        for name, data in _members(archives["base.tar"]).items():
+            assert fake_files[name] == data, name
+        assert (tmp_path / "fake" / "backup_manifest").read_bytes() == manifest
+        # Files against the real server's manifest (-n), then the WAL too: pg_waldump 15
+        # reads no 14 WAL, so there the real backup fails the same way.
+        assert _verify(tmp_path / "fake", "-n").returncode == 0
+        verified = _verify(tmp_path / "fake"), _verify(tmp_path / "real")
+        assert verified[0].returncode == verified[1].returncode == (server.version != 15)
+        # Each backup starts at its own position.
+        stderr = [re.sub(r"[0-9A-F]+/[0-9A-F]+", "X/X", v.stderr) for v in verified]
+        assert stderr[0] == stderr[1].replace(str(tmp_path / "real"), str(tmp_path / "fake"))
+    assert _comparable(fake_files) == _comparable(real_files)
+    assert set(fake_files) - set(real_files) <= {n for n in fake_files if n.startswith("pg_wal/")}
+
+
+def _answer(host: str, port: int, command: str) -> list[bytes]:
+    with physical_connection(host, port) as conn:
+        conn.send(Query(command))
+        return [m.encode() for m in conn.until_ready(120)[:-1]]
+
+
+def test_raw_base_backup_is_the_recorded_answer_and_shaped_like_a_new_one(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer],
+) -> None:
+    """The recorded command, sent raw (every major, the ones pg_basebackup refuses too):
+    the fake answers with the recorded messages byte for byte; a new backup from the real
+    server has the same result sets, framing, archives and files but for pg_wal."""
+    server, recording, fake = recorded
+    backup = recording.backups[0]
+    ours = _answer("127.0.0.1", fake.port, backup.command)
+    assert ours == list(backup.messages)
+    real = RecordedBackup(
+        backup.options, backup.command, tuple(_answer(server.host, server.port, backup.command))
+    )
+    real_archives, real_manifest = _archives(real)
+    fake_archives, fake_manifest = _archives(backup)
+    assert sorted(real_archives) == sorted(fake_archives) == ["base.tar"]
+    assert real_manifest is not None and fake_manifest is not None
+    assert sorted(_members(real_archives["base.tar"])) == sorted(
+        _members(fake_archives["base.tar"])
+    )
+
+    def kinds(frames: Sequence[bytes]) -> list[bytes]:
+        return [f[:1] for f in frames if f[:1] not in (b"d", b"N")]
+
+    assert kinds(ours) == kinds(real.messages)
+
+
+BAD_OPTIONS_15 = (
+    "LABEL 'a', LABEL 'b'",
+    "FOO",
+    "CHECKPOINT 'slow'",
+    "MAX_RATE 1",
+    "MAX_RATE",
+    "MAX_RATE 'abc'",
+    "MANIFEST 'maybe'",
+    "MANIFEST 'yes', MANIFEST_CHECKSUMS 'md5'",
+    "MANIFEST_CHECKSUMS 'sha256'",
+    "TARGET_DETAIL 'x'",
+    "TARGET 'client', TARGET_DETAIL 'x'",
+    "TARGET 'blackhole', TARGET_DETAIL 'x'",
+    "TARGET 'server'",
+    "TARGET 'nowhere'",
+    "COMPRESSION 'zip'",
+    "COMPRESSION_DETAIL '1'",
+    "PROGRESS 'maybe'",
+    "LABEL",
+    "INCREMENTAL",
+    "WAL, WAL",
+)
+BAD_OPTIONS_14 = (
+    "LABEL 'a' LABEL 'b'",
+    "PROGRESS PROGRESS",
+    "FAST FAST",
+    "MAX_RATE 1",
+    "MAX_RATE 2000000",
+    "MANIFEST 'maybe'",
+    "MANIFEST 'yes' MANIFEST_CHECKSUMS 'md5'",
+    "MANIFEST_CHECKSUMS 'sha256'",
+)
+
+
+def _errors(host: str, port: int, major: int) -> list[dict[str, str]]:
+    out = []
+    with physical_connection(host, port) as conn:
+        for options in BAD_OPTIONS_14 if major == 14 else BAD_OPTIONS_15:
+            command = f"BASE_BACKUP {options}" if major == 14 else f"BASE_BACKUP ({options})"
+            out.append(error_fields(conn.command(command)))
+    return out
+
+
+def test_bad_base_backup_options_get_the_same_errors(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer],
+) -> None:
+    """Options BASE_BACKUP refuses (duplicates, unknown names, bad values, a checksum
+    without a manifest, bad targets and compression): the same ErrorResponse, every field,
+    file, line and routine included, and the connection goes on."""
+    server, _, fake = recorded
+    assert _errors("127.0.0.1", fake.port, server.version) == _errors(
+        server.host, server.port, server.version
+    )
