@@ -1,7 +1,7 @@
 """decode_text on 1 MB hostile values, per type, against two peers in the same run.
 
     .venv/bin/python benchmarks/decode_text_adversarial.py [--size 1048576] [--repeat 3]
-        [--types int4,_int4,...]
+        [--types int4,_int4,...] [--no-arrays]
 
 For every OID: each input family of tests/codec/adversarial_values.py (the inputs the
 scaling test bounds) is decoded at 1/16 of --size, and the slowest family is then built
@@ -16,16 +16,26 @@ machine in the same run:
 
 A hostile input should cost about what a benign one of the same size does (ratio ~1 or
 below); the old backtracking parsers made it thousands of times more.
+
+A second table takes arrays per element type, in ms per MB of array (text or binary
+form), against the target of 50 ms per MB and against psycopg's array loader on the
+same input (the C one from psycopg-binary where it has one):
+
+  hostile   the slowest hostile input family above
+  repeated  one typical element repeated (what most hostile arrays are)
+  distinct  every element different (the codec decodes each distinct text once)
+  binary    the distinct array in binary form (decode_binary)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 from decimal import Decimal
 from ipaddress import ip_interface, ip_network
@@ -39,7 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "codec
 from adversarial_values import MAKERS
 
 from codec.errors import DecodeError
-from codec.values import TYPES, Interval, decode_text, encode_text
+from codec.values import (
+    TYPES,
+    Interval,
+    decode_binary,
+    decode_text,
+    encode_binary,
+    encode_text,
+)
 
 # A typical value per scalar type, for the benign arrays.
 SAMPLES: dict[str, object] = {
@@ -75,14 +92,43 @@ SAMPLES: dict[str, object] = {
 PEER_SCREEN_LIMIT = 0.2  # seconds at 1/16 of the size
 
 
+# The i-th of many distinct values per scalar type, for arrays whose elements differ.
+DISTINCT: dict[str, Callable[[int], object]] = {
+    "bool": lambda i: i % 2 == 0,
+    "int2": lambda i: i % 60000 - 30000,
+    "int4": lambda i: i * 7919,
+    "int8": lambda i: i * 1_000_000_007,
+    "oid": lambda i: i,
+    "float4": lambda i: i / 8,
+    "float8": lambda i: i * 1.37,
+    "numeric": lambda i: Decimal(i).scaleb(-2),
+    "text": lambda i: f"text {i}",
+    "varchar": lambda i: f"text {i}",
+    "bpchar": lambda i: f"text {i}",
+    "name": lambda i: f"name_{i}",
+    "char": lambda i: chr(33 + i % 90),
+    "bytea": lambda i: i.to_bytes(4, "big"),
+    "uuid": lambda i: UUID(int=i * 0x9E3779B97F4A7C15),
+    "json": lambda i: f'{{"a": {i}}}',
+    "jsonb": lambda i: f'{{"a": {i}}}',
+    "macaddr": lambda i: ":".join(f"{b:02x}" for b in i.to_bytes(6, "big")),
+    "inet": lambda i: ip_interface((i + (10 << 24), 24)),
+    "cidr": lambda i: ip_network((i << 8, 24)),
+    "date": lambda i: date(2000, 1, 1) + timedelta(days=i % 2_900_000),
+    "time": lambda i: dtime(i // 3600 % 24, i // 60 % 60, i % 60, i % 1000 * 1000),
+    "timetz": lambda i: dtime(i // 3600 % 24, i // 60 % 60, i % 60, tzinfo=UTC),
+    "timestamp": lambda i: datetime(2000, 1, 1) + timedelta(seconds=i * 7919),
+    "timestamptz": lambda i: datetime(2000, 1, 1, tzinfo=UTC) + timedelta(microseconds=i * 7919),
+    "interval": lambda i: Interval(i % 13, i % 31, i * 1_000_003),
+}
+TARGET_MS_PER_MB = 50.0
+
+
 def benign(oid: int, size: int) -> str | None:
     """A valid text value of about ``size`` characters, or None if the type has none."""
     info = TYPES[oid]
     if info.is_array:
-        element = encode_text(info.element_oid, SAMPLES[TYPES[info.element_oid].name])
-        return encode_text(
-            oid, [SAMPLES[TYPES[info.element_oid].name]] * (size // (len(element) + 1))
-        )
+        return encode_text(oid, distinct_elements(info.element_oid, size))
     if info.name in ("text", "varchar", "bpchar", "name"):
         return "a" * size
     if info.name == "bytea":
@@ -92,7 +138,25 @@ def benign(oid: int, size: int) -> str | None:
     return None
 
 
-def best(decode: Callable[[str], object], text: str, repeat: int) -> float:
+def distinct_elements(element_oid: int, size: int) -> list[object]:
+    """Distinct values whose array text is about ``size`` characters."""
+    make = DISTINCT[TYPES[element_oid].name]
+    values: list[object] = []
+    length = 2
+    while length < size:
+        value = make(len(values))
+        values.append(value)
+        length += len(encode_text(element_oid, value)) + 1
+    return values
+
+
+def repeated_elements(element_oid: int, size: int) -> list[object]:
+    """One typical value repeated, the array text about ``size`` characters."""
+    sample = SAMPLES[TYPES[element_oid].name]
+    return [sample] * (size // (len(encode_text(element_oid, sample)) + 1))
+
+
+def best(decode: Callable[[Any], object], text: Any, repeat: int) -> float:
     """Seconds, the best of ``repeat`` runs; a refusal counts as done."""
     shortest = float("inf")
     for _ in range(repeat):
@@ -113,16 +177,77 @@ def codec_decoder(oid: int) -> Callable[[str], object]:
     return decode
 
 
-def psycopg_decoder(oid: int) -> Callable[[str], object] | None:
+def psycopg_decoder(oid: int, binary: bool = False) -> Callable[[Any], object] | None:
     try:
         import psycopg
     except ImportError:
         return None
-    loader_class: Any = psycopg.adapters.get_loader(oid, psycopg.pq.Format.TEXT)
+    form = psycopg.pq.Format.BINARY if binary else psycopg.pq.Format.TEXT
+    loader_class: Any = psycopg.adapters.get_loader(oid, form)
     if loader_class is None:
         return None
     loader = loader_class(oid, None)
+    if binary:
+        return loader.load  # type: ignore[no-any-return]
     return lambda text: loader.load(text.encode())
+
+
+def screened_worst(decode: Callable[[str], object], size: int) -> str:
+    """The slowest hostile family at 1/16 of ``size`` (the work is linear, so the
+    slowest stays the slowest)."""
+    screen = max(1, size // 16)
+    screened = {name: best(decode, make(screen), 1) for name, make in MAKERS.items()}
+    return max(screened, key=lambda name: screened[name])
+
+
+def ms_per_mb(seconds: float, length: int) -> float:
+    return seconds * 1e3 * (1 << 20) / max(1, length)
+
+
+def peer_text(oid: int, binary: bool, value: Any, ours: float, repeat: int) -> str:
+    """psycopg's ms per MB on the same input, and our time over its time."""
+    peer = psycopg_decoder(oid, binary)
+    if peer is None:
+        return f" {'-':>8} {'-':>6}"
+    theirs = best(peer, value, repeat)
+    return f" {ms_per_mb(theirs, len(value)):8.1f} {ours / theirs:6.2f}"
+
+
+def array_table(size: int, repeat: int, wanted: set[str]) -> None:
+    print()
+    print(
+        f"arrays, ms per MB of array (target {TARGET_MS_PER_MB:.0f}), per element type;"
+        " psycopg = its array loader on the same input, ratio = ours / psycopg"
+    )
+    print(
+        f"{'element':12} {'hostile':>8} {'repeated':>9} {'distinct':>9} {'/target':>7}"
+        f" {'psycopg':>8} {'ratio':>6} {'binary':>8} {'/target':>7} {'psycopg':>8} {'ratio':>6}"
+    )
+    for oid in sorted(TYPES):
+        info = TYPES[oid]
+        if not info.is_array or (wanted and info.name not in wanted):
+            continue
+        element = info.element_oid
+        decode = codec_decoder(oid)
+        worst = screened_worst(decode, size)
+        hostile_text = MAKERS[worst](size)
+        hostile = ms_per_mb(best(decode, hostile_text, repeat), len(hostile_text))
+        same = encode_text(oid, repeated_elements(element, size))
+        repeated = ms_per_mb(best(decode, same, repeat), len(same))
+        values = distinct_elements(element, size)
+        text = encode_text(oid, values)
+        text_s = best(decode, text, repeat)
+        data = encode_binary(oid, values)
+        binary_s = best(functools.partial(decode_binary, oid), data, repeat)
+        distinct, binary = ms_per_mb(text_s, len(text)), ms_per_mb(binary_s, len(data))
+        print(
+            f"{TYPES[element].name:12} {hostile:8.1f} {repeated:9.1f} {distinct:9.1f}"
+            f" {distinct / TARGET_MS_PER_MB:7.2f}"
+            + peer_text(oid, False, text, text_s, repeat)
+            + f" {binary:8.1f} {binary / TARGET_MS_PER_MB:7.2f}"
+            + peer_text(oid, True, data, binary_s, repeat),
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1 << 20, help="characters per value")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
     parser.add_argument("--types", default="", help="comma-separated type names (default all)")
+    parser.add_argument("--no-arrays", action="store_true", help="skip the per-element array table")
     args = parser.parse_args(argv)
     wanted = {t.strip() for t in args.types.split(",") if t.strip()}
     oids = [o for o in sorted(TYPES) if not wanted or TYPES[o].name in wanted]
@@ -140,11 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for oid in oids:
         decode = codec_decoder(oid)
-        # Screen every family once at 1/16 of the size (the work is linear, so the
-        # slowest stays the slowest), then time that one at full size.
         screen = max(1, args.size // 16)
-        screened = {name: best(decode, make(screen), 1) for name, make in MAKERS.items()}
-        worst = max(screened, key=lambda name: screened[name])
+        worst = screened_worst(decode, args.size)
         hostile = MAKERS[worst](args.size)
         ours = best(decode, hostile, args.repeat)
         valid = benign(oid, args.size)
@@ -170,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             + peer_text,
             flush=True,
         )
+    if not args.no_arrays:
+        array_table(args.size, args.repeat, wanted)
     return 0
 
 

@@ -9,7 +9,7 @@ import contextlib
 import importlib
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -42,10 +42,11 @@ def _linear(small_text: str, small: int, large_text: str, large: int) -> bool:
     return large <= SLACK * growth * small + FIXED_WORK
 
 
-def _work(oid: int, text: str) -> int:
-    """Python-level work inside codec.values to decode ``text``: every call and line
-    event of its frames, counted with sys.settrace (deterministic, unlike a clock).
-    DecodeError counts as done; any other exception fails the test (the contract)."""
+def _work(oid: int, text: Any, decode: Callable[[int, Any], object] = decode_text) -> int:
+    """Python-level work inside codec.values to decode ``text`` (with ``decode``): every
+    call and line event of its frames, counted with sys.settrace (deterministic, unlike
+    a clock). DecodeError counts as done; any other exception fails the test (the
+    contract)."""
     count = 0
 
     def local(frame: FrameType, event: str, arg: object) -> Any:
@@ -64,7 +65,7 @@ def _work(oid: int, text: str) -> int:
     sys.settrace(calls)
     try:
         with contextlib.suppress(DecodeError):
-            decode_text(oid, text)
+            decode(oid, text)
     finally:
         sys.settrace(previous)
     return count

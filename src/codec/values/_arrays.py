@@ -11,7 +11,15 @@ from typing import Final
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
-from codec.values._common import PG_SPACE, Converter, Invalid, type_error
+from codec.values._bulk import BulkDecoder
+from codec.values._common import (
+    PG_SPACE,
+    BinaryDecoder,
+    Converter,
+    Invalid,
+    TextDecoder,
+    type_error,
+)
 
 MAXDIM: Final = 6  # src/include/utils/array.h
 ARRAY_HEADER: Final = struct.Struct("!iiI")  # ndim, has-null flag, element OID
@@ -169,23 +177,37 @@ def _parse_dims(text: str, pos: int) -> tuple[list[int], list[int], int]:
 
 # One token of array_in() text, tried in this order: whitespace; a run of unquoted
 # elements without escapes ("1,2, 3"), taken whole and split at C speed; a run of
-# quoted elements without escapes; one quoted element; a brace or comma. An unquoted
-# element with a backslash escape is read by _UNQUOTED. Every quantifier is possessive,
-# so each token is found in one pass over its characters and a 1 MB array costs a few
-# C-level scans plus one decode per element, however its text is arranged.
+# quoted elements ('"a", "b\\"c"'), found whole and split or findall()ed at C speed; a
+# brace or comma. An unquoted element with a backslash escape is read by _UNQUOTED.
+# Every quantifier is possessive, so each token is found in one pass over its
+# characters and a 1 MB array costs a few C-level scans plus one decode per distinct
+# element, however its text is arranged. An unquoted run is one character class
+# (commas included: a per-element group costs the regex engine three times as much);
+# its empty pieces ("1,,2", "1,}") are found after the split.
+_QUOTED: Final = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 _TOKEN: Final = re.compile(
     r"[ \t\n\r\v\f]++"
-    r'|(?P<run>[^{},"\\ \t\n\r\v\f][^{},"\\]*+(?:,[^{},"\\]++)*+)'
-    r'|(?P<quoted_run>"[^"\\]*+"(?:[ \t\n\r\v\f]*+,[ \t\n\r\v\f]*+"[^"\\]*+")*+)'
-    r'|"(?P<quoted>[^"\\]*+(?:\\.[^"\\]*+)*+)"'
+    r'|(?P<run>[^{},"\\ \t\n\r\v\f][^{}"\\]*+)'
+    rf"|(?P<quoted_run>{_QUOTED}(?:[ \t\n\r\v\f]*+,[ \t\n\r\v\f]*+{_QUOTED})*+)"
     r"|(?P<punct>[{},])",
     re.DOTALL,
 )
-_QUOTED_CONTENTS: Final = re.compile(r'"([^"]*+)"')
+_QUOTED_CONTENTS: Final = re.compile(r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"', re.DOTALL)
 _UNQUOTED: Final = re.compile(r'(?:[^{},"\\]++|\\.)++', re.DOTALL)
 # re.split keeps the captured (escaped) characters between the pieces, so joining its
 # result drops the backslashes at C speed (sub() with a template is per match in 3.11).
 _UNESCAPE: Final = re.compile(r"\\(.)", re.DOTALL).split
+
+
+def _unescape(escaped: str) -> str:
+    """``escaped`` without its backslash escapes (each backslash is followed by the
+    character it escapes). Three replace() passes: an escaped backslash is parked on
+    NUL while the other backslashes go, unless the text holds a NUL itself."""
+    if "\0" in escaped:
+        return "".join(_UNESCAPE(escaped))
+    return escaped.replace("\\\\", "\0").replace("\\", "").replace("\0", "\\")
+
+
 _SPACE_RUN: Final = re.compile(r"[ \t\n\r\v\f]*+")
 
 
@@ -220,7 +242,7 @@ def _unquoted(text: str, start: int) -> tuple[str, int, bool]:
         return trimmed, end, False
     if (len(trimmed) - len(trimmed.rstrip("\\"))) % 2:  # the last space was escaped
         trimmed = raw[: len(trimmed) + 1]
-    return "".join(_UNESCAPE(trimmed)), end, True
+    return _unescape(trimmed), end, True
 
 
 def _parse_text(
@@ -314,18 +336,22 @@ def _parse_text(
             # A last piece that runs into a backslash or quote is read by _unquoted.
             tail = pieces.pop() if end < n and text[end] in '\\"' else None
             elements = pieces
-            if _HAS_SPACE(run):
+            spaced = _HAS_SPACE(run) is not None
+            if spaced:
                 elements = [piece.strip(PG_SPACE) for piece in pieces]
-                if "" in elements:
-                    blank = elements.index("")
-                    if blank < len(elements) - 1 or tail is not None:
-                        comma = pos + sum(len(p) + 1 for p in pieces[: blank + 1]) - 1
-                        raise Invalid(comma, "expected an element before ','")
-                    elements.pop()  # "1, }": the comma is read, no element after it
+            if (spaced or ",," in run or run[-1] == ",") and "" in elements:
+                blank = elements.index("")
+                if blank < len(elements) - 1 or tail is not None:
+                    comma = pos + sum(len(p) + 1 for p in pieces[: blank + 1]) - 1
+                    raise Invalid(comma, "expected an element before ','")
+                elements.pop()  # "1, }": the comma is read, no element after it
+                if spaced:  # else elements is pieces
                     pieces.pop()
-                    tail = ""
+                tail = ""
             if "NULL" in run.upper():
-                texts.extend(None if e.upper() == "NULL" else e for e in elements)
+                # Each distinct spelling is compared once, not each element.
+                nulls = {e: None if e.upper() == "NULL" else e for e in dict.fromkeys(elements)}
+                texts.extend(map(nulls.__getitem__, elements))
             else:
                 texts.extend(elements)
             spans.append((first, pos, pieces))
@@ -341,19 +367,18 @@ def _parse_text(
             first = len(texts)
         elif kind == "quoted_run":
             assert match is not None
-            contents = _QUOTED_CONTENTS.findall(match.group("quoted_run"))
+            run = match.group("quoted_run")
+            if "\\" in run:
+                contents = _QUOTED_CONTENTS.findall(run)
+                plain = {c: _unescape(c) if "\\" in c else c for c in dict.fromkeys(contents)}
+                contents = list(map(plain.__getitem__, contents))
+            elif run.count('"') == 2 * run.count('","') + 2:  # no space between them
+                contents = run[1:-1].split('","')
+            else:
+                contents = _QUOTED_CONTENTS.findall(run)
             texts.extend(contents)
             spans.append((first, pos, QUOTED_RUN))
             counts[-1] += len(contents)
-            pos = match.end()
-            expect_item = False
-            continue
-        elif kind == "quoted":
-            assert match is not None
-            content = match.group("quoted")
-            texts.append("".join(_UNESCAPE(content)) if "\\" in content else content)
-            spans.append((first, pos, None))
-            counts[-1] += 1
             pos = match.end()
             expect_item = False
             continue
@@ -387,7 +412,28 @@ def _element_offset(text: str, spans: list[_Span], index: int) -> int:
     return offset + len(piece) - len(piece.lstrip(PG_SPACE))
 
 
-def make_text_decoder(element: Converter) -> object:
+def _first_error(
+    text: str, texts: list[str | None], spans: list[_Span], decode: TextDecoder
+) -> Invalid:
+    """The error of the first element (in array order) that does not decode, each
+    distinct text tried once, with its offset in the whole array text."""
+    tried: set[str | None] = {None}
+    for index, token in enumerate(texts):
+        if token in tried:
+            continue
+        tried.add(token)
+        try:
+            decode(token)  # type: ignore[arg-type]
+        except Invalid as err:
+            offset = _element_offset(text, spans, index) + err.offset
+            return Invalid(offset, f"element {index}: {err.reason}")
+    return Invalid(0, "an element does not decode")  # unreachable: one did not
+
+
+def make_text_decoder(element: Converter, bulk: BulkDecoder | None = None) -> object:
+    """array_in() for ``element``. Each distinct element text is decoded once (a 1 MB
+    array of small elements holds few distinct ones), by ``bulk`` when it takes them
+    all (see _bulk), else by the element's input function."""
     decode = element.decode_text
 
     def decode_text(text: str) -> object:
@@ -399,23 +445,23 @@ def make_text_decoder(element: Converter) -> object:
                 bounds = []
         else:
             bounds = [1] * len(shape)
-        try:
-            # map() keeps the per-element cost to the element decoder itself.
-            if None in texts:
-                items = [None if token is None else decode(token) for token in texts]
-            else:
-                items = list(map(decode, texts))  # type: ignore[arg-type]
-        except Invalid:
-            for index, token in enumerate(texts):
-                if token is None:
-                    continue
-                try:
-                    decode(token)
-                except Invalid as err:
-                    offset = _element_offset(text, spans, index) + err.offset
-                    raise Invalid(offset, f"element {index}: {err.reason}") from None
-            raise
-        return _result(items, shape, bounds)
+        table: dict[str | None, object] = dict.fromkeys(texts)
+        # Mostly distinct and no NULL: converting the texts in place beats a table.
+        in_place = 2 * len(table) > len(texts) and None not in table
+        if not in_place:
+            table.pop(None, None)
+        distinct: list[str] = texts if in_place else list(table)  # type: ignore[assignment, arg-type]
+        values = bulk(distinct) if bulk is not None and distinct else None
+        if values is None:
+            try:
+                values = list(map(decode, distinct))
+            except Invalid:
+                raise _first_error(text, texts, spans, decode) from None
+        if in_place:
+            return _result(values, shape, bounds)
+        table = dict(zip(distinct, values, strict=True))
+        table[None] = None
+        return _result(list(map(table.__getitem__, texts)), shape, bounds)
 
     return decode_text
 
@@ -423,14 +469,67 @@ def make_text_decoder(element: Converter) -> object:
 # --------------------------------------------------------------------------- binary
 
 
-def make_binary_decoder(element: Converter) -> object:
+def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
+    """The ``total`` elements from ``pos`` on (None for NULL), checking every length
+    against what is left. When all elements have the first one's length, the layout is
+    known in advance and struct splits it at C speed; otherwise one step per element."""
+    n = len(data)
+    if n - pos >= 4:
+        (first,) = INT32.unpack_from(data, pos)
+        if first >= 0 and n - pos == total * (4 + first):
+            pairs = struct.Struct(f"!i{first}s").iter_unpack(memoryview(data)[pos:])
+            lengths, raws = zip(*pairs, strict=True)
+            if lengths.count(first) == total:
+                return list(raws)
+    items: list[bytes | None] = []
+    append = items.append
+    unpack_int = INT32.unpack_from
+    for index in range(total):
+        if n - pos < 4:
+            raise Invalid(pos, f"expected the length of element {index}, found end of data")
+        (length,) = unpack_int(data, pos)
+        pos += 4
+        if length == -1:
+            append(None)
+            continue
+        if length < 0 or length > n - pos:
+            raise Invalid(pos - 4, f"element {index}: invalid length {length}")
+        append(data[pos : pos + length])
+        pos += length
+    if pos != n:
+        raise Invalid(pos, f"expected end of array, found {n - pos} more bytes")
+    return items
+
+
+def _first_binary_error(data: bytes, pos: int, total: int, decode: BinaryDecoder) -> Invalid:
+    """The first error in array order, bad length or bad element, at its offset: the
+    elements are read and decoded one by one as array_recv() does."""
+    n = len(data)
+    unpack_int = INT32.unpack_from
+    for index in range(total):
+        if n - pos < 4:
+            return Invalid(pos, f"expected the length of element {index}, found end of data")
+        (length,) = unpack_int(data, pos)
+        pos += 4
+        if length == -1:
+            continue
+        if length < 0 or length > n - pos:
+            return Invalid(pos - 4, f"element {index}: invalid length {length}")
+        try:
+            decode(data[pos : pos + length])
+        except Invalid as err:
+            return Invalid(pos + err.offset, f"element {index}: {err.reason}")
+        pos += length
+    return Invalid(pos, f"expected end of array, found {n - pos} more bytes")
+
+
+def make_binary_decoder(element: Converter, code: str | None = None) -> object:
+    """array_recv() for ``element``. Each distinct element is decoded once; a fixed-size
+    numeric type (struct ``code``) whose elements are all present is unpacked whole."""
     decode = element.decode_binary
     element_oid = element.oid
-    unpack_header, unpack_dim, unpack_int = (
-        ARRAY_HEADER.unpack_from,
-        DIMENSION.unpack_from,
-        INT32.unpack_from,
-    )
+    unpack_header, unpack_dim = ARRAY_HEADER.unpack_from, DIMENSION.unpack_from
+    pair = struct.Struct(f"!i{code}") if code else None
 
     def decode_binary(data: bytes) -> object:
         n = len(data)
@@ -468,26 +567,27 @@ def make_binary_decoder(element: Converter) -> object:
             if pos != n:
                 raise Invalid(pos, f"expected end of empty array, found {n - pos} more bytes")
             return []
-        items: list[object] = []
-        append = items.append
-        for index in range(total):
-            if n - pos < 4:
-                raise Invalid(pos, f"expected the length of element {index}, found end of data")
-            (length,) = unpack_int(data, pos)
-            pos += 4
-            if length == -1:
-                append(None)
-                continue
-            if length < 0 or length > n - pos:
-                raise Invalid(pos - 4, f"element {index}: invalid length {length}")
-            try:
-                append(decode(data[pos : pos + length]))
-            except Invalid as err:
-                raise Invalid(pos + err.offset, f"element {index}: {err.reason}") from None
-            pos += length
-        if pos != n:
-            raise Invalid(pos, f"expected end of array, found {n - pos} more bytes")
-        return _result(items, shape, bounds)
+        if pair is not None and n - pos == total * pair.size:
+            lengths, numbers = zip(*pair.iter_unpack(memoryview(data)[pos:]), strict=True)
+            if lengths.count(pair.size - 4) == total:
+                return _result(list(numbers), shape, bounds)
+        try:
+            raws = _binary_elements(data, pos, total)
+            table: dict[bytes | None, object] = dict.fromkeys(raws)
+            in_place = 2 * len(table) > len(raws) and None not in table
+            if not in_place:
+                table.pop(None, None)
+            distinct: list[bytes] = raws if in_place else list(table)  # type: ignore[assignment, arg-type]
+            values = list(map(decode, distinct))
+        except Invalid:
+            # Lengths are all checked before any element is decoded; the first
+            # error in array order may be an element before the bad length.
+            raise _first_binary_error(data, pos, total, decode) from None
+        if in_place:
+            return _result(values, shape, bounds)
+        table = dict(zip(distinct, values, strict=True))
+        table[None] = None
+        return _result(list(map(table.__getitem__, raws)), shape, bounds)
 
     return decode_binary
 

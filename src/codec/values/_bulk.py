@@ -1,0 +1,208 @@
+"""Whole-array fast paths for the text of array elements.
+
+An array of a million small elements cannot afford one Python-level parse per element
+(the input functions cost 0.1-25 us each). The array decoder therefore decodes each
+distinct element text once, and for the types below hands all of them to one function
+here, which checks them against the canonical form PostgreSQL prints with a single
+regular expression over the joined texts and converts them in C-level passes
+(``int``, ``float``, ``Decimal``, ``fromisoformat``).
+
+Each function returns the values in the order of its texts, or None when any text is
+outside the form it handles or converts out of range; the array decoder then runs the
+type's input function on every text, which gives the value or the exact error. So a
+fast path may refuse anything, but what it accepts it must decode exactly as the input
+function does: tests/codec/test_values_bulk.py checks that on generated texts.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from itertools import repeat
+from typing import Final
+
+from codec.values._time import USECS_PER_HOUR, USECS_PER_MINUTE, USECS_PER_SEC, Interval
+
+BulkDecoder = Callable[[list[str]], list[object] | None]
+
+_SEPARATOR: Final = "\n"  # no canonical form below contains it
+
+
+def _all_match(element: str) -> Callable[[list[str]], bool]:
+    """A check that every text fully matches ``element``, in one regex pass over the
+    texts joined by a newline. A text that itself holds a newline would look like two
+    elements, so the number of separators is checked too."""
+    whole = re.compile(f"(?:{element})(?:{_SEPARATOR}(?:{element}))*+")
+
+    def check(texts: list[str]) -> bool:
+        joined = _SEPARATOR.join(texts)
+        return joined.count(_SEPARATOR) == len(texts) - 1 and whole.fullmatch(joined) is not None
+
+    return check
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDecoder:
+    matches = _all_match(rf"{'[+-]?' if signed else ''}[0-9]{{1,{digits}}}")
+
+    def decode(texts: list[str]) -> list[object] | None:
+        if not texts or not matches(texts):
+            return None
+        values = list(map(int, texts))
+        if min(values) < low or max(values) > high:
+            return None
+        return values  # type: ignore[return-value]
+
+    return decode
+
+
+# float8out's shortest forms ("1.5", "1e-05", "1.2345678e+20", "NaN", "-Infinity"), with
+# at most 17 digits on each side of the point and a two-digit exponent: nothing in that
+# range overflows or underflows a double, so float() is float8in here.
+_FLOAT_FORM: Final = (
+    r"-?(?:[0-9]{1,17}(?:\.[0-9]{0,17})?|\.[0-9]{1,17})(?:[eE][+-]?[0-9]{1,2})?"
+    r"|NaN|-?Infinity"
+)
+_float_forms: Final = _all_match(_FLOAT_FORM)
+
+
+def _float8(texts: list[str]) -> list[object] | None:
+    if not _float_forms(texts):
+        return None
+    return list(map(float, texts))
+
+
+def _float4(texts: list[str]) -> list[object] | None:
+    if not _float_forms(texts):
+        return None
+    values = list(map(float, texts))
+    layout = f"!{len(values)}f"
+    try:
+        # The same (float) cast float4in's strtof result matches; struct refuses
+        # values past float4's range, which the input function reports.
+        narrowed = list(struct.unpack(layout, struct.pack(layout, *values)))
+    except OverflowError:
+        return None
+    if narrowed.count(0.0) != values.count(0.0):  # a value underflowed to zero
+        return None
+    return narrowed
+
+
+_numeric_forms: Final = _all_match(r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?")
+
+
+def _numeric(texts: list[str]) -> list[object] | None:
+    if not _numeric_forms(texts):
+        return None
+    values = list(map(Decimal, texts))
+    # numeric has no negative zero: "-0.00" is 0.00, which Decimal keeps signed.
+    if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
+        return None
+    return values  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- date/time
+
+_DATE: Final = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_CLOCK: Final = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+_ZONE: Final = r"[+-](?:0[0-9]|1[0-5])(?::[0-5][0-9])?"
+
+
+def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> BulkDecoder:
+    """Canonical ISO text parsed by ``fromisoformat`` (a C function): years 0001-9999,
+    hours 00-23, at most six fraction digits, zones within +-15:59. An impossible day
+    (Feb 30) or a zone shift past year 1 or 9999 is left to the input function."""
+    matches = _all_match(form)
+
+    def decode(texts: list[str]) -> list[object] | None:
+        if not matches(texts):
+            return None
+        try:
+            values = list(map(parse, texts))
+            if to_utc:
+                values = list(map(datetime.astimezone, values, repeat(UTC)))  # type: ignore[arg-type]
+        except (ValueError, OverflowError):
+            return None
+        return values
+
+    return decode
+
+
+# IntervalStyle postgres output, the fields in their order: "1 year 2 mons -3 days
+# +04:05:06.5", and a bare number of seconds. Each field appears once, so the value is
+# the plain sum; the digit bounds keep every field inside int32 / int64.
+_INTERVAL_FORM: Final = re.compile(
+    r"([+-]?[0-9]{1,9})"
+    r"|(?:([+-]?[0-9]{1,6}) years?(?: |$))?"
+    r"(?:([+-]?[0-9]{1,9}) mons?(?: |$))?"
+    r"(?:([+-]?[0-9]{1,9}) days?(?: |$))?"
+    r"(?:([+-]?)([0-9]{1,9}):([0-5][0-9]):([0-5][0-9])(?:\.([0-9]{1,6}))?)?"
+)
+
+
+def _interval(texts: list[str]) -> list[object] | None:
+    match = _INTERVAL_FORM.fullmatch
+    values: list[object] = []
+    append = values.append
+    for text in texts:
+        found = match(text)
+        if found is None or not text or text[-1] == " ":
+            return None
+        bare, years, mons, days, sign, hours, minutes, seconds, frac = found.groups()
+        if bare is not None:
+            append(Interval(0, 0, int(bare) * USECS_PER_SEC))
+            continue
+        us = 0
+        if hours is not None:
+            us = (
+                int(hours) * USECS_PER_HOUR
+                + int(minutes) * USECS_PER_MINUTE
+                + int(seconds) * USECS_PER_SEC
+                + (int(frac.ljust(6, "0")) if frac else 0)
+            )
+            if sign == "-":
+                us = -us
+        append(
+            Interval(
+                int(years) * 12 + int(mons or 0) if years else int(mons or 0),
+                int(days or 0),
+                us,
+            )
+        )
+    return values
+
+
+# --------------------------------------------------------------------------- by type
+
+BULK_TEXT: Final[dict[str, BulkDecoder]] = {
+    "int2": _integers(-(1 << 15), (1 << 15) - 1, 5),
+    "int4": _integers(-(1 << 31), (1 << 31) - 1, 10),
+    "int8": _integers(-(1 << 63), (1 << 63) - 1, 19),
+    "oid": _integers(0, (1 << 32) - 1, 10, signed=False),
+    "float4": _float4,
+    "float8": _float8,
+    "numeric": _numeric,
+    "date": _iso(_DATE, date.fromisoformat),
+    "time": _iso(_CLOCK, time.fromisoformat),
+    "timetz": _iso(_CLOCK + _ZONE, time.fromisoformat),
+    "timestamp": _iso(f"{_DATE} {_CLOCK}", datetime.fromisoformat),
+    "timestamptz": _iso(f"{_DATE} {_CLOCK}{_ZONE}", datetime.fromisoformat, to_utc=True),
+    "interval": _interval,
+}
+"""Element type name -> its whole-array fast path."""
+
+BULK_BINARY: Final[dict[str, str]] = {
+    "int2": "h",
+    "int4": "i",
+    "int8": "q",
+    "oid": "I",
+    "float4": "f",
+    "float8": "d",
+}
+"""Element type name -> the struct code of its send format, for arrays unpacked whole
+(each of these typreceive functions is exactly that unpack)."""

@@ -1,0 +1,267 @@
+"""Arrays decode each distinct element once, through a whole-array fast path where the
+element type has one (codec.values._bulk): what a fast path accepts it must decode
+exactly as the element's input function does, and arrays must come out as if every
+element were decoded on its own, errors included."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_values_adversarial import _work
+
+from codec.errors import DecodeError
+from codec.strategies.values import values_for
+from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
+from codec.values._bulk import BULK_TEXT
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BULK_TYPES = sorted(BULK_TEXT)
+
+
+def _exact(a: object, b: object) -> bool:
+    """Same type and same repr: -0.0 vs 0.0, a Decimal's scale and a tzinfo all show."""
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+def _element(type_name: str, text: str) -> object:
+    """The element input function's answer for ``text``: its value or its DecodeError."""
+    try:
+        return decode_text(type_by_name(type_name).oid, text)
+    except DecodeError as err:
+        return err
+
+
+def _check_bulk(type_name: str, texts: list[str]) -> None:
+    values = BULK_TEXT[type_name](texts)
+    if values is None:
+        return
+    expected = [_element(type_name, text) for text in texts]
+    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (
+        texts,
+        values,
+        expected,
+    )
+
+
+# Characters the canonical forms are made of, to build near misses from.
+_NEAR: st.SearchStrategy[str] = st.text(alphabet="0123456789+-.:eE NaIfinty", max_size=30)
+
+
+@pytest.mark.parametrize("type_name", BULK_TYPES)
+@SETTINGS
+@given(data=st.data())
+def test_fast_path_decodes_exactly_as_the_input_function(
+    type_name: str, data: st.DataObject
+) -> None:
+    """For printed values and for near misses built from the same characters, a fast
+    path either declines or gives each text's value with the same type, sign, scale
+    and time zone as the element's input function."""
+    oid = type_by_name(type_name).oid
+    printed = data.draw(st.lists(values_for(oid).map(lambda v: encode_text(oid, v)), max_size=8))
+    near = data.draw(st.lists(_NEAR, max_size=4))
+    texts = data.draw(st.permutations(list(dict.fromkeys(printed + near))))
+    _check_bulk(type_name, texts)
+
+
+@pytest.mark.parametrize(
+    ("type_name", "text"),
+    [
+        ("int2", "32768"),
+        ("int2", "-32769"),
+        ("int8", "9223372036854775808"),
+        ("oid", "4294967296"),
+        ("oid", "-1"),
+        ("float4", "1e39"),
+        ("float4", "1e-46"),
+        ("float4", "-0"),
+        ("float8", "-0.0"),
+        ("numeric", "-0.00"),
+        ("numeric", "007.50"),
+        ("date", "2024-02-30"),
+        ("date", "0000-01-01"),
+        ("time", "23:59:60"),
+        ("timetz", "12:00:00+16"),
+        ("timestamp", "2024-06-01 24:00:00"),
+        ("timestamptz", "0001-01-01 00:30:00+01"),
+        ("timestamptz", "9999-12-31 23:30:00-01"),
+        ("timestamptz", "2024-06-01 12:00:00.5-05:30"),
+        ("interval", "1 year "),
+        ("interval", ""),
+        ("interval", "-1 years +2 mons -3 days +04:05:06.7"),
+        ("interval", "999999999:59:59.999999"),
+        ("interval", "1 day 1 day"),
+        ("interval", "-0"),
+    ],
+)
+def test_fast_path_edges(type_name: str, text: str) -> None:
+    """At the edges of range and form (out of range, negative zero, an impossible day,
+    a zone shift past year 1 or 9999), a fast path declines or agrees, and the array
+    holds what the element decodes to or fails with the element's error."""
+    _check_bulk(type_name, [text, "1"])
+    array_oid = type_by_name(type_name).array_oid
+    expected = _element(type_name, text)
+    quoted = '{"' + text + '"}'
+    if isinstance(expected, DecodeError):
+        with pytest.raises(DecodeError) as info:
+            decode_text(array_oid, quoted)
+        assert info.value.reason == "element 0: " + expected.reason
+        assert info.value.offset == 1 + expected.offset
+    else:
+        [value] = decode_text(array_oid, quoted)  # type: ignore[misc]
+        assert _exact(value, expected)
+
+
+@SETTINGS
+@given(
+    elements=st.lists(
+        st.sampled_from(["1", "-2", "1.5", "x", "NULL", '"NULL"', '""', '"a,b"', '"\\"q\\""']),
+        min_size=1,
+        max_size=12,
+    ),
+    separator=st.sampled_from([",", " , ", ", "]),
+    type_name=st.sampled_from(["int4", "numeric", "text", "interval"]),
+)
+def test_arrays_decode_like_their_elements_one_by_one(
+    elements: list[str], separator: str, type_name: str
+) -> None:
+    """However elements repeat, are quoted or escaped, an array is its elements decoded
+    one by one, and its error is the first failing element's, at that element."""
+    array_oid = type_by_name(type_name).array_oid
+    text = "{" + separator.join(elements) + "}"
+    expected: list[object] = []
+    first_error: DecodeError | None = None
+    for index, element in enumerate(elements):
+        try:
+            [value] = decode_text(array_oid, "{" + element + "}")  # type: ignore[misc]
+        except DecodeError as err:
+            start = 1 + sum(len(e) + len(separator) for e in elements[:index])
+            first_error = first_error or DecodeError(
+                err.message_type,
+                start + err.offset - 1,
+                err.reason.replace("element 0: ", f"element {index}: ", 1),
+            )
+            continue
+        expected.append(value)
+    if first_error is None:
+        decoded = decode_text(array_oid, text)
+        assert isinstance(decoded, list)
+        assert all(_exact(a, b) for a, b in zip(decoded, expected, strict=True))
+    else:
+        with pytest.raises(DecodeError) as info:
+            decode_text(array_oid, text)
+        assert (info.value.offset, info.value.reason) == (first_error.offset, first_error.reason)
+
+
+@pytest.mark.parametrize("type_name", ["int2", "int4", "int8", "oid", "float4", "float8", "text"])
+def test_binary_arrays_of_equal_sized_elements_match_element_decoding(type_name: str) -> None:
+    """Arrays whose elements all have one size are split at C speed; with a NULL or a
+    different size they are walked element by element; both give the elements' values."""
+    info = type_by_name(type_name)
+    sample = {"float4": 1.5, "float8": 2.25, "text": "ab"}.get(type_name, 7)
+    for items in ([sample] * 5, [sample, None, sample], [[sample, sample], [sample, sample]]):
+        data = encode_binary(info.array_oid, items)
+        assert decode_binary(info.array_oid, data) == items
+
+
+def test_binary_array_error_is_the_first_in_array_order() -> None:
+    """A bad element before a bad length is reported, not the length: array_recv()
+    decodes each element as it reads it."""
+    data = bytearray(encode_binary(1007, [1, 2, 3]))
+    # Element 0 says 3 bytes (an int4 has 4), which also misaligns every later length.
+    data[20:24] = (3).to_bytes(4, "big")
+    with pytest.raises(DecodeError) as info:
+        decode_binary(1007, bytes(data))
+    assert (info.value.offset, info.value.reason) == (27, "element 0: expected 4 bytes, found 3")
+
+
+# --------------------------------------------------------------------------- work
+
+# A typical printed element per scalar type.
+ELEMENT_TEXT = {
+    "bool": "t",
+    "int2": "12",
+    "int4": "1234",
+    "int8": "123456789",
+    "oid": "16384",
+    "float4": "1.5",
+    "float8": "1234.5678",
+    "numeric": "1234.5678",
+    "text": "some text",
+    "varchar": "abc",
+    "bpchar": "abc ",
+    "name": "a_name",
+    "char": "c",
+    "bytea": "\\\\x0001ff",
+    "uuid": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+    "json": '{\\"a\\": [1, 2]}',
+    "jsonb": '{\\"a\\": [1, 2]}',
+    "macaddr": "08:00:2b:01:02:03",
+    "inet": "192.168.0.1/24",
+    "cidr": "10.0.0.0/8",
+    "date": "2024-06-01",
+    "time": "12:34:56.5",
+    "timetz": "12:34:56+02",
+    "timestamp": "2024-06-01 12:34:56",
+    "timestamptz": "2024-06-01 12:34:56.123456+00",
+    "interval": "1 mon 2 days 00:00:03",
+}
+ARRAY_TYPES = sorted(ELEMENT_TEXT)
+FEW, MANY = 64, 1024
+FIXED_WORK = 60  # calls and lines that do not depend on the element count
+
+
+def _distinct(type_name: str, i: int) -> str:
+    """The i-th of many distinct printed values of a type with a C-level fast path."""
+    clock = f"{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+    day = f"{2000 + i // 336:04d}-{i // 28 % 12 + 1:02d}-{i % 28 + 1:02d}"
+    return {
+        "int2": str(i - 500),
+        "int4": str(i * 7919),
+        "int8": str(-i * 10**12),
+        "oid": str(i),
+        "float4": f"{i}.5",
+        "float8": f"{i}.25e-05",
+        "numeric": f"-{i + 1}.{i:04d}",
+        "date": day,
+        "time": clock,
+        "timetz": clock + "-05:30",
+        "timestamp": f"{day} {clock}",
+        "timestamptz": f"{day} {clock}.{i:06d}+02",
+    }[type_name]
+
+
+def _array_work(type_name: str, texts: list[str]) -> int:
+    return _work(type_by_name(type_name).array_oid, '{"' + '","'.join(texts) + '"}')
+
+
+@pytest.mark.parametrize("type_name", ARRAY_TYPES)
+def test_work_does_not_grow_with_repeated_elements(type_name: str) -> None:
+    """Decoding 1024 copies of an element takes the same Python-level work as 64 (a
+    constant number of C-level passes), where each element used to be parsed anew:
+    an array of small intervals took seconds per megabyte."""
+    few = _array_work(type_name, [ELEMENT_TEXT[type_name]] * FEW)
+    many = _array_work(type_name, [ELEMENT_TEXT[type_name]] * MANY)
+    assert many <= few + FIXED_WORK, (few, many)
+
+
+@pytest.mark.parametrize("type_name", sorted(set(BULK_TEXT) - {"interval"}))
+def test_work_does_not_grow_with_distinct_elements_of_fast_path_types(type_name: str) -> None:
+    """Numbers, dates, times and timestamps in their printed form are checked and
+    converted whole: 1024 distinct elements take the Python-level work of 64."""
+    few = _array_work(type_name, [_distinct(type_name, i) for i in range(FEW)])
+    many = _array_work(type_name, [_distinct(type_name, i) for i in range(MANY)])
+    assert many <= few + FIXED_WORK, (few, many)
+
+
+@pytest.mark.parametrize("type_name", ["int2", "int4", "int8", "oid", "float4", "float8"])
+def test_binary_work_does_not_grow_with_fixed_size_elements(type_name: str) -> None:
+    """A binary array of a fixed-size number type is unpacked whole: 1024 elements
+    take the Python-level work of 64."""
+    oid = type_by_name(type_name).array_oid
+    values = [
+        decode_text(type_by_name(type_name).oid, _distinct(type_name, i)) for i in range(MANY)
+    ]
+    few = _work(oid, encode_binary(oid, values[:FEW]), decode_binary)
+    many = _work(oid, encode_binary(oid, values), decode_binary)
+    assert many <= few + FIXED_WORK, (few, many)
