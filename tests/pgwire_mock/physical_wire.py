@@ -99,11 +99,14 @@ class RawPhysical:
 
 
 @contextmanager
-def physical_connection(host: str, port: int, user: str = "postgres") -> Iterator[RawPhysical]:
+def physical_connection(
+    host: str, port: int, user: str = "postgres", replication: str = "true"
+) -> Iterator[RawPhysical]:
+    """``replication="database"``: a logical walsender connected to database postgres."""
     sock = socket.create_connection((host, port), timeout=10)
     conn = RawPhysical(sock)
     try:
-        params = (("user", user), ("database", "postgres"), ("replication", "true"))
+        params = (("user", user), ("database", "postgres"), ("replication", replication))
         conn.send(StartupMessage(params))
         messages = conn.until_ready()
         assert isinstance(messages[0], AuthenticationOk), messages[0]

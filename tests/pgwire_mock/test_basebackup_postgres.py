@@ -14,6 +14,7 @@ import io
 import re
 import subprocess
 import tarfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -38,12 +39,16 @@ SPECS = (
     f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes'",  # -Fp -X stream
     f"{LABEL}, PROGRESS, WAL, WAIT 0, TABLESPACE_MAP",  # -Ft -X fetch --no-manifest
     f"{LABEL}, PROGRESS, WAL, WAIT 0, MANIFEST 'yes'",  # -Fp -X fetch
+    f"{LABEL}, PROGRESS, WAIT 0, TABLESPACE_MAP, MANIFEST 'yes'",  # -Ft -X stream
 )
+# Variant -> (pg_basebackup's arguments, the recorded SPECS entry that answers it).
 VARIANTS = {
-    "plain-stream-progress": ("-Fp", "-X", "stream", "-P"),
-    "plain-stream": ("-Fp", "-X", "stream"),
-    "tar-fetch-no-manifest": ("-Ft", "-X", "fetch", "--no-manifest", "-P"),
-    "plain-fetch": ("-Fp", "-X", "fetch", "-P"),
+    "plain-stream-progress": (("-Fp", "-X", "stream", "-P"), 0),
+    "plain-stream": (("-Fp", "-X", "stream"), 0),
+    "plain-stream-max-rate": (("-Fp", "-X", "stream", "-P", "--max-rate", "32M"), 0),
+    "tar-fetch-no-manifest": (("-Ft", "-X", "fetch", "--no-manifest", "-P"), 1),
+    "plain-fetch": (("-Fp", "-X", "fetch", "-P"), 2),
+    "tar-stream": (("-Ft", "-X", "stream", "-P"), 3),
 }
 DIFFERS = ("backup_label", "backup_manifest", "global/pg_control")
 
@@ -152,9 +157,11 @@ def test_pg_basebackup_writes_the_same_files(
     of one server differ in, the fake's are the recorded server's bytes, and
     pg_verifybackup accepts the fake's plain backups (WAL included). 16+ refuse alike."""
     server, recording, fake = recorded
-    args = VARIANTS[variant]
+    args, spec = VARIANTS[variant]
     real = _pg_basebackup(server.dsn, tmp_path / "real", args)
+    started = time.monotonic()
     ours = _pg_basebackup(fake.dsn(), tmp_path / "fake", args)
+    elapsed = time.monotonic() - started
     assert ours.returncode == real.returncode, (real.stderr, ours.stderr)
     if server.version > 15:
         assert real.returncode == 1
@@ -165,14 +172,17 @@ def test_pg_basebackup_writes_the_same_files(
     assert real.returncode == 0, real.stderr
     # The progress lines in between depend on timing (pg_basebackup's and the server's).
     assert ours.stderr.splitlines()[-2:] == real.stderr.splitlines()[-2:]
-    spec = SPECS[{"stream": 0, "fetch": 1 if "-Ft" in args else 2}[args[2]]]
-    backup = next(b for b in recording.backups if b.options == parse_backup_spec(spec))
+    backup = recording.backups[spec]
+    if "--max-rate" in args:
+        # Throttled to 32 MB/s, the backup cannot arrive sooner (a lower bound only).
+        assert elapsed >= 0.9 * sum(map(len, backup.messages)) / (32 << 20)
     archives, manifest = _archives(backup)
     if "-Ft" in args:
         real_files = _members((tmp_path / "real" / "base.tar").read_bytes())
         fake_files = _members((tmp_path / "fake" / "base.tar").read_bytes())
         assert fake_files == _members(archives["base.tar"])
-        assert not (tmp_path / "fake" / "backup_manifest").exists()
+        manifest_file = tmp_path / "fake" / "backup_manifest"
+        assert (manifest_file.read_bytes() if manifest_file.exists() else None) == manifest
     else:
         real_files = _tree(tmp_path / "real")
         fake_files = _tree(tmp_path / "fake")
