@@ -447,8 +447,8 @@ def add_record_command(commands: Any) -> None:
         "15+'s option list (e.g. \"LABEL 'x', PROGRESS, WAL, MANIFEST 'yes'\"; sent in "
         "the server's own syntax) and record every message of the answer, which 'serve' "
         f"replays; repeatable. Without OPTIONS: {PG_BASEBACKUP_DEFAULT} (what "
-        "pg_basebackup -Fp -X stream sends). The WAL then starts at the segment holding "
-        "the earliest backup's start",
+        "pg_basebackup -Fp -X stream sends). The WAL then starts at "
+        "the segment holding the earliest backup's start; see docs/physical.md",
     )
     parser.add_argument("--slot", help="logical slot (pgoutput) to read (required)")
     parser.add_argument("--publication", action="append", help="repeatable (required)")

@@ -17,8 +17,9 @@ from pgwire_mock.server.grammar import BaseBackup, parse_command
 
 __all__ = ["BackupSpecError", "parse_backup_spec", "record_base_backup"]
 
-PG_BASEBACKUP_DEFAULT = "LABEL 'pg_basebackup base backup', MANIFEST 'yes'"
-"""What Debian's pg_basebackup 15 sends for ``-Fp -X stream`` (TARGET 'client' aside)."""
+PG_BASEBACKUP_DEFAULT = "LABEL 'pg_basebackup base backup', PROGRESS, WAIT 0, MANIFEST 'yes'"
+"""What pg_basebackup 15 sends for ``-Fp -X stream`` (TARGET 'client' and CHECKPOINT
+aside); recorded with PROGRESS, it answers ``--no-estimate-size`` (no PROGRESS) too."""
 
 
 class BackupSpecError(ValueError):

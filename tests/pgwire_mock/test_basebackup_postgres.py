@@ -44,7 +44,8 @@ SPECS = (
 # Variant -> (pg_basebackup's arguments, the recorded SPECS entry that answers it).
 VARIANTS = {
     "plain-stream-progress": (("-Fp", "-X", "stream", "-P"), 0),
-    "plain-stream": (("-Fp", "-X", "stream"), 0),
+    # pg_basebackup asks for PROGRESS unless told not to estimate the size.
+    "plain-stream-no-estimate": (("-Fp", "-X", "stream", "--no-estimate-size"), 0),
     "plain-stream-max-rate": (("-Fp", "-X", "stream", "-P", "--max-rate", "32M"), 0),
     "tar-fetch-no-manifest": (("-Ft", "-X", "fetch", "--no-manifest", "-P"), 1),
     "plain-fetch": (("-Fp", "-X", "fetch", "-P"), 2),

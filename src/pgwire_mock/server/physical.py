@@ -8,7 +8,7 @@ recording. :class:`PhysicalStream` streams it to one client as a physical walsen
 sans-IO, driven by the session (:mod:`pgwire_mock.server.session`), which hands it the
 client's CopyData and the passing of time and sends the frames it returns.
 
-Facts reproduced, each checked against real 14–18 (``tests/conformance/
+Facts reproduced, each checked against real 14–18 (``tests/pgwire_mock/
 test_physical_postgres.py``):
 
 * Before CopyBothResponse: an unknown timeline, XX000 ``requested timeline N is not in
