@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
+from test_session import Client, make
 
 from codec.wire import (
+    BackendReader,
     CommandComplete,
     CopyData,
     CopyDone,
     CopyOutResponse,
     DataRow,
+    ErrorResponse,
     FieldDescription,
+    ReadyForQuery,
     RowDescription,
+    StartupMessage,
 )
+from pgwire_mock.cli import main
 from pgwire_mock.record_backup import BackupSpecError, parse_backup_spec
 from pgwire_mock.server.backup_options import BackupOptions, parse_backup_options
 from pgwire_mock.server.basebackup import BackupReplay, RecordedBackup, choose, replay_frames
@@ -31,7 +38,7 @@ def _options(major: int, text: str) -> BackupOptions:
     return parse_backup_options(major, command.options)
 
 
-def _backup(options: BackupOptions) -> RecordedBackup:
+def _backup(options: BackupOptions, size: int = 1000) -> RecordedBackup:
     def rows(name: str, values: tuple[bytes | None, ...]) -> list[bytes]:
         field = FieldDescription(name, 0, 0, 25, -1, 0, 0)
         return [
@@ -45,7 +52,7 @@ def _backup(options: BackupOptions) -> RecordedBackup:
         *rows("spcoid", (None, None, b"22876")),
         CopyOutResponse(0, ()).encode(),
         CopyData(b"nbase.tar\0\0").encode(),
-        CopyData(b"d" + b"x" * 1000).encode(),
+        CopyData(b"d" + b"x" * size).encode(),
         CopyData(b"p" + (1000).to_bytes(8, "big")).encode(),
         CopyDone().encode(),
         *rows("recptr", (b"0/2000100", b"1")),
@@ -91,20 +98,21 @@ def test_progress_off_nulls_the_sizes_and_blackhole_drops_the_data() -> None:
         f for i, f in enumerate(recorded.messages) if i != 4
     ]
     blackhole = list(replay_frames(recorded, BackupOptions(progress=True, target="blackhole")))
-    assert blackhole == [m for m in recorded.messages if not m.startswith(b"d\0\0\x03\xedd")]
+    assert blackhole == [m for m in recorded.messages if m[:1] + m[5:6] != b"dd"]
     with pytest.raises(ServerError, match="no base backup"):
         choose([_backup(BackupOptions())], BackupOptions(progress=True))
 
 
 def test_max_rate_holds_frames_back_until_the_rate_allows() -> None:
-    """32 kB/s: one throttling sample (4 kB) goes at once, the rest as time passes."""
+    """32 kB/s: one throttling sample (4 kB) goes at once (with the frame that passes it),
+    the rest as time passes."""
     frames = [b"x" * 1024] * 64
     replay = BackupReplay(iter(frames), started=100.0, max_rate=32)
     first = replay.produce(1 << 20, 100.0)
-    assert sum(map(len, first)) == 4 * 1024
-    assert replay.ready_at(100.0) == pytest.approx(100.0)  # exactly at the limit
+    assert sum(map(len, first)) == 5 * 1024
+    assert replay.ready_at(100.0) == pytest.approx(100.0 + 1 / 32)
     later = replay.produce(1 << 20, 101.0)
-    assert sum(map(len, first + later)) == 36 * 1024
+    assert sum(map(len, first + later)) == 37 * 1024
     rest = replay.produce(1 << 20, 200.0)
     assert len(first + later + rest) == 64 and replay.done
     assert replay.produce(1 << 20, 200.0) == []
@@ -132,3 +140,71 @@ def test_recording_with_backups_round_trips_and_v1_hex_still_reads() -> None:
     assert old.wal_data == wal and old.backups == ()
     with pytest.raises(PhysicalRecordingError, match="messages, the header says"):
         PhysicalRecording.read(io.StringIO("\n".join(lines[:-1])), "f")
+
+
+def _session(backups: tuple[RecordedBackup, ...], major: int = 15) -> Client:
+    wal = bytes(8192)
+    source = PhysicalRecording("15.18", 15, 1, 1, 0x2000000, 0x2000000 + len(wal), wal)
+    source.backups = backups
+    client, _ = make(major, source=source)  # type: ignore[arg-type]
+    replies = client.send(
+        StartupMessage((("user", "postgres"), ("database", "x"), ("replication", "true")))
+    )
+    assert replies[-1] == ReadyForQuery("I")
+    return client
+
+
+def test_the_session_sends_the_backup_then_reads_what_the_client_sent_meanwhile() -> None:
+    """BASE_BACKUP: the recorded messages as produced, then ReadyForQuery; a query sent
+    during the backup is answered after it, as a walsender reads nothing meanwhile."""
+    backup = _backup(BackupOptions(progress=True))
+    client = _session((backup,))
+    assert client.query("BASE_BACKUP (PROGRESS)") == []
+    assert client.query("IDENTIFY_SYSTEM") == []
+    client.session.produce(1 << 20, client.now)
+    sent = client.session.data_to_send()
+    head = b"".join(backup.messages) + ReadyForQuery("I").encode()
+    assert sent.startswith(head)
+    reader = BackendReader()
+    reader.feed(sent[len(head) :])
+    rest = list(reader)
+    assert isinstance(rest[0], RowDescription) and rest[-1] == ReadyForQuery("I")
+
+
+def test_the_session_refuses_bad_or_unrecorded_options_and_goes_on() -> None:
+    client = _session((_backup(BackupOptions(progress=True)),))
+    for text, sqlstate in (("BASE_BACKUP (MAX_RATE 1)", "22003"), ("BASE_BACKUP (WAL)", "0A000")):
+        replies = client.query(text)
+        assert [m.sqlstate for m in replies if isinstance(m, ErrorResponse)] == [sqlstate]
+        assert replies[-1] == ReadyForQuery("I")
+
+
+def test_max_rate_makes_the_session_wait_for_its_deadline() -> None:
+    client = _session((_backup(BackupOptions(), size=64 * 1024),))
+    client.query("BASE_BACKUP (MAX_RATE 32)")
+    client.session.produce(1 << 20, client.now)
+    assert not client.session.can_produce
+    deadline = client.session.next_deadline()
+    assert deadline is not None and deadline > client.now
+    client.session.tick(deadline)
+    assert client.session.can_produce
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--physical", "--base-backup", "MANIFEST 'maybe'"],
+            'unrecognized manifest option: "maybe"',
+        ),
+        (["--base-backup", "--slot", "s", "--publication", "p"], "--base-backup needs --physical"),
+    ],
+)
+def test_record_base_backup_bad_input_is_one_line(
+    args: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked before connecting: one line naming the problem, exit 1."""
+    out = tmp_path / "r.jsonl"
+    assert main(["record", "--dsn", "postgresql://u@127.0.0.1:1/x", "--out", str(out), *args]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and expected in err[0], err

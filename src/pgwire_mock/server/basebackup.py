@@ -131,16 +131,15 @@ class BackupReplay:
     sent: int = 0
     done: bool = False
 
-    def _allowed(self, now: float) -> float:
-        # A throttling sample (1/8 s worth, THROTTLING_FREQUENCY) may go ahead at once.
-        rate = self.max_rate * 1024
-        return rate * (now - self.started) + rate / 8
-
     def ready_at(self, now: float) -> float | None:
-        """None when frames may go now (or none are left); else when they may."""
-        if self.done or not self.max_rate or self.sent < self._allowed(now):
+        """None when frames may go now (or none are left); else when they may: once the
+        rate covers what was sent, less one throttling sample (1/8 s worth,
+        THROTTLING_FREQUENCY) that may go ahead at once."""
+        if self.done or not self.max_rate:
             return None
-        return self.started + (self.sent - self.max_rate * 1024 / 8) / (self.max_rate * 1024)
+        rate = self.max_rate * 1024
+        at = self.started + (self.sent - rate / 8) / rate
+        return None if now >= at else at
 
     def produce(self, max_bytes: int, now: float) -> list[bytes]:
         out: list[bytes] = []
