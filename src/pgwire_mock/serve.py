@@ -171,7 +171,8 @@ def add_serve_command(
         "--script",
         metavar="FILE",
         type=Path,
-        help="stream script (.yaml/.json) or recording (.jsonl, raw CopyData)",
+        help="stream script (.yaml/.json), recording (.jsonl, raw CopyData) or physical "
+        "recording (record --physical: WAL, timeline histories, base backups)",
     )
     what.add_argument(
         "--slot",

@@ -179,6 +179,16 @@ def test_the_session_refuses_bad_or_unrecorded_options_and_goes_on() -> None:
         assert replies[-1] == ReadyForQuery("I")
 
 
+def test_a_14_recording_is_not_served_as_15_nor_the_reverse() -> None:
+    """14 frames a backup as one COPY per archive, 15+ as one COPY: no rewriting."""
+    backup = _backup(BackupOptions())
+    assert choose([backup], BackupOptions(), recorded_major=16, major=18) is backup
+    for recorded, served in ((14, 15), (15, 14)):
+        with pytest.raises(ServerError, match="framing") as caught:
+            choose([backup], BackupOptions(), recorded_major=recorded, major=served)
+        assert caught.value.sqlstate == "0A000"
+
+
 def test_max_rate_makes_the_session_wait_for_its_deadline() -> None:
     client = _session((_backup(BackupOptions(), size=64 * 1024),))
     client.query("BASE_BACKUP (MAX_RATE 32)")

@@ -17,7 +17,8 @@ is: PROGRESS off from a backup recorded with it (the tablespace sizes become NUL
 without the size estimate), and 15+'s ``TARGET 'blackhole'`` from ``'client'`` (the same
 messages without the archive and manifest data, as ``bbsink_copystream`` with
 ``send_to_client`` false). CHECKPOINT, VERIFY_CHECKSUMS and MAX_RATE change when and how
-fast, not what: MAX_RATE throttles the replay to about that many kB/s.
+fast, not what: MAX_RATE throttles the replay to about that many kB/s. A fake emulating
+14 does not send a backup recorded on 15+, nor the reverse (0A000): their framing differs.
 """
 
 from __future__ import annotations
@@ -89,8 +90,26 @@ def _unmatched(backups: Sequence[RecordedBackup], wanted: BackupOptions) -> Serv
     )
 
 
-def choose(backups: Sequence[RecordedBackup], wanted: BackupOptions) -> RecordedBackup:
-    """The recorded backup that answers ``wanted``, or 0A000 naming what was recorded."""
+def choose(
+    backups: Sequence[RecordedBackup],
+    wanted: BackupOptions,
+    *,
+    recorded_major: int | None = None,
+    major: int | None = None,
+) -> RecordedBackup:
+    """The recorded backup that answers ``wanted``, or 0A000 naming what was recorded.
+
+    A backup recorded on 14 is not sent by a fake emulating 15+, nor the reverse: the
+    framing differs (one COPY per archive against one for all), and rewriting it is not
+    done (15+'s progress messages count bytes a 14 recording does not say)."""
+    if backups and recorded_major and major and (recorded_major < 15) != (major < 15):
+        raise ServerError(
+            "ERROR",
+            "0A000",
+            f"pgwire-mock: the base backups were recorded on PostgreSQL {recorded_major}, "
+            f"whose BASE_BACKUP framing PostgreSQL {major} does not share",
+            hint=f"Serve the recording with --pg-version {recorded_major}.",
+        )
     if wanted.target == "server" or wanted.incremental:
         # Files written on the server, a backup relative to an uploaded manifest: what
         # the client receives depends on more than a recording holds.

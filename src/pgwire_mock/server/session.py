@@ -1793,8 +1793,13 @@ class WalSenderSession:
         them is sent, throttled by MAX_RATE; ReadyForQuery after its last message."""
         options = parse_backup_options(self.major, command.options)
         source = self.config.source
-        backups = source.backups if isinstance(source, PhysicalRecording) else ()
-        backup = choose(backups, options)
+        recording = source if isinstance(source, PhysicalRecording) else None
+        backup = choose(
+            recording.backups if recording is not None else (),
+            options,
+            recorded_major=recording.major if recording is not None else None,
+            major=self.major,
+        )
         self._log(f"sending the recorded base backup {backup.command}")
         frames = replay_frames(backup, options)
         self._backup = BackupReplay(frames, self._now, options.max_rate)
