@@ -17,6 +17,7 @@ under REPLICA IDENTITY FULL), else NULL. A delete's row is its old key or old ro
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NoReturn
@@ -45,7 +46,7 @@ from codec.pgoutput import (
     Update,
 )
 from pgwire_mock.spark.errors import SchemaChangeError, SparkSideError, StreamStateError
-from pgwire_mock.spark.rows import AFTER_OLD, Change, TableRows
+from pgwire_mock.spark.rows import AFTER_OLD, Change, Entry, RawRows, TableRows
 from pgwire_mock.spark.types import PG_EPOCH_US, ColumnType, column_type
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "SchemaChangeError",
     "SparkSideError",
     "StreamStateError",
+    "TableSpec",
     "cast_batches",
     "decode_stream",
     "qualified_name",
@@ -190,6 +192,29 @@ def _schema(relation: Relation, types: Sequence[ColumnType]) -> pa.Schema:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """What converting a table's :class:`~pgwire_mock.spark.rows.RawRows` needs, as
+    the decoder had it when the table's Relation message came: picklable, so the rows
+    can be converted in another process."""
+
+    relation: Relation
+    user_types: Mapping[int, tuple[str, str]]
+    options: DecodeOptions
+
+    def batches(self, rows: RawRows, arrow: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+        """``rows`` as record batches of at most ``options.batch_rows`` rows, cast to
+        ``arrow`` if given."""
+        types = _column_types(self.relation, self.user_types, self.options)
+        table = TableRows(
+            _table_of(self.relation), self.relation, types, _schema(self.relation, types)
+        )
+        step = self.options.batch_rows
+        for at in range(0, len(rows), step):
+            batch = table.convert(rows.slice(at, at + step))
+            yield batch if arrow is None else batch.cast(arrow)
+
+
 @dataclass(slots=True)
 class _Txn:
     xid: int
@@ -201,7 +226,8 @@ class ChangeDecoder:
 
     ``relations`` and ``types`` preload the caches, for reading a stream from the middle
     (at a point where no transaction is open): the Relation and Type messages sent before
-    that point.
+    that point. ``convert=False`` keeps committed rows unconverted for :meth:`take_rows`
+    (no record batch is made on the way).
     """
 
     def __init__(
@@ -210,8 +236,11 @@ class ChangeDecoder:
         *,
         relations: Iterable[Relation] = (),
         types: Iterable[Type] = (),
+        convert: bool = True,
     ) -> None:
         self.options = options or DecodeOptions()
+        self._batch_rows = self.options.batch_rows if convert else sys.maxsize
+        self._specs: dict[str, TableSpec] = {}
         self._decoder = Decoder()
         self._user_types: dict[int, tuple[str, str]] = {}
         self._relations: dict[int, Relation] = {}
@@ -222,6 +251,10 @@ class ChangeDecoder:
         self._stream_xid: int | None = None
         self._streamed: dict[int, _Txn] = {}
         self._prepared: dict[str, _Txn] = {}
+        self.ended: int | None = None
+        """The end LSN of the transaction the last message ended for good (Commit,
+        Stream Commit, Commit Prepared, Rollback Prepared, a Stream Abort of a whole
+        transaction; the abort's LSN only exists in protocol 4), else None."""
         for t in types:
             self._on_type(t)
         for r in relations:
@@ -238,24 +271,28 @@ class ChangeDecoder:
         Insert, Update and Delete are kept as bytes and decoded a batch at a time when
         their rows are flushed (:mod:`pgwire_mock.spark.rows`): a malformed tuple
         raises its DecodeError then, and never if its transaction does not commit."""
+        self.ended = None
         tag = payload[:1]
         if tag in _CHANGE_TAGS:
             self._on_change_bytes(payload, self._decoder.in_stream)
         elif tag == b"B" and len(payload) == _BEGIN.size + 1:  # the most common messages,
             self._txn = _Txn(_BEGIN.unpack_from(payload, 1)[2])  # read without objects
         elif tag == b"C" and len(payload) == _COMMIT.size + 1:
-            _, commit_lsn, _, commit_timestamp = _COMMIT.unpack_from(payload, 1)
+            _, commit_lsn, end_lsn, commit_timestamp = _COMMIT.unpack_from(payload, 1)
             self._commit(self._end_txn("Commit"), commit_lsn, commit_timestamp)
+            self.ended = end_lsn
         else:
             self.apply(self._decoder.decode(payload))
 
     def apply(self, message: PgOutputMessage) -> None:
         """Apply one already-decoded message (the decoder must have seen it in order)."""
+        self.ended = None
         match message:
             case Begin() | BeginPrepare():
                 self._txn = _Txn(message.xid)
             case Commit():
                 self._commit(self._end_txn("Commit"), message.commit_lsn, message.commit_timestamp)
+                self.ended = message.end_lsn
             case Prepare():
                 self._prepared[message.gid] = self._end_txn("Prepare")
             case CommitPrepared():
@@ -263,8 +300,10 @@ class ChangeDecoder:
                 if txn is None:
                     raise StreamStateError(f"Commit Prepared of unknown gid {message.gid!r}")
                 self._commit(txn, message.commit_lsn, message.commit_timestamp)
+                self.ended = message.end_lsn
             case RollbackPrepared():
                 self._prepared.pop(message.gid, None)
+                self.ended = message.rollback_end_lsn
             case StreamStart():
                 self._stream_xid = message.xid
                 self._streamed.setdefault(message.xid, _Txn(message.xid))
@@ -273,10 +312,13 @@ class ChangeDecoder:
             case StreamCommit():
                 txn = self._streamed.pop(message.xid, _Txn(message.xid))
                 self._commit(txn, message.commit_lsn, message.commit_timestamp)
+                self.ended = message.end_lsn
             case StreamPrepare():
                 self._prepared[message.gid] = self._streamed.pop(message.xid, _Txn(message.xid))
             case StreamAbort():
                 self._stream_abort(message.xid, message.subxid)
+                if message.xid == message.subxid:
+                    self.ended = message.abort_lsn
             case Relation():
                 self._on_relation(message)
             case Type():
@@ -321,6 +363,15 @@ class ChangeDecoder:
                 self._done.append(table.flush())
         return self.take()
 
+    def take_rows(self, table: str) -> tuple[TableSpec | None, list[Entry]]:
+        """The rows of ``table`` committed since the last call, unconverted, with what
+        converting them needs (None before the table's Relation message)."""
+        state = self._tables.get(table)
+        if state is None:
+            return None, []
+        entries, state.entries = state.entries, []
+        return self._specs[table], entries
+
     def column_types(self, table: str) -> dict[str, ColumnType]:
         """The :class:`ColumnType` of each column of ``table``, by column name."""
         state = self._tables[qualified_name(table)]
@@ -362,7 +413,7 @@ class ChangeDecoder:
     def _commit(self, txn: _Txn, commit_lsn: int, commit_timestamp: int) -> None:
         commit_time = commit_timestamp + PG_EPOCH_US
         xid = txn.xid
-        batch_rows = self.options.batch_rows
+        batch_rows = self._batch_rows
         tables = self._tables
         for position, change in enumerate(txn.changes):
             name = change.table
@@ -397,6 +448,7 @@ class ChangeDecoder:
         if state is None:
             types = _column_types(relation, self._user_types, self.options)
             self._tables[name] = TableRows(name, relation, types, _schema(relation, types))
+            self._specs[name] = TableSpec(relation, dict(self._user_types), self.options)
         elif _signature(state.relation) != _signature(relation):
             raise SchemaChangeError(
                 f"table {name} changed schema mid-stream: columns "

@@ -25,7 +25,16 @@ from pgwire_mock.spark.convert import RawValue, Specials, convert_column
 from pgwire_mock.spark.errors import StreamStateError
 from pgwire_mock.spark.types import ColumnType
 
-__all__ = ["AFTER_OLD", "NO_TUPLE", "Change", "TableRows", "names_column", "special_column"]
+__all__ = [
+    "AFTER_OLD",
+    "NO_TUPLE",
+    "Change",
+    "Entry",
+    "RawRows",
+    "TableRows",
+    "names_column",
+    "special_column",
+]
 
 AFTER_OLD: Final = -1
 """``Change.values_at`` of an Update with an old tuple: the new tuple follows it."""
@@ -56,6 +65,55 @@ class Change:
     truncated: tuple[str, ...] = ()
 
 
+Entry = tuple[str, int, int, int, int, Change]
+"""One committed row: (op, commit LSN, position, xid, commit time in Unix µs, change)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawRows:
+    """Committed rows of one table, not parsed yet, as plain lists: what a driver hands
+    to executors to convert. Lists of ints, strings and bytes pickle in C; a list of
+    :class:`Change` objects pickles about ten times slower."""
+
+    ops: list[str]
+    commit_lsns: list[int]
+    positions: list[int]
+    xids: list[int]
+    commit_times: list[int]
+    payloads: list[bytes]
+    values_at: list[int]
+    old_at: list[int]
+
+    @classmethod
+    def of(cls, entries: Sequence[Entry]) -> RawRows:
+        changes = [e[5] for e in entries]
+        return cls(
+            [e[0] for e in entries],
+            [e[1] for e in entries],
+            [e[2] for e in entries],
+            [e[3] for e in entries],
+            [e[4] for e in entries],
+            [c.payload for c in changes],
+            [c.values_at for c in changes],
+            [c.old_at for c in changes],
+        )
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def slice(self, start: int, stop: int) -> RawRows:
+        return RawRows(
+            self.ops[start:stop],
+            self.commit_lsns[start:stop],
+            self.positions[start:stop],
+            self.xids[start:stop],
+            self.commit_times[start:stop],
+            self.payloads[start:stop],
+            self.values_at[start:stop],
+            self.old_at[start:stop],
+        )
+
+
 class TableRows:
     """The committed rows of one table not yet flushed."""
 
@@ -71,8 +129,7 @@ class TableRows:
         self._reset()
 
     def _reset(self) -> None:
-        # (op, commit LSN, position, xid, commit time in Unix µs, change) per row.
-        self.entries: list[tuple[str, int, int, int, int, Change]] = []
+        self.entries: list[Entry] = []
 
     @property
     def rows(self) -> int:
@@ -80,21 +137,26 @@ class TableRows:
 
     def flush(self) -> pa.RecordBatch:
         """The rows so far as one record batch; the buffer is emptied."""
-        n = self.rows
-        ops, lsns, positions, xids, times, changes = (
-            zip(*self.entries, strict=True) if n else ((), (), (), (), (), ())
-        )
+        raw = RawRows.of(self.entries)
+        self._reset()
+        return self.convert(raw)
+
+    def convert(self, raw: RawRows) -> pa.RecordBatch:
+        """``raw`` (rows of this table) as one record batch."""
+        n = len(raw)
         if n:
-            parsed = self._parse(changes)
+            parsed = self._parse(raw)
             if parsed is not None:
                 values, before, toast = parsed
             else:
-                values, before, toast = self._decode_each(changes)
+                values, before, toast = self._decode_each(raw)
         else:
             values = before = [[] for _ in self.names]
             toast = []
         new_arrays, specials = self._convert(values)
-        has_before = [c.old_at >= 0 and c.op == "update" for c in changes]
+        has_before = [
+            at >= 0 and op == "update" for op, at in zip(raw.ops, raw.old_at, strict=True)
+        ]
         if any(has_before):
             old_arrays, _ = self._convert(before)
             before_array = pa.StructArray.from_arrays(
@@ -105,23 +167,22 @@ class TableRows:
         else:
             before_array = pa.nulls(n, self._before_type)
         arrays = [
-            pa.array(ops, pa.string()),
-            pa.array(lsns, pa.int64()),
-            pa.array(positions, pa.int64()),
-            pa.array(xids, pa.int64()),
-            pa.array(times, pa.timestamp("us", tz="UTC")),
+            pa.array(raw.ops, pa.string()),
+            pa.array(raw.commit_lsns, pa.int64()),
+            pa.array(raw.positions, pa.int64()),
+            pa.array(raw.xids, pa.int64()),
+            pa.array(raw.commit_times, pa.timestamp("us", tz="UTC")),
             names_column(n, toast),
             special_column(self.names, n, specials),
             *new_arrays,
             before_array,
         ]
-        self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------- parsing
 
     def _parse(
-        self, changes: Sequence[Change]
+        self, raw: RawRows
     ) -> (
         tuple[
             list[RawColumn],
@@ -131,12 +192,17 @@ class TableRows:
         | None
     ):
         """Every tuple of the batch at once; None if any is malformed."""
-        buffer, starts, ends = concat([c.payload for c in changes])
+        buffer, starts, ends = concat(raw.payloads)
         columns = len(self.names)
-        rows = len(changes)
-        values_at = np.fromiter((c.values_at for c in changes), np.int64, rows)
+        rows = len(raw)
+        values_at = np.fromiter(raw.values_at, np.int64, rows)
         old_at = np.fromiter(
-            (c.old_at if c.op == "update" else NO_TUPLE for c in changes), np.int64, rows
+            (
+                at if op == "update" else NO_TUPLE
+                for op, at in zip(raw.ops, raw.old_at, strict=True)
+            ),
+            np.int64,
+            rows,
         )
         old = parse_tuples(buffer, np.where(old_at >= 0, starts + old_at, -1), ends, columns)
         if old is None:
@@ -172,7 +238,7 @@ class TableRows:
         return list(out.items())
 
     def _decode_each(
-        self, changes: Sequence[Change]
+        self, raw: RawRows
     ) -> tuple[list[RawColumn], list[RawColumn], list[tuple[int, list[str]]]]:
         """The codec's path, one message at a time: raises the DecodeError."""
         columns = len(self.names)
@@ -180,24 +246,24 @@ class TableRows:
         new_rows: list[TupleData] = []
         old_rows: list[TupleData] = []
         toast: list[tuple[int, list[str]]] = []
-        for index, change in enumerate(changes):
-            name = _MESSAGE_NAMES.get(change.op, change.op)
+        for index, (op, payload, values_at, old_at) in enumerate(
+            zip(raw.ops, raw.payloads, raw.values_at, raw.old_at, strict=True)
+        ):
+            name = _MESSAGE_NAMES.get(op, op)
             old: TupleData = nulls
             values: TupleData = nulls
-            at = change.values_at
-            if change.op == "update" and change.old_at >= 0:
-                old, end = read_tuple(change.payload, change.old_at, name)
+            at = values_at
+            if op == "update" and old_at >= 0:
+                old, end = read_tuple(payload, old_at, name)
                 self._check(old, f"{name} old tuple")
-                if end >= len(change.payload) or change.payload[end] != _NEW:
+                if end >= len(payload) or payload[end] != _NEW:
                     raise DecodeError(name, end, "expected 'N' and the new tuple")
                 at = end + 1
             if at >= 0:
-                values, end = read_tuple(change.payload, at, name)
+                values, end = read_tuple(payload, at, name)
                 self._check(values, name)
-                if end != len(change.payload):
-                    raise DecodeError(
-                        name, end, f"{len(change.payload) - end} bytes after the tuple"
-                    )
+                if end != len(payload):
+                    raise DecodeError(name, end, f"{len(payload) - end} bytes after the tuple")
             unchanged = [n for n, v in zip(self.names, values, strict=True) if v is UNCHANGED_TOAST]
             if unchanged:
                 toast.append((index, unchanged))

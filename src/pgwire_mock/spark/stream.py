@@ -12,16 +12,21 @@ Where things live:
 * Spark runs one Python process per streaming source on the driver for the query's whole
   life (``python_streaming_source_runner``); the :class:`PgOutputStreamReader` lives there
   and owns the only replication connection. A background thread (:class:`_Pump`) reads
-  the stream, decodes it with :class:`~pgwire_mock.spark.decode.ChangeDecoder` and keeps
+  the stream, follows it with :class:`~pgwire_mock.spark.decode.ChangeDecoder` and keeps
   the rows of each *unit* in memory: everything committed up to a commit after which no
   transaction is open (no streamed transaction in progress, no prepared transaction
-  waiting for COMMIT / ROLLBACK PREPARED).
+  waiting for COMMIT / ROLLBACK PREPARED). The pump reads each message once, from its
+  raw bytes, and only as far as transactions and row headers go: a row stays the bytes
+  of its message until an executor converts it.
 * Offsets are ``{"lsn": "X/Y"}``, the end LSN of a unit's last commit (what a
   subscriber confirms, ``end_lsn`` in worker.c). ``0/0`` means "where the slot is": the
   initial offset unless the ``start_lsn`` option says otherwise.
-* :meth:`~PgOutputStreamReader.partitions` puts the Arrow IPC bytes of the units in
-  ``(start, end]`` into the partitions themselves, so executors only deserialize (they
-  never connect). This is for moderate volumes: a batch passes through the driver.
+* :meth:`~PgOutputStreamReader.partitions` puts the raw rows of the units in
+  ``(start, end]`` into the partitions themselves (:class:`~pgwire_mock.spark.rows.RawRows`,
+  with the table's Relation message), and executors turn them into Arrow record batches
+  (they never connect): the driver's thread only frames and follows the stream, the
+  per-value work runs where Spark runs. A batch still passes through the driver, so it
+  holds up to ``max_buffered_rows`` rows' messages.
 * :meth:`~PgOutputStreamReader.commit` is called by Spark after the batch is in its commit
   log; only then does the pump send a standby status update with ``flush`` = that offset,
   so the slot's ``confirmed_flush_lsn`` never passes what Spark has committed. Keepalives
@@ -51,7 +56,6 @@ query.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import threading
 import time
@@ -68,13 +72,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from codec.pgoutput import Commit as CommitMessage
 from codec.pgoutput import (
-    CommitPrepared,
     Relation,
-    RollbackPrepared,
-    StreamAbort,
-    StreamCommit,
     Type,
 )
 from codec.values import LSN
@@ -96,6 +95,7 @@ from pgwire_mock.spark.decode import (
     ChangeDecoder,
     DecodeOptions,
     SparkSideError,
+    TableSpec,
     qualified_name,
     table_schema,
 )
@@ -107,6 +107,7 @@ from pgwire_mock.spark.options import (
     option_error,
     streaming_option,
 )
+from pgwire_mock.spark.rows import Entry, RawRows
 
 __all__ = [
     "PgOutputStreamReader",
@@ -257,7 +258,9 @@ class StreamSettings:
             reconnect_backoff=float_option(options, "reconnect_backoff", 0.5),
         )
 
-    def connect(self) -> ReplicationConnection:
+    def connect(self, *, decode: bool = False) -> ReplicationConnection:
+        """A replication connection; ``decode`` puts the decoded pgoutput message on
+        each WalData (the stream's pump reads the raw payloads instead)."""
         return ReplicationConnection.connect(
             self.dsn,
             host=self.host,
@@ -267,7 +270,7 @@ class StreamSettings:
             password=self.password,
             application_name="pgwire-mock-spark",
             timeout=self.timeout,
-            decode_pgoutput=True,
+            decode_pgoutput=decode,
         )
 
     def backoff(self, failures: int) -> float:
@@ -359,7 +362,7 @@ def _peek_schema(
     settings: StreamSettings, table: str, options: DecodeOptions, wait: float
 ) -> pa.Schema | None:
     types: dict[int, tuple[str, str]] = {}
-    with settings.connect() as conn:
+    with settings.connect(decode=True) as conn:
         settings.start(conn, settings.start_lsn)
         deadline = time.monotonic() + wait
         try:
@@ -387,25 +390,27 @@ class _Unit:
     """Rows committed up to ``end_lsn``, a point where no transaction is open."""
 
     end_lsn: int
-    batches: tuple[pa.RecordBatch, ...]
-    rows: int
+    entries: list[Entry]
+
+    @property
+    def rows(self) -> int:
+        return len(self.entries)
 
 
 @dataclass(frozen=True, slots=True)
 class UnitPartition(InputPartition):
-    """Some units' rows as one Arrow IPC stream (empty bytes: no rows)."""
+    """Some units' rows, unconverted, with what converting them needs (``spec`` is
+    None only when there are no rows) and the schema promised to Spark."""
 
     start: int
     end: int
-    ipc: bytes
+    spec: TableSpec | None
+    rows: RawRows
+    arrow: pa.Schema | None = None
 
-
-def _to_ipc(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-    return sink.getvalue()
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        if self.spec is not None and len(self.rows):
+            yield from self.spec.batches(self.rows, self.arrow)
 
 
 class _Pump(threading.Thread):
@@ -422,10 +427,13 @@ class _Pump(threading.Thread):
         super().__init__(name=f"pgoutput stream {settings.slot}", daemon=True)
         self.settings = settings
         self.options = options
+        (self.table,) = options.tables or ("",)
         self.arrow = arrow
-        self.decoder = ChangeDecoder(options)
+        self.decoder = ChangeDecoder(options, convert=False)
+        self.spec: TableSpec | None = None  # how to convert the table's rows, once known
         self.cond = threading.Condition()
         self.units: list[_Unit] = []
+        self._buffered = 0  # rows in units
         self.held = 0  # end of the newest unit ever buffered: a new connection resumes here
         self.error: BaseException | None = None
         self.failure = ""  # what check() says when error is set
@@ -448,7 +456,13 @@ class _Pump(threading.Thread):
             raise SparkSideError(self.failure) from self.error
 
     def buffered_rows(self) -> int:
-        return sum(u.rows for u in self.units)
+        return self._buffered
+
+    def drop(self, lsn: int) -> None:
+        """Forget the units up to ``lsn`` (Spark committed them); under ``cond``."""
+        if self.units and self.units[0].end_lsn <= lsn:
+            self.units = [u for u in self.units if u.end_lsn > lsn]
+            self._buffered = sum(u.rows for u in self.units)
 
     def stop(self) -> None:
         with self.cond:
@@ -530,7 +544,7 @@ class _Pump(threading.Thread):
             # A fresh decoder: a transaction cut short by the last connection is dropped
             # (the server sends it again whole), and the relation cache starts over as
             # the new walsender's does.
-            self.decoder = ChangeDecoder(self.options)
+            self.decoder = ChangeDecoder(self.options, convert=False)
             self._streaming_since = time.monotonic()
             with self.cond:
                 self.connected = True
@@ -557,29 +571,44 @@ class _Pump(threading.Thread):
                 time.sleep(_POLL)
             else:
                 # First what START_REPLICATION read early: it may end the stream.
-                for event in conn.poll(_POLL):
-                    self._on_event(conn, event)
+                self._on_events(conn, conn.poll(_POLL))
             self._send_status(conn)
 
+    def _on_events(self, conn: ReplicationConnection, events: Sequence[object]) -> None:
+        """Follow a run of WalData without the lock, then publish its units and
+        progress at once (one lock and one wake-up per read, not per message)."""
+        decoder, table = self.decoder, self.table
+        feed = decoder.feed
+        units: list[_Unit] = []
+        received = -1
+        for event in events:
+            if type(event) is WalData:
+                feed(event.wal_start, event.payload)
+                received = event.wal_end
+                end = decoder.ended
+                if end and decoder.open_transactions == 0:
+                    spec, entries = decoder.take_rows(table)
+                    if spec is not None:
+                        self.spec = spec
+                    units.append(_Unit(end, entries))
+                continue
+            if units or received >= 0:
+                self._publish(units, received)
+                units, received = [], -1
+            self._on_event(conn, event)
+        if units or received >= 0:
+            self._publish(units, received)
+
+    def _publish(self, units: list[_Unit], received: int) -> None:
+        with self.cond:
+            self.received = max(self.received, int(received))
+            self.last_data = time.monotonic()
+            for unit in units:
+                self._close_unit(unit)
+            self.cond.notify_all()
+
     def _on_event(self, conn: ReplicationConnection, event: object) -> None:
-        if isinstance(event, WalData):
-            message = event.message
-            if message is not None:
-                self.decoder.apply(message)
-            end: int | None = None
-            if isinstance(message, CommitMessage | StreamCommit | CommitPrepared):
-                end = message.end_lsn
-            elif isinstance(message, RollbackPrepared):
-                end = message.rollback_end_lsn
-            elif isinstance(message, StreamAbort) and message.xid == message.subxid:
-                end = message.abort_lsn
-            with self.cond:
-                self.received = max(self.received, int(event.wal_end))
-                self.last_data = time.monotonic()
-                if end and self.decoder.open_transactions == 0:
-                    self._close_unit(end)
-                self.cond.notify_all()
-        elif isinstance(event, Keepalive):
+        if isinstance(event, Keepalive):
             with self.cond:
                 self.received = max(self.received, int(event.wal_end))
                 self.cond.notify_all()
@@ -598,14 +627,12 @@ class _Pump(threading.Thread):
                 self.ended = True
                 self.cond.notify_all()
 
-    def _close_unit(self, end: int) -> None:
-        batches = self.decoder.flush()
-        if end <= max(self.held, self.committed):
+    def _close_unit(self, unit: _Unit) -> None:
+        if unit.end_lsn <= max(self.held, self.committed):
             return  # already buffered or committed: a server that sent it again
-        if self.arrow is not None:
-            batches = [b.cast(self.arrow) for b in batches]
-        self.units.append(_Unit(end, tuple(batches), sum(b.num_rows for b in batches)))
-        self.held = end
+        self.units.append(unit)
+        self._buffered += unit.rows
+        self.held = unit.end_lsn
         self._progress = True
 
     def _send_status(self, conn: ReplicationConnection, *, force: bool = False) -> None:
@@ -731,34 +758,37 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
                 pump.cond.wait(_POLL)
             units = [u for u in pump.units if begin < u.end_lsn <= stop]
-        groups = self._group(units)
+            spec = pump.spec
         return [
-            UnitPartition(group[0].end_lsn, group[-1].end_lsn, self._ipc(group)) for group in groups
+            UnitPartition(
+                group[0].end_lsn,
+                group[-1].end_lsn,
+                spec,
+                RawRows.of([e for u in group for e in u.entries]),
+                self.arrow,
+            )
+            for group in self._group(units)
         ]
 
     def _group(self, units: list[_Unit]) -> list[list[_Unit]]:
-        """At most ``partitions`` runs of consecutive units."""
+        """At most ``partitions`` runs of consecutive units, of about as many rows each."""
         count = min(self.settings.partitions, len(units))
-        size, extra = divmod(len(units), count)
-        groups, at = [], 0
-        for index in range(count):
-            step = size + (index < extra)
-            groups.append(units[at : at + step])
-            at += step
+        total = sum(u.rows for u in units)
+        groups: list[list[_Unit]] = [[] for _ in range(count)]
+        at, rows = 0, 0
+        for index, unit in enumerate(units):
+            # Each run gets at least one unit; a run is full at its share of the rows.
+            if groups[at] and (
+                len(units) - index <= count - 1 - at or rows >= total * (at + 1) / count
+            ):
+                at = min(at + 1, count - 1)
+            groups[at].append(unit)
+            rows += unit.rows
         return groups
-
-    def _ipc(self, units: list[_Unit]) -> bytes:
-        batches = [b for u in units for b in u.batches]
-        if not batches:
-            return b""
-        return _to_ipc(batches, self.arrow or batches[0].schema)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, UnitPartition)
-        if not partition.ipc:
-            return
-        with pa.ipc.open_stream(partition.ipc) as reader:
-            yield from reader
+        return partition.batches()
 
     def commit(self, end: dict[str, str]) -> None:
         """Spark committed everything up to ``end``: tell the walsender, and return once
@@ -769,7 +799,7 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         deadline = time.monotonic() + self.settings.timeout
         with pump.cond:
             pump.committed = max(pump.committed, lsn)
-            pump.units = [u for u in pump.units if u.end_lsn > lsn]
+            pump.drop(lsn)
             while pump.sent[0] < pump.committed and pump.is_alive():
                 if time.monotonic() > deadline:
                     if not pump.connected:
