@@ -14,6 +14,14 @@ relations a consumer relies on instead: each XLogData's position is 0/0 or not, 
 never go back, Begin's final_lsn is its Commit's commit_lsn, a Commit arrives at its
 end_lsn, the slot's confirmed_flush after the run is the last acknowledged end_lsn. The
 transactions the consumer applies, in order, must then be equal byte for byte.
+
+A second story (:func:`run_long_story`) runs two long transactions while the consumer
+waits at the end of WAL — each writes rows, pauses, rolls back a savepoint of more rows,
+writes again, and the first ends in ROLLBACK — so the walsender decodes them while they
+run (streaming clients get their blocks and a Stream Abort for each rollback); the
+consumer dies before acknowledging, and the restarted walsender decodes them again after
+the fact, when CLOG already shows the rollbacks (``WalSender.commit(...,
+long_running=True)`` on the fake).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import Any
 from codec.pgoutput import Begin, Commit, Decoder, StreamCommit
 
 __all__ = [
+    "LONG_TRANSACTIONS",
     "OPTION_SETS",
     "TRANSACTIONS",
     "LiveRun",
@@ -38,6 +47,7 @@ __all__ = [
     "new_names",
     "observed",
     "real_side",
+    "run_long_story",
     "run_story",
 ]
 
@@ -49,6 +59,29 @@ TRANSACTIONS: tuple[tuple[Row, ...], ...] = (
     (("update", 1, "uno"),),
     tuple(("insert", 100 + i, f"row {i:04d} " + "x" * 40) for i in range(600)),
     (("delete", 2, ""), ("insert", 4, "four"), ("update", 3, "tres")),
+)
+
+
+def _rows(first: int, count: int) -> tuple[Row, ...]:
+    return tuple(("insert", first + i, f"row {i:04d} " + "x" * 40) for i in range(count))
+
+
+#: A long transaction: parts of rows, each followed by a command (SAVEPOINT s1, ROLLBACK
+#: TO SAVEPOINT s1, ... and its end, COMMIT or ROLLBACK); a part of 300 rows comes close
+#: to logical_decoding_work_mem (64 kB).
+LongTransaction = tuple[tuple[tuple[Row, ...], str], ...]
+LONG_TRANSACTIONS: tuple[LongTransaction, ...] = (
+    (
+        (_rows(1000, 300), "SAVEPOINT s1"),
+        (_rows(2000, 300), "ROLLBACK TO SAVEPOINT s1"),
+        (_rows(3000, 100), "SAVEPOINT s2"),
+        (_rows(4000, 100), "ROLLBACK"),  # s2 still open
+    ),
+    (
+        (_rows(5000, 300), "SAVEPOINT s1"),
+        (_rows(6000, 300), "ROLLBACK TO SAVEPOINT s1"),
+        (_rows(7000, 100), "COMMIT"),
+    ),
 )
 
 #: pgoutput options by the least major that accepts them.
@@ -84,6 +117,7 @@ class Side:
     publication: str
     commit: Callable[[Sequence[Row]], object]
     confirmed_flush: Callable[[], int]
+    run_long: Callable[[LongTransaction], object]
 
 
 # --- the consumer ---------------------------------------------------------------------------
@@ -157,6 +191,26 @@ def run_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) 
     after = consumer.read(3, acknowledge=True)
     consumer.kill()
     # The last acknowledgement reaches the slot asynchronously on a real server.
+    last_end = after[-1].wal_start
+    deadline = time.monotonic() + timeout
+    confirmed = side.confirmed_flush()
+    while confirmed < last_end and time.monotonic() < deadline:
+        time.sleep(0.05)
+        confirmed = side.confirmed_flush()
+    return LiveRun(first, after, confirmed)
+
+
+def run_long_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) -> LiveRun:
+    """The long transactions of the module docstring, on one side."""
+    consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)  # the walsender waits at the end of WAL
+    for txn in LONG_TRANSACTIONS:
+        side.run_long(txn)
+    first = consumer.read(1, acknowledge=False)
+    consumer.kill()
+    consumer = Consumer(side, options, timeout)
+    after = consumer.read(1, acknowledge=True)
+    consumer.kill()
     last_end = after[-1].wal_start
     deadline = time.monotonic() + timeout
     confirmed = side.confirmed_flush()
@@ -261,6 +315,17 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                         query = sql.SQL("DELETE FROM {} WHERE id = %s").format(ident)
                         conn.execute(query, (key,))
 
+        def run_long(txn: LongTransaction) -> None:
+            # Pauses long enough for the WAL writer (wal_writer_delay 200 ms) to flush
+            # each part, so the walsender decodes it while the transaction is open.
+            insert = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident)
+            conn.execute("BEGIN")
+            for part, command in txn:
+                with conn.cursor() as cur:
+                    cur.executemany(insert, [(key, value) for _, key, value in part])
+                time.sleep(0.5)
+                conn.execute(command)
+
         def confirmed_flush() -> int:
             row = conn.execute(
                 "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
@@ -269,7 +334,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
             return int(row[0]) if row is not None else 0
 
         try:
-            yield Side(dsn, slot, publication, commit, confirmed_flush)
+            yield Side(dsn, slot, publication, commit, confirmed_flush, run_long)
         finally:
             _drop_slot(conn, slot)
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
@@ -293,7 +358,15 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
     """The fake emulating ``major``, serving a script with the same table, publication and
     slot; transactions committed with ``WalSender.commit``."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
+    from pgwire_mock.script import (  # noqa: PLC0415
+        Script,
+        column,
+        delete,
+        insert,
+        rollback_to_savepoint,
+        savepoint,
+        update,
+    )
 
     table, publication, slot = names
     name = f"public.{table}"
@@ -309,6 +382,18 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
         "update": lambda key, value: update(name, id=key, v=value),
         "delete": lambda key, _value: delete(name, key={"id": key}),
     }
+
+    def run_long(txn: LongTransaction) -> None:
+        changes: list[Any] = []
+        for part, command in txn:
+            changes += [insert(name, id=key, v=value) for _, key, value in part]
+            verb, _, savepoint_name = command.rpartition(" ")
+            if verb == "SAVEPOINT":
+                changes.append(savepoint(savepoint_name))
+            elif verb == "ROLLBACK TO SAVEPOINT":
+                changes.append(rollback_to_savepoint(savepoint_name))
+        server.commit(changes, rollback=txn[-1][1] == "ROLLBACK", long_running=True)
+
     try:
         yield Side(
             server.dsn(),
@@ -316,6 +401,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             publication,
             lambda rows: server.commit([makers[kind](key, value) for kind, key, value in rows]),
             lambda: server.slots[slot].confirmed_flush,
+            run_long,
         )
     finally:
         server.stop()

@@ -49,3 +49,23 @@ def test_observed_tells_a_resent_acknowledged_transaction_apart() -> None:
         good, first=[live.Received(0, 0, begin), live.Received(0x180, 0x180, commit)]
     )
     assert live.observed(moved) != live.observed(good)
+
+
+def test_long_transactions_decoded_while_they_run_then_after_a_restart(pg_server: Server) -> None:
+    """Two long transactions (a savepoint rolled back in each, the first rolled back
+    whole) run while the consumer waits: decoded as they run, streaming clients get their
+    blocks and a Stream Abort per rollback; restarted without acknowledging, the consumer
+    gets them decoded after the fact (14-17: the rolled-back one cut short at its first
+    catalog lookup; 18: truncated). The fake, given them as long_running, sends the same."""
+    major = pg_server.version
+    for options in _option_sets(major):
+        names = live.new_names()
+        with live.real_side(pg_server, names) as side:
+            real = live.observed(live.run_long_story(side, options))
+        with live.fake_side(major, names) as side:
+            fake = live.observed(live.run_long_story(side, options))
+        assert real["confirmed_flush_is_last_acknowledged_end"], options
+        types = [m["type"] for m in real["first"]["messages"]]
+        if options.get("streaming"):
+            assert types.count("StreamAbort") >= 3, types  # two savepoints, one ROLLBACK
+        assert fake == real, options

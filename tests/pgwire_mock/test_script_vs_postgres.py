@@ -444,6 +444,46 @@ _LARGE_ABORTED = Case(
 )
 
 
+def _aborted_savepoint_script(major: int, oids: dict[str, int]) -> Script:
+    t = "public.pgwm_sv_absp"
+
+    def rows(first: int, count: int) -> list[Any]:
+        return [insert(t, id=i, pad=_PAD) for i in range(first, first + count)]
+
+    return (
+        _base(major)
+        .table(t, columns=[column("id", "int4", key=True), column("pad", "text")])
+        .publication(_PUB, tables=[t])
+        .transaction(
+            [*rows(1, 80), savepoint("s1"), *rows(100, 200), rollback_to_savepoint("s1")],
+            rollback=True,
+        )
+        .transaction([insert(t, id=900, pad="small afterwards")])
+    )
+
+
+# A rolled-back transaction whose savepoint, rolled back too, has changes in memory when
+# the limit is first hit (80 rows of the top stay under it): decoded after the fact, 18
+# truncates the top transaction, which marks the subtransaction streamed
+# (ReorderBufferMaybeMarkTXNStreamed), and sends a Stream Abort for it at ROLLBACK TO,
+# to protocol 1 too; 14-17 stream to the first catalog lookup, then abort both.
+_ABORTED_SAVEPOINT = Case(
+    name="aborted_savepoint",
+    publish=("pgwm_sv_absp",),
+    setup=(f"CREATE TABLE pgwm_sv_absp (id int PRIMARY KEY, pad text) {_NO_AUTOVACUUM}",),
+    steps=(
+        "BEGIN; INSERT INTO pgwm_sv_absp SELECT g, repeat('x', 400) FROM generate_series(1, 80) g; "
+        "SAVEPOINT s1; "
+        "INSERT INTO pgwm_sv_absp SELECT g, repeat('x', 400) FROM generate_series(100, 299) g; "
+        "ROLLBACK TO SAVEPOINT s1; ROLLBACK",
+        "INSERT INTO pgwm_sv_absp VALUES (900, 'small afterwards')",
+    ),
+    teardown=("DROP TABLE IF EXISTS pgwm_sv_absp",),
+    script=_aborted_savepoint_script,
+    option_sets=(V1, V2_STREAM),
+)
+
+
 def _two_phase_script(major: int, oids: dict[str, int]) -> Script:
     t = "public.pgwm_sv_2pc"
     return (
@@ -624,6 +664,7 @@ CASES = (
     _SUBXACT,
     _LARGE,
     _LARGE_ABORTED,
+    _ABORTED_SAVEPOINT,
     _TWO_PHASE,
     _EMPTY,
     _MESSAGES,

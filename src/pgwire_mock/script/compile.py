@@ -259,6 +259,7 @@ class WTxn:
     stream: str
     gid: str | None = None
     where: str = ""
+    long_running: bool = False
 
 
 @dataclass(eq=False)
@@ -777,6 +778,7 @@ class Compiler:
             txn.stream,
             txn.prepare,
             where,
+            txn.long_running,
         )
         if txn.prepare is not None:
             self.prepared[txn.prepare] = wtxn

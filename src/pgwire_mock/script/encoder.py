@@ -384,6 +384,7 @@ class _TxnState:
     on_disk: set[int] = field(default_factory=set)
     dropped: set[int] = field(default_factory=set)
     aborted: bool = False  # the top transaction was truncated as aborted
+    live: bool = False  # decoded while it runs (a long_running one appended to a waiting walsender)
 
 
 Out: TypeAlias = list[tuple[int, PgOutputMessage]]
@@ -425,6 +426,8 @@ class _Session:
         # Tables with a valid entry in pgoutput's RelationSyncCache (looked up, published
         # or not, and not invalidated since): reading them needs no catalog access.
         self.looked_up: set[int] = set()
+        # Where the WAL ended when this walsender first waited there (None: not yet).
+        self.waited_at: int | None = None
 
     # helpers
 
@@ -524,6 +527,8 @@ class _Session:
                     return
                 # The end of the WAL written so far: the caller resumes this generator
                 # once more is written.
+                if self.waited_at is None:
+                    self.waited_at = compiled.end_lsn
                 yield EndOfWal(compiled.end_lsn)
                 continue
             item = wal[i]
@@ -557,7 +562,13 @@ class _Session:
         if self.skipped(txn):
             self.forget(txn)
             return
-        state = _TxnState()
+        # A long-running transaction written after this walsender waited at the end of
+        # WAL is decoded while it runs: CLOG shows it (and a subtransaction not yet rolled
+        # back) in progress, so it streams as a committed one would, and a rollback at
+        # its end is a Stream Abort.
+        state = _TxnState(
+            live=txn.long_running and self.waited_at is not None and txn.first_lsn >= self.waited_at
+        )
         streamable = self.can_stream and txn.stream != "never"
         top_xid = _xid(txn.top)
         for item in txn.items:
@@ -572,7 +583,7 @@ class _Session:
                 if not (streamable and txn.stream == "auto"):
                     continue
                 if state.memory >= self.limit:
-                    if item.lsn >= self.from_lsn and self.aborted_after_the_fact(txn):
+                    if item.lsn >= self.from_lsn and self.aborted_after_the_fact(txn, state):
                         yield from self.concurrent_abort(txn, state, item.lsn)
                     elif item.lsn >= self.from_lsn:
                         yield from self.stream_block(txn, state)
@@ -621,6 +632,15 @@ class _Session:
                 return
             yield from self.finish(txn, state, txn.lsn, txn.end_lsn, txn.time)
         elif txn.kind == "abort":
+            # DecodeAbort: ReorderBufferAbort of each subtransaction still open, then of
+            # the top one; each one marked streamed gets its Stream Abort.
+            rolled_back = {id(s) for i in txn.items if isinstance(i, WSubAbort) for s in i.subs}
+            open_subs = {id(c.sub): c.sub for c in txn.items if isinstance(c, WChange)}
+            for key, sub in sorted(open_subs.items(), key=lambda kv: _xid(kv[1])):
+                if key in state.streamed_subs and key not in rolled_back and sub is not txn.top:
+                    yield Send(
+                        txn.end_lsn, self.stream_abort(top_xid, _xid(sub), txn.end_lsn, txn.time)
+                    )
             if state.streamed:
                 yield Send(txn.end_lsn, self.stream_abort(top_xid, top_xid, txn.end_lsn, txn.time))
                 self.cleanup(top_xid, commit=False)
@@ -679,14 +699,19 @@ class _Session:
             return
         if can_stream:
             # ReorderBufferLargestStreamableTopTXN: the top transaction, checked first.
-            if self.aborted_after_the_fact(txn):
-                self.truncate(state, None)
+            if self.aborted_after_the_fact(txn, state):
+                self.truncate(txn, state, None)
             else:
                 yield from self.stream_block(txn, state)
             return
         # ReorderBufferLargestTXN, one (sub)transaction at a time until under the limit.
-        aborted_subs = {id(s) for i in txn.items if isinstance(i, WSubAbort) for s in i.subs}
-        top_aborted = self.aborted_after_the_fact(txn)
+        aborted_subs = {
+            id(s)
+            for i in txn.items
+            if isinstance(i, WSubAbort) and not (state.live and i.end_lsn > change.lsn)
+            for s in i.subs
+        }
+        top_aborted = self.aborted_after_the_fact(txn, state)
         while state.memory >= self.limit and not state.aborted:
             sizes: dict[int, int] = {}
             for c in state.pending:
@@ -694,7 +719,7 @@ class _Session:
                     sizes[id(c.sub)] = sizes.get(id(c.sub), 0) + c.size
             largest = max(sizes, key=sizes.__getitem__)
             if top_aborted or largest in aborted_subs:
-                self.truncate(state, None if largest == id(txn.top) else largest)
+                self.truncate(txn, state, None if largest == id(txn.top) else largest)
             else:
                 state.on_disk.update(id(c) for c in state.pending if id(c.sub) == largest)
                 state.serialized.add(largest)
@@ -704,7 +729,10 @@ class _Session:
         """14-17 stream a transaction that CLOG already shows aborted; the walsender
         notices at its first catalog access (a table not in pgoutput's cache), ends the
         block there (empty if that is its first change), and collects none of the
-        transaction's later changes (HandleConcurrentAbort, ``txn->concurrent_abort``)."""
+        transaction's later changes (HandleConcurrentAbort, ``txn->concurrent_abort``).
+        ReorderBufferTruncateTXN then marks streamed every subtransaction that had changes
+        collected, so each gets its Stream Abort at its abort record."""
+        collected = {id(c.sub) for c in state.pending if c.sub is not txn.top}
         sent: list[WChange] = []
         for change in state.pending:
             tables = change.tables or ((change.table,) if change.table is not None else ())
@@ -718,14 +746,23 @@ class _Session:
             yield Send(lsn, StreamStart(_xid(txn.top), not state.streamed))
             yield Send(lsn, StreamStop())
             state.streamed = True
+        state.streamed_subs |= collected
         state.pending = []
         state.memory = 0
         state.aborted = True
 
-    def truncate(self, state: _TxnState, sub: int | None) -> None:
+    def truncate(self, txn: WTxn, state: _TxnState, sub: int | None) -> None:
         """ReorderBufferTruncateTXN of the top transaction (``sub`` None: all its
-        changes) or of one subtransaction, marked aborted."""
+        changes) or of one subtransaction, marked aborted.
+
+        Truncating the top transaction marks each subtransaction with changes in memory
+        streamed (``ReorderBufferMaybeMarkTXNStreamed``), streaming or not: 18.4 then
+        sends a Stream Abort for it at its abort record, to protocol 1 clients too."""
         gone = [c for c in state.pending if sub is None or id(c.sub) == sub]
+        if sub is None and txn.end_lsn >= self.from_lsn:
+            state.streamed_subs.update(
+                id(c.sub) for c in gone if c.sub is not txn.top and id(c) not in state.on_disk
+            )
         state.memory -= sum(c.size for c in gone if id(c) not in state.on_disk)
         state.on_disk.difference_update(id(c) for c in gone)
         kept = {id(c) for c in gone}
@@ -735,9 +772,12 @@ class _Session:
         else:
             state.dropped.add(sub)
 
-    def aborted_after_the_fact(self, txn: WTxn) -> bool:
+    def aborted_after_the_fact(self, txn: WTxn, state: _TxnState) -> bool:
         """Whether CLOG shows ``txn`` aborted when the walsender reads it: rolled back,
-        or prepared and already rolled back (a prepared one still open is in progress)."""
+        or prepared and already rolled back (a prepared one still open is in progress);
+        never while it runs (``state.live``)."""
+        if state.live:
+            return False
         if txn.kind != "prepare":
             return txn.kind == "abort"
         wal = self.compiled.wal

@@ -530,6 +530,7 @@ def _transaction(r: _Reader) -> Transaction:
         t.get("stream", _str, "auto"),
         t.get("prepare", _opt_str, None),
         t.get("rollback", _bool, False),
+        t.get("long_running", _bool, False),
     )
     t.done()
     return txn
@@ -807,6 +808,7 @@ def _step_dict(step: Step, plain: _Plain) -> dict[str, Any]:
             ("stream", step.stream, "auto"),
             ("prepare", step.prepare, None),
             ("rollback", step.rollback, False),
+            ("long_running", step.long_running, False),
         ):
             if value != default:
                 body[key] = value

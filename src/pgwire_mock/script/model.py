@@ -273,7 +273,10 @@ Change: TypeAlias = (
 class Transaction:
     """One transaction. ``prepare`` makes it PREPARE TRANSACTION 'gid' (finished by a
     later commit_prepared / rollback_prepared step); ``rollback`` makes it end in
-    ROLLBACK; ``origin`` (and ``origin_lsn``) replay it under a replication origin."""
+    ROLLBACK; ``origin`` (and ``origin_lsn``) replay it under a replication origin.
+    ``long_running``: it runs for a while, so a walsender already waiting at the end of
+    WAL decodes its changes while it is in progress, not after its end (see
+    docs/live-wal.md: it streams even if it rolls back later)."""
 
     changes: tuple[Change, ...]
     origin: str | None = None
@@ -282,6 +285,7 @@ class Transaction:
     stream: str = "auto"
     prepare: str | None = None
     rollback: bool = False
+    long_running: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,9 +525,19 @@ class Script:
         stream: str = "auto",
         prepare: str | None = None,
         rollback: bool = False,
+        long_running: bool = False,
     ) -> Script:
         self.steps.append(
-            Transaction(tuple(changes), origin, origin_lsn, commit_time, stream, prepare, rollback)
+            Transaction(
+                tuple(changes),
+                origin,
+                origin_lsn,
+                commit_time,
+                stream,
+                prepare,
+                rollback,
+                long_running,
+            )
         )
         return self
 
