@@ -323,6 +323,26 @@ def test_on_18_a_rolled_back_subtransaction_evicted_before_the_start_point_is_tr
     ]  # fmt: skip
 
 
+def test_a_lone_stream_abort_is_kept_where_it_was() -> None:
+    """18 sends a Stream Abort for a subtransaction of a transaction it truncated as
+    rolled back, streaming or not (test_script_vs_postgres[aborted_savepoint]); resumed
+    before it, it comes again; after it, not."""
+    entries = _entries(
+        (0x180, StreamAbort(5, 6)),
+        (0x200, Begin(0x220, 0, 8)),
+        (0, REL),
+        (0x200, Insert(16400, ("1",))),
+        (0x228, Commit(0, 0x220, 0x228, 0)),
+    )
+    assert _tags(_resumed(entries, 18, 0x100)) == [
+        (0x180, "A"),
+        (0x200, "B"),
+        (0x200, "I"),
+        (0x228, "C"),
+    ]
+    assert _tags(_resumed(entries, 18, 0x190)) == [(0x200, "B"), (0x200, "I"), (0x228, "C")]
+
+
 def test_a_rolled_back_transaction_stops_at_its_first_relation_lookup() -> None:
     """A new walsender that meets a transaction rolled back by then, and has not looked
     its relation up before, stops decoding it there (a concurrent abort): an empty

@@ -273,6 +273,14 @@ class RecordedStream:
                 block_txn.blocks.append(block)
                 units.append(_BlockRef(block_txn, block))
                 block = block_txn = None
+            elif (
+                isinstance(message, StreamAbort)
+                and message.xid != message.subxid
+                and message.xid not in streamed
+            ):
+                # 18 only: a subtransaction of a transaction it truncated as rolled back
+                # (ReorderBufferMaybeMarkTXNStreamed), never streamed; kept where it was.
+                units.append(_Single(entry.lsn, (entry.lsn, payload)))
             elif isinstance(message, StreamAbort) and message.xid != message.subxid:
                 txn = streamed.setdefault(message.xid, _Streamed(message.xid))
                 txn.aborts.append((len(units), message.subxid, entry.lsn, payload))
