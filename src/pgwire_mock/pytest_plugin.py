@@ -214,9 +214,15 @@ class WalSender:
 
     def invalidate_slot(self, slot: str, cause: str = "wal_removed") -> None:
         """Invalidate an inactive slot, as a checkpoint does once the WAL it needs is past
-        max_slot_wal_keep_size: ``pg_replication_slots`` shows it lost, and the next
-        START_REPLICATION on it fails with the emulated major's error. Raises
-        SlotActiveError while a client streams from it."""
+        max_slot_wal_keep_size (``wal_removed``) or, on 18, once it was idle longer than
+        idle_replication_slot_timeout (``idle_timeout``): ``pg_replication_slots`` shows it
+        lost, and the next START_REPLICATION on it fails with the emulated major's error.
+        Raises SlotActiveError while a client streams from it, ValueError for a cause the
+        major does not have."""
+        if cause == "idle_timeout" and self.pg_version < 18:
+            raise ValueError(
+                f"idle_timeout invalidation needs PostgreSQL 18, not {self.pg_version}"
+            )
         self._call(lambda: self._state.invalidate_slot(slot, cause))
 
     def with_state(self, function: Callable[[ServerState], T]) -> T:

@@ -1,9 +1,10 @@
 """A slot invalidated because the WAL it needed was removed, on real PostgreSQL 14-18
 and on the fake (``WalSender.invalidate_slot``): what pg_replication_slots shows and
-what START_REPLICATION (and, on 18, ALTER_REPLICATION_SLOT) answers, field by field.
+what START_REPLICATION (and, on 18, ALTER_REPLICATION_SLOT) answers, field by field;
+on 18 also a slot idle longer than idle_replication_slot_timeout.
 
 The real slot is invalidated as in production: max_slot_wal_keep_size = 1MB, a few WAL
-segments written and switched, a CHECKPOINT.
+segments written and switched, a CHECKPOINT (or the timeout at 1 s, then a CHECKPOINT).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from psycopg import conninfo
 from test_checks_postgres import Raw, seen
 
+from codec.values import LSN
 from conformance.provision import Server
 from pgwire_mock.pytest_plugin import WalSender, start_walsender
 from pgwire_mock.server.state import SlotActiveError
@@ -93,6 +95,49 @@ def test_an_invalidated_slot_is_reported_as_postgres_reports_it(
         fake.stop()
     assert mock == real
     assert any(isinstance(m, tuple) and m[0] == "Error" for m in real)
+
+
+def test_an_idle_slot_is_invalidated_on_18_as_postgres_invalidates_it(pg_server: Server) -> None:
+    major = pg_server.version
+    slot = f"idle_{uuid.uuid4().hex[:8]}"
+    fake: WalSender = start_walsender(pg_version=major, slots=[slot])
+    try:
+        if major < 18:  # no idle_replication_slot_timeout before 18
+            with pytest.raises(ValueError, match="needs PostgreSQL 18"):
+                fake.invalidate_slot(slot, "idle_timeout")
+            return
+        with pg_server.connect() as conn:
+            conn.execute("ALTER SYSTEM SET idle_replication_slot_timeout = 1")
+            conn.execute("SELECT pg_reload_conf()")
+            try:
+                conn.execute(f"SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')")
+                time.sleep(2.2)
+                conn.execute("CHECKPOINT")
+            finally:
+                conn.execute("ALTER SYSTEM RESET idle_replication_slot_timeout")
+                conn.execute("SELECT pg_reload_conf()")
+        try:
+            info = conninfo.conninfo_to_dict(pg_server.dsn)
+            real = _answers(str(info["host"]), int(str(info["port"])), slot, major)
+        finally:
+            with pg_server.connect() as conn:
+                conn.execute(f"SELECT pg_drop_replication_slot('{slot}')")
+        fake.with_state(lambda s: setattr(s.slots[slot], "restart_lsn", _restart_lsn(real, slot)))
+        fake.invalidate_slot(slot, "idle_timeout")
+        mock = _answers(fake.host, fake.port, slot, major)
+    finally:
+        fake.stop()
+    assert mock == real
+    assert ("idle_timeout" in str(real)) and any(
+        isinstance(m, tuple) and m[0] == "Error" for m in real
+    )
+
+
+def _restart_lsn(answers: list[object], slot: str) -> int:
+    """The real slot's restart_lsn from its pg_replication_slots row (kept on 18)."""
+    row = next(a for a in answers if isinstance(a, tuple) and a[0] == slot.encode())
+    assert isinstance(row[2], bytes), row
+    return int(LSN.parse(row[2].decode()))
 
 
 def test_a_slot_in_use_is_not_invalidated_behind_its_walsender() -> None:

@@ -44,10 +44,11 @@ DEFAULT_DATABASES: Final = frozenset({"postgres", "template0", "template1"})
 ANY: Final = "*"
 """In ``ServerState.databases``: every name exists."""
 
-INVALIDATION_CAUSES: Final = ("wal_removed",)
-"""Slot invalidations the fake emulates: a checkpoint removed WAL the slot needed
-(max_slot_wal_keep_size). The others come from a standby's conflicts (rows_removed,
-wal_level_insufficient) or 18's idle_replication_slot_timeout, not modelled."""
+INVALIDATION_CAUSES: Final = ("wal_removed", "idle_timeout")
+"""Slot invalidations the fake emulates, as a checkpoint makes them: WAL the slot needed
+was removed (max_slot_wal_keep_size), or (18) the slot was idle longer than
+idle_replication_slot_timeout. The others come from a standby's conflicts (rows_removed,
+wal_level_insufficient), not modelled."""
 
 DEFAULT_SYSTEM_IDENTIFIER: Final = 7_301_234_567_890_123_456
 """A plausible pg_control system identifier (a real one is time << 32 | pid-ish bits)."""
@@ -322,7 +323,7 @@ class ServerState:
         if slot.active_pid is not None:
             raise SlotActiveError(name, slot.active_pid)
         slot.invalidated = cause
-        if cause == "wal_removed":
+        if cause == "wal_removed":  # InvalidatePossiblyObsoleteSlot keeps it otherwise
             slot.restart_lsn = 0
         self.save_now()
         return slot
@@ -361,8 +362,8 @@ class ServerState:
         """``pg_replication_slots.wal_status`` (``GetWALAvailability``): NULL without
         reserved WAL; ``reserved`` while the slot's restart_lsn is within max_wal_size of
         the end of WAL, counted in whole segments; ``extended`` beyond (the slot keeps the
-        WAL, max_slot_wal_keep_size being -1); ``lost`` once invalidated for removed WAL."""
-        if slot.invalidated == "wal_removed":
+        WAL, max_slot_wal_keep_size being -1); ``lost`` once invalidated, whatever the cause."""
+        if slot.invalidated is not None:
             return "lost"
         if not slot.restart_lsn:
             return None
