@@ -1,6 +1,7 @@
 """Speed and memory of the Spark side on a synthetic recording.
 
     .venv/bin/python benchmarks/spark_bench.py [--changes 2000000] [--partitions 2]
+        [--cases read,apply,stream] [--stream-changes 400000] [--pg-version 17]
 
 One run generates ``--changes`` committed changes of examples/synth-spec.yaml (seed 1)
 as a JSON Lines recording, then measures:
@@ -19,14 +20,25 @@ as a JSON Lines recording, then measures:
 (d) memory: the peak RSS of this process (``getrusage``), the JVM's peak (``VmHWM`` of
     the pid py4j reports) and the peak of the JVM plus its Python workers, sampled every
     0.2 s.
+(e) stream: ``spark.readStream.format("pgoutput")`` of ``public.accounts`` (the spec's
+    wide table) under ``Trigger.AvailableNow`` with ``max_rows_per_batch``
+    ``--stream-batch``, every batch counted in ``foreachBatch``, timed from start() to
+    the query's end after a warm-up query on 2,000 changes: from ``pgwire-mock serve``
+    replaying a recording of ``--stream-changes`` changes, and from a provisioned
+    PostgreSQL ``--pg-version`` after a SQL workload making about as many changes to a
+    table of the same columns; against the decoder alone (``ChangeDecoder`` turning the
+    same recording's rows into Arrow batches in this one process). Targets: >= 50,000
+    changes/s from the fake, the decoder alone at most 1.5x as fast. The fake's rows
+    must equal the decoder's. SPARK_BENCH_PROGRESS=1 prints each batch's durations.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -142,32 +154,278 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def batch_case(spark, tmp: Path, args: argparse.Namespace, apply: bool) -> None:  # type: ignore[no-untyped-def]
+    """(a) to (d)."""
+    from pgwire_mock.spark import ParquetTarget, apply_changes
+
+    recording = tmp / "stream.jsonl"
+    tables, gen_s = generate(recording, args.changes, args.seed)
+    size_mb = recording.stat().st_size / 1e6
+    print(f"recording: {args.changes:,} changes, {size_mb:,.0f} MB, generated in {gen_s:.1f} s")
+
+    messages, codec_s = codec_decode(recording)
+    codec_rate = args.changes / codec_s
+    print(f"codec, 1 process : {codec_s:8.1f} s  {messages:,} messages")
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    sampler = TreeSampler(jvm_pid)
+    sampler.start()
+
+    def reader(table: str, path: Path):  # type: ignore[no-untyped-def]
+        return (
+            spark.read.format("pgoutput")
+            .option("path", str(path))
+            .option("table", table)
+            .option("partitions", str(args.partitions))
+            .load()
+        )
+
+    # Warm-up: Python workers, the data source, the noop sink.
+    warm = tmp / "warm.jsonl"
+    generate(warm, 2_000, args.seed)
+    for table in tables:
+        reader(table, warm).write.format("noop").mode("overwrite").save()
+
+    read_s = {
+        t: timed(lambda t=t: reader(t, recording).write.format("noop").mode("overwrite").save())
+        for t in tables
+    }
+    spark_read = sum(read_s.values())
+    spark_rate = args.changes / spark_read
+
+    apply_s = {
+        t: timed(
+            lambda t=t: apply_changes(
+                reader(t, recording), ParquetTarget(str(tmp / "out" / t)), batch_id=0
+            )
+        )
+        for t in tables
+        if apply
+    }
+    sampler.stop()
+    # Before the check, which loads the expected state and the materialised tables.
+    driver_peak = _proc_kib(os.getpid(), "VmHWM")
+    jvm_peak = _proc_kib(jvm_pid, "VmHWM")
+    verdicts = {} if args.no_verify or not apply else verify(tmp, tables, args.changes, args.seed)
+
+    print()
+    print(f"{'step':<34}{'seconds':>10}{'changes/s':>14}")
+    print(f"{'codec decode, 1 process':<34}{codec_s:>10.1f}{codec_rate:>14,.0f}")
+    for t in tables:
+        print(f"{'spark read ' + t:<34}{read_s[t]:>10.1f}")
+    print(f"{'spark read, all tables (noop)':<34}{spark_read:>10.1f}{spark_rate:>14,.0f}")
+    spark_apply = sum(apply_s.values())
+    for t, seconds in apply_s.items():
+        print(f"{'spark read+apply ' + t:<34}{seconds:>10.1f}")
+    if apply:
+        rate = args.changes / spark_apply
+        print(f"{'spark read+apply, all tables':<34}{spark_apply:>10.1f}{rate:>14,.0f}")
+    print()
+    read_ratio = spark_rate / codec_rate
+    print(f"{'ratio':<44}{'value':>8}{'target':>10}")
+    print(f"{'(a) spark read / codec decode (changes/s)':<44}{read_ratio:>7.2f}x{'>= 1x':>10}")
+    if apply:
+        apply_ratio = spark_apply / spark_read
+        print(f"{'(b) materialise / read only (time)':<44}{apply_ratio:>7.2f}x{'<= 2x':>10}")
+    for table, verdict in verdicts.items():
+        print(f"(c) {table}: {verdict}")
+    print()
+    print("(d) peak memory (generation, decode, read and apply; the check excluded):")
+    print(f"  driver (this process, VmHWM)       {driver_peak / 1024:8,.0f} MiB")
+    print(f"  JVM (VmHWM, pid {jvm_pid})".ljust(38) + f"{jvm_peak / 1024:8,.0f} MiB")
+    print(f"  JVM + Python workers (sampled)     {sampler.peak / 1024:8,.0f} MiB")
+
+
+# --- (e) stream ---------------------------------------------------------------------
+
+STREAM_TABLE = "public.accounts"  # the spec's wide table: 7 columns, 22 Arrow fields
+STREAM_OPTIONS = {
+    "slot": "bench",
+    "publication": "synth",
+    "proto_version": "4",
+    "streaming": "parallel",
+    "two_phase": "true",
+    "messages": "true",
+}
+
+
+def decoder_alone(path: Path, table: str) -> tuple[int, float]:
+    """The peer of the stream: ChangeDecoder over the recording's payloads (read into
+    memory first), every row of ``table`` converted to Arrow, in this one process."""
+    from pgwire_mock.spark.decode import ChangeDecoder, DecodeOptions
+    from pgwire_mock.streamfile import read_stream
+
+    with path.open("rb") as f:
+        entries = [(e.lsn, e.payload) for e in read_stream(f, str(path))]
+    start = time.perf_counter()
+    decoder = ChangeDecoder(DecodeOptions(tables=frozenset({table})))
+    rows = 0
+    for lsn, payload in entries:
+        decoder.feed(lsn, payload)
+        if decoder.has_batches:
+            rows += sum(b.num_rows for b in decoder.take())
+    rows += sum(b.num_rows for b in decoder.flush())
+    return rows, time.perf_counter() - start
+
+
+def serve_fake(path: Path) -> tuple[subprocess.Popen[str], int]:
+    """``pgwire-mock serve`` of the recording in its own process, slot "bench" at its start."""
+    cli = Path(sys.executable).with_name("pgwire-mock")
+    server = subprocess.Popen(
+        [str(cli), "serve", "--port", "0", "--script", str(path), "--slot", "bench"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    for line in server.stderr:
+        match = re.search(r"listening on [0-9.]+:([0-9]+)", line)
+        if match:
+            threading.Thread(target=server.stderr.read, daemon=True).start()  # drain
+            return server, int(match.group(1))
+    raise SystemExit(f"pgwire-mock serve did not start: exit {server.wait()}")
+
+
+# What the fake's recording does to public.accounts, in PostgreSQL's own terms: per
+# step an insert, every second step an update, every seventh a delete, a commit every
+# third step: ~1.64 changes per step, transactions of ~5 changes.
+WORKLOAD = """
+CREATE TABLE public.accounts (id int8 PRIMARY KEY, owner text, balance numeric,
+    tags text[], profile jsonb, notes text, updated_at timestamptz);
+CREATE PUBLICATION synth FOR TABLE public.accounts;
+SELECT pg_create_logical_replication_slot('bench', 'pgoutput');
+"""
+STEPS = """
+DO $$
+BEGIN
+  FOR i IN 1..{steps} LOOP
+    INSERT INTO public.accounts VALUES (i, 'owner ' || i, i * 1.25,
+        ARRAY['red', 'tag ' || i], jsonb_build_object('k', i, 'name', 'n' || i),
+        repeat('note ', 20), now());
+    IF i % 2 = 0 THEN
+      UPDATE public.accounts SET balance = balance + 1, updated_at = now() WHERE id = i - 1;
+    END IF;
+    IF i % 7 = 0 THEN DELETE FROM public.accounts WHERE id = i - 3; END IF;
+    IF i % 3 = 0 THEN COMMIT; END IF;
+  END LOOP;
+END $$;
+"""
+
+
+def stream_rate(spark, dsn: str, options: dict[str, str], checkpoint: Path) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+    """readStream of STREAM_TABLE from ``dsn`` under Trigger.AvailableNow, each batch
+    counted in foreachBatch: (rows, seconds from start() to the query's end)."""
+    reader = spark.readStream.format("pgoutput").option("dsn", dsn).option("table", STREAM_TABLE)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    df = reader.load()
+    counts: list[int] = []
+    start = time.perf_counter()
+    query = (
+        df.writeStream.foreachBatch(lambda frame, _id: counts.append(frame.count()))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    seconds = time.perf_counter() - start
+    if query.exception() is not None:
+        raise SystemExit(f"stream from {dsn}: {query.exception()}")
+    if os.environ.get("SPARK_BENCH_PROGRESS"):
+        for p in query.recentProgress:
+            print(f"  batch {p['batchId']}: {p['numInputRows']:,} rows, {p['durationMs']}")
+    return sum(counts), seconds
+
+
+def stream_case(spark, tmp: Path, args: argparse.Namespace) -> list[str]:  # type: ignore[no-untyped-def]
+    """(e): readStream from the fake and from PostgreSQL, and the decoder alone."""
+    from conformance import provision
+
+    recording = tmp / "stream-source.jsonl"
+    generate(recording, args.stream_changes, args.seed)
+    options = {**STREAM_OPTIONS, "max_rows_per_batch": str(args.stream_batch)}
+    dec_rows, dec_s = decoder_alone(recording, STREAM_TABLE)
+
+    # Warm-up, as for (a): the Python workers, the streaming source runner.
+    warm = tmp / "stream-warm.jsonl"
+    generate(warm, 2_000, args.seed)
+    server, port = serve_fake(warm)
+    try:
+        dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+        stream_rate(spark, dsn, options, tmp / "ckpt-warm")
+    finally:
+        server.terminate()
+        server.wait()
+
+    server, port = serve_fake(recording)
+    try:
+        fake_dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+        fake_rows, fake_s = stream_rate(spark, fake_dsn, options, tmp / "ckpt-fake")
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"stream from the fake: {fake_rows:,} rows in {fake_s:.1f} s", flush=True)
+    if fake_rows != dec_rows:
+        raise SystemExit(f"the stream from the fake gave {fake_rows} rows, the decoder {dec_rows}")
+
+    lines = []
+    with provision.provide(args.pg_version) as pg:
+        with pg.connect() as conn:
+            for statement in WORKLOAD.split(";")[:-1]:
+                conn.execute(statement.encode())
+            steps = round(fake_rows / (1 + 1 / 2 + 1 / 7))
+            conn.execute(STEPS.format(steps=steps).encode())
+        pg_rows, pg_s = stream_rate(spark, pg.replication_dsn, options, tmp / "ckpt-pg")
+        pg_name = f"PostgreSQL {pg.full_version}"
+
+    dec_rate, fake_rate, pg_rate = dec_rows / dec_s, fake_rows / fake_s, pg_rows / pg_s
+    lines.append(
+        f"(e) stream of {STREAM_TABLE}, Trigger.AvailableNow, local[2], "
+        f"max_rows_per_batch {args.stream_batch:,}, counted in foreachBatch:"
+    )
+    lines.append(f"{'step':<44}{'rows':>10}{'seconds':>10}{'rows/s':>10}")
+    for name, rows, seconds in (
+        ("decoder alone (ChangeDecoder -> Arrow)", dec_rows, dec_s),
+        ("readStream from the fake (pgwire-mock serve)", fake_rows, fake_s),
+        (f"readStream from {pg_name}", pg_rows, pg_s),
+    ):
+        lines.append(f"{name:<44}{rows:>10,}{seconds:>10.1f}{rows / seconds:>10,.0f}")
+    lines.append(f"{'ratio':<44}{'value':>8}{'target':>12}")
+    lines.append(f"{'(e1) stream from the fake, changes/s':<44}{fake_rate:>8,.0f}{'>= 50,000':>12}")
+    ratio = dec_rate / fake_rate
+    lines.append(f"{'(e2) decoder alone / stream from the fake':<44}{ratio:>7.2f}x{'<= 1.5x':>12}")
+    lines.append(f"{'(e3) stream from PostgreSQL / from the fake':<44}{pg_rate / fake_rate:>7.2f}x")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--changes", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=2, help="per table read")
     parser.add_argument("--no-verify", action="store_true", help="skip the exactness check")
+    parser.add_argument(
+        "--cases", default="read,apply,stream", help="comma list of read, apply, stream"
+    )
+    parser.add_argument("--stream-changes", type=int, default=400_000)
+    parser.add_argument("--stream-batch", type=int, default=100_000, help="max_rows_per_batch")
+    parser.add_argument("--pg-version", type=int, default=17, help="PostgreSQL for (e)")
     args = parser.parse_args()
+    cases = set(args.cases.split(","))
+    if not cases <= {"read", "apply", "stream"}:
+        parser.error(f"--cases: read, apply or stream, not {args.cases}")
+    if "apply" in cases:
+        cases.add("read")  # (b) is against (a)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import pgwire_mock.spark
-    from pgwire_mock.spark import ParquetTarget, apply_changes
 
     tmp = Path(tempfile.mkdtemp(prefix="pgwm-spark-bench-"))
     try:
-        recording = tmp / "stream.jsonl"
-        tables, gen_s = generate(recording, args.changes, args.seed)
-        size_mb = recording.stat().st_size / 1e6
-        print(f"recording: {args.changes:,} changes, {size_mb:,.0f} MB, generated in {gen_s:.1f} s")
-
-        messages, codec_s = codec_decode(recording)
-        codec_rate = args.changes / codec_s
-        print(f"codec, 1 process : {codec_s:8.1f} s  {messages:,} messages")
-
         spark = (
             SparkSession.builder.master("local[2]")
             .appName("spark-bench")
@@ -180,72 +438,12 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         pgwire_mock.spark.register(spark)
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
-        sampler = TreeSampler(jvm_pid)
-        sampler.start()
-
-        def reader(table: str, path: Path):  # type: ignore[no-untyped-def]
-            return (
-                spark.read.format("pgoutput")
-                .option("path", str(path))
-                .option("table", table)
-                .option("partitions", str(args.partitions))
-                .load()
-            )
-
-        # Warm-up: Python workers, the data source, the noop sink.
-        warm = tmp / "warm.jsonl"
-        generate(warm, 2_000, args.seed)
-        for table in tables:
-            reader(table, warm).write.format("noop").mode("overwrite").save()
-
-        read_s = {
-            t: timed(lambda t=t: reader(t, recording).write.format("noop").mode("overwrite").save())
-            for t in tables
-        }
-        spark_read = sum(read_s.values())
-        spark_rate = args.changes / spark_read
-
-        apply_s = {
-            t: timed(
-                lambda t=t: apply_changes(
-                    reader(t, recording), ParquetTarget(str(tmp / "out" / t)), batch_id=0
-                )
-            )
-            for t in tables
-        }
-        spark_apply = sum(apply_s.values())
-        sampler.stop()
-        verdicts = {} if args.no_verify else verify(tmp, tables, args.changes, args.seed)
-        jvm_peak = _proc_kib(jvm_pid, "VmHWM")
+        if "read" in cases:
+            batch_case(spark, tmp, args, "apply" in cases)
+        if "stream" in cases:
+            print()
+            print("\n".join(stream_case(spark, tmp, args)))
         spark.stop()
-        driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-
-        print()
-        print(f"{'step':<34}{'seconds':>10}{'changes/s':>14}")
-        print(f"{'codec decode, 1 process':<34}{codec_s:>10.1f}{codec_rate:>14,.0f}")
-        for t in tables:
-            print(f"{'spark read ' + t:<34}{read_s[t]:>10.1f}")
-        print(f"{'spark read, all tables (noop)':<34}{spark_read:>10.1f}{spark_rate:>14,.0f}")
-        for t in tables:
-            print(f"{'spark read+apply ' + t:<34}{apply_s[t]:>10.1f}")
-        rate = args.changes / spark_apply
-        print(f"{'spark read+apply, all tables':<34}{spark_apply:>10.1f}{rate:>14,.0f}")
-        print()
-        read_ratio = spark_rate / codec_rate
-        apply_ratio = spark_apply / spark_read
-        print(f"{'ratio':<44}{'value':>8}{'target':>10}")
-        print(f"{'(a) spark read / codec decode (changes/s)':<44}{read_ratio:>7.2f}x{'>= 1x':>10}")
-        print(f"{'(b) materialise / read only (time)':<44}{apply_ratio:>7.2f}x{'<= 2x':>10}")
-        for table, verdict in verdicts.items():
-            print(f"(c) {table}: {verdict}")
-        print()
-        print("peak memory:")
-        print(f"  driver (this process, getrusage)   {driver_peak / 1024:8,.0f} MiB")
-        print(f"  JVM (VmHWM, pid {jvm_pid})".ljust(38) + f"{jvm_peak / 1024:8,.0f} MiB")
-        print(f"  JVM + Python workers (sampled)     {sampler.peak / 1024:8,.0f} MiB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
