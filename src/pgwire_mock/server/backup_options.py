@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
 from pgwire_mock.server.errors import ServerError
-from pgwire_mock.server.grammar import GenericOption, quote_literal
+from pgwire_mock.server.grammar import GenericOption, parse_bool, quote_literal
 from pgwire_mock.server.versions import error
 
 __all__ = ["CHECKSUM_TYPES", "BackupOptions", "parse_backup_options"]
@@ -290,18 +290,6 @@ def _boolean(major: int, option: GenericOption) -> bool:
     raise error(major, "requires_boolean", option=option.name)
 
 
-def _parse_bool(text: str) -> bool | None:
-    """parse_bool (bool.c): any unique prefix of true/false/yes/no, on/off, 1/0."""
-    word = text.strip().lower()
-    if not word:
-        return None
-    if "true".startswith(word) or "yes".startswith(word) or word in ("on", "1"):
-        return True
-    if "false".startswith(word) or "no".startswith(word) or word in ("off", "of", "0"):
-        return False
-    return None
-
-
 _COMPRESSIONS: Final = ("none", "gzip", "lz4", "zstd")
 # 14's words (grammar) -> 15+'s option names.
 _LEGACY: Final = {"fast": "checkpoint", "nowait": "wait", "noverify_checksums": "verify_checksums"}
@@ -364,7 +352,7 @@ def parse_backup_options(major: int, options: Sequence[GenericOption]) -> Backup
         elif name == "manifest":
             value = _string(major, option)
             once(name)
-            flag = _parse_bool(value)
+            flag = parse_bool(value)
             if flag is not None:
                 values["manifest"] = "yes" if flag else "no"
             elif value.lower() == "force-encode":

@@ -175,6 +175,18 @@ def quote_identifier(name: str) -> str:
     return f'"{name}"'
 
 
+def parse_bool(text: str) -> bool | None:
+    """``parse_bool`` (bool.c): any unique prefix of true/false/yes/no, on/off, 1/0."""
+    word = text.strip().lower()
+    if not word:
+        return None
+    if "true".startswith(word) or "yes".startswith(word) or word in ("on", "1"):
+        return True
+    if "false".startswith(word) or "no".startswith(word) or word in ("off", "of", "0"):
+        return False
+    return None
+
+
 def quote_literal(value: str) -> str:
     """Single-quote a string, doubling embedded quotes."""
     return "'" + value.replace("'", "''") + "'"

@@ -113,6 +113,7 @@ from pgwire_mock.server.grammar import (
     TimelineHistory,
     UploadManifest,
     format_lsn,
+    parse_bool,
     parse_command,
 )
 from pgwire_mock.server.physical import (
@@ -121,6 +122,7 @@ from pgwire_mock.server.physical import (
     start_physical,
     timeline_history_result,
 )
+from pgwire_mock.server.slot_commands import SlotCommands
 from pgwire_mock.server.source import (
     CaughtUp,
     CheckPublications,
@@ -141,9 +143,6 @@ from pgwire_mock.server.sql import (
 )
 from pgwire_mock.server.state import (
     ServerState,
-    SlotActiveError,
-    SlotExistsError,
-    SlotMissingError,
     SlotState,
     StateError,
     WalSenderStatus,
@@ -165,7 +164,6 @@ __all__ = [
 ]
 
 POSTGRES_EPOCH: Final = 946_684_800  # 2000-01-01 00:00:00 UTC in Unix seconds
-_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 # CopyData ('d', int32 length) around XLogData ('w', wal_start, wal_end, send_time): one
@@ -276,28 +274,7 @@ class _Stream:
     caught_up: bool = False  # reached the end of WAL once: pg_stat_replication 'streaming'
 
 
-_TRUE_WORDS: Final = ("true", "yes", "on", "1")
-_FALSE_WORDS: Final = ("false", "no", "off", "0")
-
-
-def _parse_bool(value: str) -> bool | None:
-    """``parse_bool`` (bool.c): unique prefixes of true/false/yes/no, on/off, 1/0."""
-    v = value.strip().lower()
-    if not v:
-        return None
-    if v in ("1", "on") or "true".startswith(v) or "yes".startswith(v):
-        return True
-    if (
-        v in ("0",)
-        or "false".startswith(v)
-        or "no".startswith(v)
-        or (len(v) > 1 and "off".startswith(v))
-    ):
-        return False
-    return None
-
-
-class WalSenderSession:
+class WalSenderSession(SlotCommands):
     """One client connection to the fake walsender."""
 
     def __init__(
@@ -762,7 +739,7 @@ class WalSenderSession:
             if replication == "database":
                 self.replication = "database"
             else:
-                flag = _parse_bool(replication)
+                flag = parse_bool(replication)
                 if flag is None:
                     self._fatal(
                         error(self.major, "invalid_replication_parameter", value=replication)
@@ -1212,168 +1189,6 @@ class WalSenderSession:
                 ),
             ),
         )
-
-    def _check_slot_name(self, name: str) -> None:
-        if not name:
-            raise error(self.major, "slot_name_too_short", slot=name)
-        if any(ch not in _NAME_CHARS for ch in name):
-            raise error(self.major, "slot_name_invalid_character", slot=name)
-
-    def _create_slot(self, command: CreateReplicationSlot) -> None:
-        snapshot = "export"
-        two_phase = failover = reserve_wal = False
-        seen: set[str] = set()
-        known = set(self.facts.create_slot_options) | {"snapshot", "reserve_wal", "two_phase"}
-        for option in command.options:
-            name = option.name
-            if name in seen:
-                raise ServerError("ERROR", "42601", "conflicting or redundant options")
-            seen.add(name)
-            if name not in known:
-                raise ServerError("ERROR", "XX000", f"unrecognized option: {name}")
-            value = option.value
-            if name == "snapshot":
-                if not isinstance(value, str) or value.lower() not in ("export", "nothing", "use"):
-                    raise ServerError(
-                        "ERROR",
-                        "22023",
-                        f'unrecognized value for CREATE_REPLICATION_SLOT option "snapshot": '
-                        f'"{value}"',
-                    )
-                snapshot = value.lower()
-            else:
-                flag = True if value is None or value is True else _parse_bool(str(value))
-                if flag is None:
-                    raise ServerError("ERROR", "42601", f"{name} requires a Boolean value")
-                if name == "two_phase":
-                    two_phase = flag
-                elif name == "failover":
-                    failover = flag
-                else:
-                    reserve_wal = flag
-        self._check_slot_name(command.slot_name)
-        if command.kind == "logical":
-            if self.replication != "database":
-                raise error(self.major, "logical_decoding_requires_database")
-            if command.plugin != "pgoutput":
-                raise ServerError(
-                    "ERROR",
-                    "58P01",
-                    f'could not access file "{command.plugin}": No such file or directory',
-                )
-        if failover and command.temporary:
-            raise error(self.major, "failover_temporary_slot")
-        if snapshot == "export" and command.kind == "logical" and self.transaction_status != "I":
-            what = (
-                "CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT"
-                if self.major < 15
-                else "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')"
-            )
-            raise ServerError("ERROR", "25001", f"{what} must not be called inside a transaction")
-        if snapshot == "use" and command.kind == "logical" and self._catalog is not None:
-            self._catalog.check_use_snapshot(in_transaction=self.transaction_status != "I")
-        try:
-            slot = self.state.create_slot(
-                command.slot_name,
-                command.plugin if command.kind == "logical" else None,
-                temporary=command.temporary,
-                two_phase=two_phase and command.kind == "logical",
-                failover=failover,
-                owner_pid=self.pid,
-                database=self.database,
-                reserve_wal=reserve_wal,
-            )
-        except SlotExistsError:
-            raise error(self.major, "slot_already_exists", slot=command.slot_name) from None
-        if command.kind == "logical":
-            point = format_lsn(slot.confirmed_flush)
-            snapshot_name = (
-                self.state.next_snapshot_name(0x300 + self.pid % 0x100)
-                if snapshot == "export"
-                else None
-            )
-            # The slot's snapshot sees what it will not stream: the transactions that
-            # committed before its consistent point.
-            if snapshot_name is not None:
-                self.state.exported[snapshot_name] = slot.confirmed_flush
-            elif snapshot == "use" and self._catalog is not None:
-                self._catalog.snapshot_lsn = slot.confirmed_flush
-        else:
-            point, snapshot_name = "0/0", None
-        self._log(f"created slot {slot.name} at {point}")
-        self._rows(
-            "CREATE_REPLICATION_SLOT",
-            (
-                ("slot_name", 25, -1),
-                ("consistent_point", 25, -1),
-                ("snapshot_name", 25, -1),
-                ("output_plugin", 25, -1),
-            ),
-            ((slot.name, point, snapshot_name, slot.plugin),),
-        )
-
-    def _slot_error(self, err: StateError) -> ServerError:
-        if isinstance(err, SlotActiveError):
-            return error(self.major, "slot_active", slot=err.slot, pid=err.pid)
-        if isinstance(err, SlotMissingError):
-            return error(self.major, "slot_does_not_exist", slot=err.slot)
-        return error(self.major, "slot_already_exists", slot=err.slot)
-
-    def _drop_slot(self, command: DropReplicationSlot) -> None:
-        try:
-            self.state.drop_slot(command.slot_name, self.pid)
-        except StateError as err:
-            raise self._slot_error(err) from None
-        self._log(f"dropped slot {command.slot_name}")
-        self._send(CommandComplete("DROP_REPLICATION_SLOT"))
-        self._ready()
-
-    def _read_slot(self, command: ReadReplicationSlot) -> None:
-        slot = self.state.slots.get(command.slot_name)
-        if slot is not None and slot.logical:
-            raise error(self.major, "read_replication_slot_logical")
-        row: tuple[str | None, ...] = (None, None, None)
-        if slot is not None:
-            lsn = format_lsn(slot.restart_lsn) if slot.restart_lsn else None
-            row = ("physical", lsn, str(self.state.timeline) if lsn else None)
-        self._rows(
-            "READ_REPLICATION_SLOT",
-            (("slot_type", 25, -1), ("restart_lsn", 25, -1), ("restart_tli", 20, 8)),
-            (row,),
-        )
-
-    def _alter_slot(self, command: AlterReplicationSlot) -> None:
-        """AlterReplicationSlot (walsender.c): every option is parsed before the slot is
-        acquired; ReplicationSlotAlter (slot.c) then checks the slot's kind and, for
-        failover, that it is not temporary. 18 adds TWO_PHASE."""
-        known = ("failover", "two_phase") if self.major >= 18 else ("failover",)
-        given: dict[str, bool] = {}
-        for option in command.options:
-            if option.name not in known:
-                raise error(self.major, "alter_slot_unrecognized_option", option=option.name)
-            if option.name in given:
-                raise error(self.major, f"alter_slot_conflicting_{option.name}")
-            flag = True if option.value is None else _parse_bool(str(option.value))
-            if flag is None:
-                raise error(self.major, "requires_boolean", option=option.name)
-            given[option.name] = flag
-        try:
-            slot = self.state.acquire(command.slot_name, self.pid)
-        except StateError as err:
-            raise self._slot_error(err) from None
-        try:
-            if slot.invalidated is not None and self.major >= 18:
-                raise error(self.major, "slot_invalidated", slot=slot.name, cause=slot.invalidated)
-            if not slot.logical:
-                raise error(self.major, "alter_slot_physical")
-            if given.get("failover") and slot.temporary:
-                raise error(self.major, "alter_failover_temporary_slot")
-            slot.failover = given.get("failover", slot.failover)
-            slot.two_phase = given.get("two_phase", slot.two_phase)
-        finally:
-            self.state.release(slot.name, self.pid)
-        self._send(CommandComplete("ALTER_REPLICATION_SLOT"))
-        self._ready()
 
     def _start_physical(self, command: StartPhysicalReplication) -> None:
         if command.slot_name is not None:
