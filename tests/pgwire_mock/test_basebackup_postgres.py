@@ -269,12 +269,19 @@ BAD_OPTIONS_14 = (
 )
 
 
-def _errors(host: str, port: int, major: int) -> list[dict[str, str]]:
-    out = []
+def _errors(host: str, port: int, major: int) -> list[object]:
+    out: list[object] = []
     with physical_connection(host, port) as conn:
         for options in BAD_OPTIONS_14 if major == 14 else BAD_OPTIONS_15:
             command = f"BASE_BACKUP {options}" if major == 14 else f"BASE_BACKUP ({options})"
             out.append(error_fields(conn.command(command)))
+    # A logical walsender can be inside BEGIN: refused before the options are read.
+    with physical_connection(host, port, replication="database") as conn:
+        out.append(conn.command("BEGIN")[-1])
+        failed = conn.command(
+            "BASE_BACKUP LABEL 'a' LABEL 'b'" if major == 14 else "BASE_BACKUP (FOO)"
+        )
+        out.extend((error_fields(failed), failed[-1], conn.command("ROLLBACK")[-1]))
     return out
 
 
@@ -282,8 +289,9 @@ def test_bad_base_backup_options_get_the_same_errors(
     recorded: tuple[provision.Server, PhysicalRecording, FakeServer],
 ) -> None:
     """Options BASE_BACKUP refuses (duplicates, unknown names, bad values, a checksum
-    without a manifest, bad targets and compression): the same ErrorResponse, every field,
-    file, line and routine included, and the connection goes on."""
+    without a manifest, bad targets and compression), and BASE_BACKUP inside BEGIN: the
+    same ErrorResponse, every field, file, line and routine included, the same
+    transaction status after it, and the connection goes on."""
     server, _, fake = recorded
     assert _errors("127.0.0.1", fake.port, server.version) == _errors(
         server.host, server.port, server.version

@@ -18,7 +18,7 @@ from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import GenericOption, parse_bool, quote_literal
 from pgwire_mock.server.versions import error
 
-__all__ = ["CHECKSUM_TYPES", "BackupOptions", "parse_backup_options"]
+__all__ = ["CHECKSUM_TYPES", "BackupOptions", "in_transaction_block", "parse_backup_options"]
 
 CHECKSUM_TYPES: Final = ("NONE", "CRC32C", "SHA224", "SHA256", "SHA384", "SHA512")
 """pg_checksum_parse_type's names (any case on input)."""
@@ -164,6 +164,19 @@ _ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
         {15: 211, 16: 211, 17: 210, 18: 197},
     ),
 }
+
+
+def in_transaction_block(major: int) -> ServerError:
+    """PreventInTransactionBlock (xact.c), which exec_replication_command runs before
+    reading BASE_BACKUP's options (a logical walsender can be inside BEGIN)."""
+    return ServerError(
+        "ERROR",
+        "25001",
+        "BASE_BACKUP cannot run inside a transaction block",
+        file="xact.c",
+        line={14: 3427, 15: 3490, 16: 3501, 17: 3604, 18: 3658}.get(major),
+        routine="PreventInTransactionBlock",
+    )
 
 
 def _fail(major: int, kind: str, **args: object) -> ServerError:

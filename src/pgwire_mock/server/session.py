@@ -92,7 +92,7 @@ from codec.wire import (
     UnsupportedStartupMessage,
 )
 from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
-from pgwire_mock.server.backup_options import parse_backup_options
+from pgwire_mock.server.backup_options import in_transaction_block, parse_backup_options
 from pgwire_mock.server.basebackup import BackupReplay, choose, replay_frames
 from pgwire_mock.server.catalog import CatalogQueries, CopyOut, ServedTables
 from pgwire_mock.server.errors import BackendCrashError, ServerError
@@ -1606,6 +1606,8 @@ class WalSenderSession(SlotCommands):
         """SendBaseBackup from a recording (pgwire_mock.server.basebackup): the options
         are checked as the real server checks them, then a recorded backup that answers
         them is sent, throttled by MAX_RATE; ReadyForQuery after its last message."""
+        if self.transaction_status != "I":
+            raise in_transaction_block(self.major)
         options = parse_backup_options(self.major, command.options)
         source = self.config.source
         recording = source if isinstance(source, PhysicalRecording) else None
