@@ -200,6 +200,28 @@ def test_pg_basebackup_writes_the_same_files(
         assert stderr[0] == stderr[1].replace(str(tmp_path / "real"), str(tmp_path / "fake"))
     assert _comparable(fake_files) == _comparable(real_files)
     assert set(fake_files) - set(real_files) <= {n for n in fake_files if n.startswith("pg_wal/")}
+    if "stream" in args and "-Fp" in args:
+        _check_streamed_wal(tmp_path / "fake" / "pg_wal", recording)
+
+
+def _check_streamed_wal(pg_wal: Path, recording: PhysicalRecording) -> None:
+    """-X stream wrote each segment from the fake's START_REPLICATION: the recorded WAL
+    where the recording has it, zeros after its end."""
+    size = recording.segment_size
+    segments = [p for p in pg_wal.iterdir() if p.is_file() and len(p.name) == 24]
+    assert segments
+    for path in segments:
+        segment = int(path.name[8:16], 16) * (0x1_0000_0000 // size) + int(path.name[16:], 16)
+        data = path.read_bytes()
+        begin = max(segment * size, recording.start_lsn)
+        end = min((segment + 1) * size, recording.end_lsn)
+        assert begin < end, path.name
+        offset = begin - recording.start_lsn
+        assert (
+            data[begin - segment * size : end - segment * size]
+            == recording.wal_data[offset : offset + end - begin]
+        ), path.name
+        assert not data[end - segment * size :].strip(b"\0"), path.name
 
 
 def _answer(host: str, port: int, command: str) -> list[bytes]:
