@@ -3,11 +3,12 @@ array_send), per src/backend/utils/adt/arrayfuncs.c."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
@@ -175,24 +176,31 @@ def _parse_dims(text: str, pos: int) -> tuple[list[int], list[int], int]:
     return sizes, bounds, pos + 1
 
 
-# One token of array_in() text, tried in this order: whitespace; a run of unquoted
-# elements without escapes ("1,2, 3"), taken whole and split at C speed; a run of
-# quoted elements ('"a", "b\\"c"'), found whole and split or findall()ed at C speed; a
-# brace or comma. An unquoted element with a backslash escape is read by _UNQUOTED.
-# Every quantifier is possessive, so each token is found in one pass over its
-# characters and a 1 MB array costs a few C-level scans plus one decode per distinct
-# element, however its text is arranged. An unquoted run is one character class
-# (commas included: a per-element group costs the regex engine three times as much);
-# its empty pieces ("1,,2", "1,}") are found after the split.
+# One token of array_in() text, tried in this order: whitespace; a chunk of elements,
+# quoted or not, and the commas between them ('1, "a\\"b", c'); a brace or comma. A
+# chunk is found by one match over character classes and quoted strings, and taken
+# apart by split() or findall(), so a 1 MB array costs a few C-level scans plus one
+# decode per distinct element however its elements are arranged or quoted (one Python
+# step per element made alternating quoted and unquoted elements cost seconds). A
+# chunk without quotes is checked for empty elements after the split; one with quotes
+# is matched again element by element (_RUN), which stops where the syntax does. An
+# unquoted element with a backslash ends a chunk and is read by _UNQUOTED. Every
+# quantifier is possessive, so each token is found in one pass over its characters.
+_SPACE: Final = r"[ \t\n\r\v\f]"
 _QUOTED: Final = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_PLAIN: Final = r'[^{},"\\ \t\n\r\v\f]++(?:' + _SPACE + r'++[^{},"\\ \t\n\r\v\f]++)*+'
+_COMMA: Final = _SPACE + "*+," + _SPACE + "*+"
+_ELEMENT: Final = f"(?:{_QUOTED}|{_PLAIN})"
 _TOKEN: Final = re.compile(
-    r"[ \t\n\r\v\f]++"
-    r'|(?P<run>[^{},"\\ \t\n\r\v\f][^{}"\\]*+)'
-    rf"|(?P<quoted_run>{_QUOTED}(?:[ \t\n\r\v\f]*+,[ \t\n\r\v\f]*+{_QUOTED})*+)"
-    r"|(?P<punct>[{},])",
+    _SPACE
+    + "++"
+    + rf'|(?P<chunk>(?:[^{{}},"\\ \t\n\r\v\f]|{_QUOTED})(?:[^{{}}"\\]++|{_QUOTED})*+)'
+    + r"|(?P<punct>[{},])",
     re.DOTALL,
 )
-_QUOTED_CONTENTS: Final = re.compile(r'"([^"\\]*+(?:\\.[^"\\]*+)*+)"', re.DOTALL)
+_RUN: Final = re.compile(f"{_ELEMENT}(?:{_COMMA}{_ELEMENT})*+", re.DOTALL)
+# The elements of a run, in order, quoted ones with their quotes.
+_RUN_ELEMENTS: Final = re.compile(_ELEMENT, re.DOTALL)
 _UNQUOTED: Final = re.compile(r'(?:[^{},"\\]++|\\.)++', re.DOTALL)
 # re.split keeps the captured (escaped) characters between the pieces, so joining its
 # result drops the backslashes at C speed (sub() with a template is per match in 3.11).
@@ -220,9 +228,9 @@ _HAS_SPACE: Final = re.compile(r"[ \t\n\r\v\f]").search
 
 # Where the elements came from, to point an element's error at its offset without
 # recording an offset per element: (index of the first element, offset of the token,
-# the run's comma-separated pieces / QUOTED_RUN / None for a single element).
-QUOTED_RUN: Final = "quoted run"
-_Span = tuple[int, int, list[str] | str | None]
+# RUN for a run of elements / None for a single element).
+RUN: Final = "run"
+_Span = tuple[int, int, str | None]
 
 
 def _unquoted(text: str, start: int) -> tuple[str, int, bool]:
@@ -243,6 +251,63 @@ def _unquoted(text: str, start: int) -> tuple[str, int, bool]:
     if (len(trimmed) - len(trimmed.rstrip("\\"))) % 2:  # the last space was escaped
         trimmed = raw[: len(trimmed) + 1]
     return _unescape(trimmed), end, True
+
+
+def _element_text(element: str) -> str | None:
+    """The text of one element as a run holds it: quoted (contents unescaped) or
+    unquoted (None if it spells NULL in any case)."""
+    if element[0] == '"':
+        inner = element[1:-1]
+        return _unescape(inner) if "\\" in inner else inner
+    return None if element.upper() == "NULL" else element
+
+
+def _texts(elements: list[str]) -> list[str | None]:
+    """:func:`_element_text` of each element, computed once per distinct element."""
+    text_of = {element: _element_text(element) for element in dict.fromkeys(elements)}
+    return list(map(text_of.__getitem__, elements))
+
+
+def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str | None], str | None]:
+    """The elements of a chunk without quotes at ``pos``..``end`` ("1,2, 3 ,4"), and
+    the raw last piece if it runs into a backslash or quote (``tail``, "" after a
+    final comma). A piece left empty is an element missing before that comma."""
+    pieces = chunk.split(",")
+    tail = pieces.pop() if end < len(text) and text[end] in '\\"' else None
+    elements = pieces
+    spaced = _HAS_SPACE(chunk) is not None
+    if spaced:  # str.strip per piece, called from C by map()
+        elements = list(map(str.strip, pieces, itertools.repeat(PG_SPACE)))
+    if (spaced or ",," in chunk or chunk[-1] == ",") and "" in elements:
+        blank = elements.index("")
+        if blank < len(elements) - 1 or tail is not None:
+            comma = pos + sum(len(p) + 1 for p in pieces[: blank + 1]) - 1
+            raise Invalid(comma, "expected an element before ','")
+        elements.pop()  # "1, }": the comma is read, no element after it
+        if spaced:  # else elements is pieces
+            pieces.pop()
+        tail = ""
+    if "NULL" in chunk.upper():
+        return _texts(elements), tail
+    return elements, tail  # type: ignore[return-value]
+
+
+def _run_elements(run: str, text: str, after: int) -> tuple[list[str | None], str | None]:
+    """The element texts of a run (None for NULL) and, if its last element is
+    unquoted and the run is followed by a backslash or quote (``text[after]``), that
+    element's text, left out of the list: _unquoted reads it, to a longer element
+    with escapes or to an error."""
+    if run[0] == '"' == run[-1] and "\\" not in run:
+        # Quoted elements only, without escapes: if they are split at '","' and no
+        # piece holds a quote, each piece was one element's contents.
+        parts = run[1:-1].split('","')
+        if run.count('"') == 2 * len(parts):
+            return cast("list[str | None]", parts), None
+    elements = _RUN_ELEMENTS.findall(run)
+    tail = None
+    if elements[-1][0] != '"' and after < len(text) and text[after] in '\\"':
+        tail = elements.pop()
+    return _texts(elements), tail
 
 
 def _parse_text(
@@ -329,59 +394,29 @@ def _parse_text(
         if ndim is None:
             ndim = depth
         first = len(texts)
-        if kind == "run":
+        if kind == "chunk":
             assert match is not None
-            run, end = match.group("run"), match.end()
-            pieces = run.split(",")
-            # A last piece that runs into a backslash or quote is read by _unquoted.
-            tail = pieces.pop() if end < n and text[end] in '\\"' else None
-            elements = pieces
-            spaced = _HAS_SPACE(run) is not None
-            if spaced:
-                elements = [piece.strip(PG_SPACE) for piece in pieces]
-            if (spaced or ",," in run or run[-1] == ",") and "" in elements:
-                blank = elements.index("")
-                if blank < len(elements) - 1 or tail is not None:
-                    comma = pos + sum(len(p) + 1 for p in pieces[: blank + 1]) - 1
-                    raise Invalid(comma, "expected an element before ','")
-                elements.pop()  # "1, }": the comma is read, no element after it
-                if spaced:  # else elements is pieces
-                    pieces.pop()
-                tail = ""
-            if "NULL" in run.upper():
-                # Each distinct spelling is compared once, not each element.
-                nulls = {e: None if e.upper() == "NULL" else e for e in dict.fromkeys(elements)}
-                texts.extend(map(nulls.__getitem__, elements))
+            chunk, end = match.group("chunk"), match.end()
+            if '"' in chunk:
+                run = _RUN.match(text, pos)
+                assert run is not None  # a chunk starts with an element
+                end = run.end()
+                elements, tail = _run_elements(run.group(), text, _skip_space(text, end))
             else:
-                texts.extend(elements)
-            spans.append((first, pos, pieces))
+                elements, tail = _unquoted_run(chunk, text, pos, end)
+            texts.extend(elements)
+            spans.append((first, pos, RUN))
             counts[-1] += len(elements)
-            expect_item = False
             pos = end
+            expect_item = False
             if tail is None:
                 continue
+            # The last element runs into a backslash or quote: _unquoted reads it.
             pos = end - len(tail.lstrip(PG_SPACE))
             expect_item = True
-            if pos == end:  # nothing but whitespace before the quote or backslash
+            if pos == end:  # "1, " before the quote: the comma is read, no element yet
                 continue
             first = len(texts)
-        elif kind == "quoted_run":
-            assert match is not None
-            run = match.group("quoted_run")
-            if "\\" in run:
-                contents = _QUOTED_CONTENTS.findall(run)
-                plain = {c: _unescape(c) if "\\" in c else c for c in dict.fromkeys(contents)}
-                contents = list(map(plain.__getitem__, contents))
-            elif run.count('"') == 2 * run.count('","') + 2:  # no space between them
-                contents = run[1:-1].split('","')
-            else:
-                contents = _QUOTED_CONTENTS.findall(run)
-            texts.extend(contents)
-            spans.append((first, pos, QUOTED_RUN))
-            counts[-1] += len(contents)
-            pos = match.end()
-            expect_item = False
-            continue
         elif ch == '"':
             raise Invalid(pos, "unterminated quoted array element")
         element, end, escaped = _unquoted(text, pos)
@@ -397,19 +432,15 @@ def _parse_text(
 
 
 def _element_offset(text: str, spans: list[_Span], index: int) -> int:
-    """The offset in ``text`` of element ``index``, from the spans _parse_text kept."""
-    first, offset, pieces = spans[bisect_right([span[0] for span in spans], index) - 1]
-    if pieces is None:
+    """The offset in ``text`` of element ``index`` (its opening quote or first
+    character), from the spans _parse_text kept: a run is scanned again up to it."""
+    first, offset, kind = spans[bisect_right([span[0] for span in spans], index) - 1]
+    if kind is None:
         return offset
-    if pieces == QUOTED_RUN:
-        for k, quoted in enumerate(_QUOTED_CONTENTS.finditer(text, offset)):
-            if k == index - first:
-                return quoted.start()
-    assert isinstance(pieces, list)
-    for piece in pieces[: index - first]:
-        offset += len(piece) + 1
-    piece = pieces[index - first]
-    return offset + len(piece) - len(piece.lstrip(PG_SPACE))
+    for k, element in enumerate(_RUN_ELEMENTS.finditer(text, offset)):
+        if k == index - first:
+            return element.start()
+    return offset  # unreachable: the run holds the element
 
 
 def _first_error(
