@@ -14,8 +14,9 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from codec.values import LSN
 from pgwire_mock.server.auth import AUTH_METHODS, User
@@ -550,13 +551,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"({source}; system identifier {state.system_identifier})"
         )
 
-    def failed(failure: Any) -> None:
-        print(
-            f"pgwire-mock serve: cannot listen on {endpoint}: {failure.getErrorMessage()}",
-            file=sys.stderr,
-        )
-        status["code"] = 1
-        stop()
+    def controlling(port: Any) -> None:
+        if factory.wal_writer is None:
+            _log("--control: the served stream is not a script, so POST /wal will be refused")
+        address = port.getHost()
+        where = f"{getattr(address, 'host', '')}:{getattr(address, 'port', '')}"
+        _log(f"control interface on http://{where} (POST /wal, GET /wal, POST /faults)")
 
     try:
         deferred = listen(reactor, endpoint, factory)
@@ -564,24 +564,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"pgwire-mock serve: bad endpoint: {err}", file=sys.stderr)
         return 2
-    deferred.addCallbacks(listening, failed)
+    # Nothing is logged until every listener is up: a failed one is the only line.
+    listeners = [(deferred, f"cannot listen on {endpoint}", listening)]
     if control is not None:
+        listeners.append((control, f"cannot listen on {args.control} for --control", controlling))
+    outcomes: list[tuple[bool, Any] | None] = [None] * len(listeners)
 
-        def controlling(port: Any) -> None:
-            address = port.getHost()
-            where = f"{getattr(address, 'host', '')}:{getattr(address, 'port', '')}"
-            _log(f"control interface on http://{where} (POST /wal, GET /wal, POST /faults)")
-
-        def control_failed(failure: Any) -> None:
-            print(
-                f"pgwire-mock serve: cannot listen on {args.control} for --control: "
-                f"{failure.getErrorMessage()}",
-                file=sys.stderr,
-            )
+    def settled(index: int, ok: bool, result: Any) -> None:
+        outcomes[index] = (ok, result)
+        if None in outcomes:
+            return
+        done = cast("list[tuple[bool, Any]]", outcomes)
+        failures = [
+            (what, outcome)
+            for (_, what, _), (up, outcome) in zip(listeners, done, strict=True)
+            if not up
+        ]
+        if failures:
+            what, failure = failures[0]
+            print(f"pgwire-mock serve: {what}: {failure.getErrorMessage()}", file=sys.stderr)
+            for up, port in done:
+                if up:
+                    port.stopListening()
             status["code"] = 1
             stop()
+            return
+        for (_, _, report), (_, port) in zip(listeners, done, strict=True):
+            report(port)
 
-        control.addCallbacks(controlling, control_failed)
+    for index, (pending, _, _) in enumerate(listeners):
+        pending.addCallbacks(partial(settled, index, True), partial(settled, index, False))
     reactor.run()
     state.save_now()
     return status["code"]
@@ -594,9 +606,6 @@ def _listen_control(reactor: Any, description: str, factory: Any) -> Any:
     from pgwire_mock.server.control import control_site  # noqa: PLC0415
 
     endpoint: Any = serverFromString(reactor, description)  # type: ignore[no-untyped-call]
-    # After the description is known good: a bad one is the only line printed.
-    if factory.wal_writer is None:
-        _log("--control: the served stream is not a script, so POST /wal will be refused")
     return endpoint.listen(control_site(factory))
 
 

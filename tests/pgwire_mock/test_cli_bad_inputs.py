@@ -71,6 +71,12 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ),
     ("serve: bad endpoint", ["serve", "--listen", "nonsense:foo"], 2, "bad endpoint"),
     ("serve: bad control", ["serve", "--control", "nonsense:foo"], 2, "bad endpoint"),
+    (
+        "serve: control port too big",
+        ["serve", "--port", "0", "--control", "tcp:99999"],
+        1,
+        "cannot listen on tcp:99999 for --control: bind(): port must be 0-65535",
+    ),
     ("serve: max connections", ["serve", "--max-connections", "0"], 2, "must be at least 1"),
     ("serve: max wal senders", ["serve", "--max-wal-senders", "-1"], 2, "must be at least 0"),
     ("serve: negative timeout", ["serve", "--wal-sender-timeout", "-3"], 2, "not be negative"),
@@ -155,7 +161,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # reactor is set up. The others run in-process (2 s of imports saved per case) with the
 # reactor's run() made to fail, so a command that would serve instead of failing cannot
 # hang the test either.
-IN_A_PROCESS = {"serve: unknown host"}
+IN_A_PROCESS = {"serve: unknown host", "serve: control port too big"}
 
 
 @pytest.mark.parametrize(
