@@ -282,8 +282,9 @@ def _summary(
     return grouped
 
 
-def render_text(result: MatrixResult, out: IO[str]) -> None:
-    """One table per version (scenario × check), the failures, and the timings."""
+def render_text(result: MatrixResult, out: IO[str], unchecked: Sequence[int] = ()) -> None:
+    """One table per version (scenario × check), the failures, and the timings;
+    ``unchecked`` names the versions left out because their server was unreachable."""
     grouped = _summary(result.cells)
     for timing in result.timings:
         major = timing.major
@@ -320,10 +321,14 @@ def render_text(result: MatrixResult, out: IO[str]) -> None:
     out.write(_timing_text(result.timings))
     total = len(result.cells)
     failed = len(result.failures)
+    missing = ""
+    if unchecked:
+        majors = ", ".join(str(major) for major in unchecked)
+        missing = f"; not checked (server unreachable): PostgreSQL {majors}"
     if result.ok:
-        out.write(f"all {total} cells passed\n")
+        out.write(f"all {total} cells passed{missing}\n")
     else:
-        out.write(f"{failed} of {total} cells failed\n")
+        out.write(f"{failed} of {total} cells failed{missing}\n")
 
 
 def _timing_text(timings: Sequence[VersionTimings]) -> str:
@@ -465,17 +470,41 @@ def _run_conformance(args: argparse.Namespace) -> int:
         result = run_matrix(versions, dsns, scenarios, checks=checks, progress=progress)
     finally:
         progress.clear()
-    no_server = [c for c in result.cells if c.detail.startswith("server: ")]
-    if result.cells and len(no_server) == len(result.cells):
+    gone = unreachable(result)
+    if gone and all(c.major in gone for c in result.cells):
         # No version had a server: no matrix to show, only why (one line).
-        first = no_server[0]
-        others = len({c.major for c in no_server}) - 1
-        more = f" (and {others} more versions)" if others else ""
-        reason = " ".join(first.detail.removeprefix("server: ").split())
-        raise CommandError(f"PostgreSQL {first.major}: {reason}{more}")
+        (major, reason), *others = gone.items()
+        more = f" (and {len(others)} more versions)" if others else ""
+        raise CommandError(f"PostgreSQL {major}: {reason}{more}")
     if args.json:
         json.dump(result.to_json(), sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
-        render_text(result, sys.stdout)
+        # The versions that ran get their tables; the others one line each below.
+        render_text(
+            MatrixResult(
+                [c for c in result.cells if c.major not in gone],
+                [t for t in result.timings if t.major not in gone],
+            ),
+            sys.stdout,
+            unchecked=list(gone),
+        )
+    sys.stdout.flush()
+    for major, reason in gone.items():
+        print(
+            f"pgwire-mock conformance: PostgreSQL {major} not checked, its server is "
+            f"unreachable: {reason}",
+            file=sys.stderr,
+        )
     return 0 if result.ok else 1
+
+
+def unreachable(result: MatrixResult) -> dict[int, str]:
+    """The versions whose server could not be had (every cell failed for that), with
+    the reason on one line."""
+    reasons: dict[int, str] = {}
+    for major in dict.fromkeys(c.major for c in result.cells):
+        cells = [c for c in result.cells if c.major == major]
+        if all(c.detail.startswith("server: ") for c in cells):
+            reasons[major] = " ".join(cells[0].detail.removeprefix("server: ").split())
+    return reasons
