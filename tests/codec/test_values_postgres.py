@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_values_vectors import VECTORS, same
 
+from codec.errors import DecodeError
 from codec.strategies.values import values_for
 from codec.values import (
     INFINITY,
@@ -130,3 +131,14 @@ def test_server_agrees_on_random_values(
         return
     assert text == encode_text(oid, value)
     assert binary == encode_binary(oid, value)
+
+
+@pytest.mark.parametrize("code_point", [0xD800, 0xDFFF])
+def test_server_refuses_surrogates_as_utf8(conn: Any, code_point: int) -> None:
+    """The UTF-8-style bytes of a surrogate are invalid UTF8 to PostgreSQL (22021), so
+    no text value holds one, which is why decode_text refuses a str with one."""
+    raw = chr(code_point).encode("utf-8", "surrogatepass")
+    with pytest.raises(psycopg.errors.CharacterNotInRepertoire):
+        conn.execute("SELECT convert_from(%s::bytea, 'UTF8')", [raw])
+    with pytest.raises(DecodeError):
+        decode_text(25, raw.decode("utf-8", "surrogatepass"))

@@ -266,3 +266,29 @@ def test_type_by_name() -> None:
     assert type_by_name("int4").array_oid == 1007
     with pytest.raises(KeyError):
         type_by_name("box")
+
+
+@pytest.mark.parametrize("oid", [25, 1043, 1042, 19, 18, 17, 114, 3802, 23, 1009])
+@pytest.mark.parametrize("surrogate", ["\ud800", "\udfff"])
+def test_a_lone_surrogate_is_not_text(oid: int, surrogate: str) -> None:
+    """A str holding a lone surrogate cannot be UTF-8, so PostgreSQL never receives it
+    (it refuses the bytes as invalid UTF8, before any input function): decode_text
+    raises DecodeError at the surrogate for every type, as it does for NUL in text,
+    where text used to come back unchanged."""
+    with pytest.raises(DecodeError) as info:
+        decode_text(oid, "ab" + surrogate + "c")
+    assert info.value.offset == 2
+    assert (
+        info.value.reason == f"expected UTF-8 text, found the lone surrogate U+{ord(surrogate):04X}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("oid", "value"), [(25, "a\ud800"), (19, "a\ud800"), (114, '"\udc80"'), (1009, ["\ud800"])]
+)
+def test_a_lone_surrogate_cannot_be_encoded(oid: int, value: object) -> None:
+    """encode_text printed it unchanged and encode_binary raised UnicodeEncodeError;
+    both refuse it with EncodeError."""
+    for encode in (encode_text, encode_binary):
+        with pytest.raises(EncodeError, match="lone surrogate"):
+            encode(oid, value)

@@ -63,9 +63,11 @@ alternatives of each input function (any-case booleans and prefixes, 0x/0o/0b an
 ``_`` in integers as in PostgreSQL 16, hex and escape bytea, braced or unhyphenated uuids,
 the macaddr spellings, numeric exponents, the verbose interval syntax with ``ago``,
 ISO dates and times with any numeric offset, ``BC``/``AD``, ``epoch``). Not accepted
-(raises DecodeError): the non-ISO DateStyles and month names, the clock-dependent words
-``now``/``today``/``tomorrow``, named time zones other than UTC/GMT/Z, the ISO 8601 and
-SQL-standard interval input forms, and abbreviated (classful) inet/cidr input such as
+(raises DecodeError): text with a lone surrogate, for any type (it has no UTF-8
+form, so PostgreSQL never receives it; ``encode_*`` refuse it with EncodeError); the
+non-ISO DateStyles and month names, the clock-dependent words ``now``/``today``/
+``tomorrow``, named time zones other than UTC/GMT/Z, the ISO 8601 and SQL-standard
+interval input forms, and abbreviated (classful) inet/cidr input such as
 ``10/8``. A timestamptz or timetz without an offset is taken to be in UTC (the walsender's
 TimeZone). A time zone written on a ``timestamp`` is ignored, as PostgreSQL does.
 

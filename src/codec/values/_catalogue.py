@@ -23,6 +23,8 @@ from codec.values._common import (
     Invalid,
     TextDecoder,
     TextEncoder,
+    lone_surrogate,
+    surrogate_reason,
 )
 
 
@@ -143,6 +145,10 @@ def decode_text(oid: int, text: str) -> object:
         raise DecodeError(_what(oid, "text"), 0, f"unknown type OID {oid}") from None
     if type(text) is not str:
         raise DecodeError(_what(oid, "text"), 0, f"expected str, found {type(text).__name__}")
+    # Text PostgreSQL could not have received, whatever the type (see lone_surrogate).
+    surrogate = lone_surrogate(text)
+    if surrogate >= 0:
+        raise DecodeError(_what(oid, "text"), surrogate, surrogate_reason(text, surrogate))
     try:
         return decode(text)
     except Invalid as err:

@@ -9,6 +9,7 @@ and the array decoder shifts the offset to the element's position first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -80,8 +81,32 @@ def utf8(data: bytes) -> str:
     return text
 
 
+# UTF-16 surrogates: a Python str can hold them alone (from surrogateescape, JSON
+# "\ud800" or a careless slice), but no UTF-8 text can, so no PostgreSQL value in a
+# UTF8 database can: the server refuses their bytes (ED A0 80...) as "invalid byte
+# sequence for encoding UTF8" before any input function runs (pg_verify_mbstr()).
+_SURROGATE: Final = re.compile("[\ud800-\udfff]").search
+
+
+def lone_surrogate(text: str) -> int:
+    """The index of the first lone surrogate in ``text``, or -1 (one C-level scan,
+    skipped for ASCII)."""
+    if text.isascii():
+        return -1
+    found = _SURROGATE(text)
+    return -1 if found is None else found.start()
+
+
+def surrogate_reason(text: str, index: int) -> str:
+    return f"expected UTF-8 text, found the lone surrogate U+{ord(text[index]):04X}"
+
+
 def no_nul(text: str, what: str) -> str:
-    """Raise EncodeError if ``text`` contains NUL, which no PostgreSQL text value can."""
+    """Raise EncodeError if ``text`` contains NUL or a lone surrogate, which no
+    PostgreSQL text value can."""
     if "\0" in text:
         raise EncodeError(f"{what} must not contain a NUL character: {text!r}")
+    index = lone_surrogate(text)
+    if index >= 0:
+        raise EncodeError(f"{what}: {surrogate_reason(text, index)} at index {index}")
     return text

@@ -72,10 +72,10 @@ def _name_in(text: str) -> str:
 def _name_out(value: object) -> str:
     if type(value) is not str:
         raise type_error("name", value, "str")
-    if len(value.encode()) >= NAMEDATALEN:
+    if len(no_nul(value, "name").encode()) >= NAMEDATALEN:
         # Encoding it would let the server truncate it, so it could not round-trip.
         raise EncodeError(f"name must be at most {NAMEDATALEN - 1} bytes, got {value!r}")
-    return no_nul(value, "name")
+    return value
 
 
 def _name_recv(data: bytes) -> str:
