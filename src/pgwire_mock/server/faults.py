@@ -28,6 +28,7 @@ from pgwire_mock.server.errors import ServerError
 __all__ = [
     "FAULTS",
     "FAULT_NAMES",
+    "PHYSICAL_FAULTS",
     "ActiveFaults",
     "Fault",
     "FaultError",
@@ -44,8 +45,14 @@ FaultName: TypeAlias = Literal[
     "redeliver",
     "slow",
     "shutdown",
+    "wal_removed",
 ]
 FAULT_NAMES: Final[tuple[FaultName, ...]] = get_args(FaultName)
+PHYSICAL_FAULTS: Final[frozenset[str]] = frozenset(
+    ("close_after", "error", "slow", "stop_keepalives", "wal_removed")
+)
+"""The faults a physical stream (``pgwire_mock.server.physical``) acts on; it ignores
+the others, with a log line."""
 
 
 class FaultError(ValueError):
@@ -71,7 +78,9 @@ class Fault:
     rate: float | None = None
     """slow: bytes per second."""
     lsn: int | None = None
-    """redeliver: the slot's persisted position (default: its confirmed_flush now)."""
+    """redeliver: the slot's persisted position (default: its confirmed_flush now);
+    wal_removed: the segments before the one holding it are gone (default: all but the
+    one holding the end of WAL)."""
     wait: bool = True
     """redeliver, shutdown: act once the client has confirmed everything sent."""
 
@@ -281,6 +290,12 @@ FAULTS: Final[Mapping[str, FaultSpec]] = {
         None,
         "smart/fast shutdown: once the client has confirmed everything, COPY 0 without "
         "CopyDone, then close",
+    ),
+    "wal_removed": FaultSpec(
+        {"lsn": ("lsn", _lsn), "before": ("lsn", _lsn)},
+        "lsn",
+        "a checkpoint removed WAL a physical client still needs (no slot, or "
+        "max_slot_wal_keep_size): 58P01 'requested WAL segment ... has already been removed'",
     ),
 }
 

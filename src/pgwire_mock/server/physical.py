@@ -48,6 +48,7 @@ from codec.values import LSN
 from codec.wire import CopyData
 from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault
 from pgwire_mock.server.source import StreamEvent
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 from pgwire_mock.server.versions import PgOutputOptions, error
@@ -82,6 +83,16 @@ _ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
         "walsender.c",
         "StartReplication",
         {14: 741, 15: 848, 16: 836, 17: 986, 18: 958},
+    ),
+    # The segment was removed while WALRead had it open: the read succeeds, then
+    # CheckXLogRemoved fails with errcode_for_file_access() of a stale errno (XX000, read
+    # off real 14-18 whose walsender was mid-segment when a checkpoint removed it).
+    "wal_removed_open_segment": (
+        "XX000",
+        "requested WAL segment {segment} has already been removed",
+        "xlog.c",
+        "CheckXLogRemoved",
+        {14: 4040, 15: 3473, 16: 3460, 17: 3721, 18: 3741},
     ),
     "timeline_not_in_history": (
         "XX000",
@@ -155,6 +166,17 @@ class PhysicalRecording:
     # What serve expects of every source (pgwire_mock.server.source.StreamSource).
     slots: Sequence[SlotState] = ()
     publications: Sequence[PublicationState] = ()
+    removed_before: int = field(default=0, compare=False)
+    """The server's WAL before this (a segment start) is gone: the ``wal_removed`` fault
+    (XLogCtl->lastRemovedSegNo + 1). Not part of the file: a serve's state."""
+
+    def remove_wal(self, lsn: int | None) -> int:
+        """Remove the segments before the one holding ``lsn`` (default and at most: the
+        one holding the end of WAL, which a checkpoint never removes); the new start."""
+        end = self.end_lsn - self.end_lsn % self.segment_size
+        target = end if lsn is None else min(end, lsn - lsn % self.segment_size)
+        self.removed_before = max(self.removed_before, target)
+        return self.removed_before
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
         """A logical START_REPLICATION on a physical recording streams nothing."""
@@ -308,6 +330,13 @@ class PhysicalStream:
     done_sending: bool = False
     reported: tuple[int, int, int, int] = (0, 0, 0, 0)
     on_status_update: Callable[[StandbyStatusUpdate], None] | None = field(default=None)
+    major: int = 16
+    faults: ActiveFaults = field(default_factory=ActiveFaults)
+    closing: bool = False
+    """``close_after`` has run out: the connection drops, without an ErrorResponse."""
+    open_segment: int | None = None
+    """The segment WALRead read last, still open: its removal shows only afterwards, in
+    CheckXLogRemoved; any other segment is opened first (WalSndSegmentOpen)."""
 
     @property
     def caught_up(self) -> bool:
@@ -315,10 +344,21 @@ class PhysicalStream:
 
     @property
     def can_produce(self) -> bool:
-        return self.error is None and not self.done_sending and not self.caught_up
+        return (
+            self.error is None and not self.done_sending and not self.caught_up and not self.closing
+        )
 
-    def produce(self, max_bytes: int, send_time: int) -> list[bytes]:
-        """XLogData frames, about ``max_bytes`` of them (XLogSendPhysical, repeatedly)."""
+    def ready(self, now: float) -> bool:
+        """:attr:`can_produce`, and no fault (``slow``) holds the stream back now."""
+        return self.can_produce and not self.faults.blocks_production(now)
+
+    def produce(self, max_bytes: int, send_time: int, now: float = 0.0) -> list[bytes]:
+        """XLogData frames, about ``max_bytes`` of them (XLogSendPhysical, repeatedly).
+        A removed segment sets :attr:`error`; ``close_after`` cuts the stream short and
+        sets :attr:`closing`."""
+        faults = self.faults
+        max_bytes = faults.budget_for(max_bytes, now)
+        counting = faults.messages_left is not None or faults.bytes_left is not None
         frames: list[bytes] = []
         produced = 0
         flush = self.recording.end_lsn
@@ -331,12 +371,51 @@ class PhysicalStream:
                 end = flush
             else:
                 end -= end % XLOG_BLCKSZ
+            self.error = self._removed(start)
+            if self.error is not None:
+                break
+            self.open_segment = (end - 1) // self.recording.segment_size
             payload = XLogData(start, flush, send_time, wal[start - base : end - base]).encode()
             frame = CopyData(payload).encode()
+            if counting:
+                frame, self.closing = faults.cut(frame)
             frames.append(frame)
             produced += len(frame)
             self.sent_ptr = end
+        faults.spent(produced, now)
         return frames
+
+    def _removed(self, start: int) -> ServerError | None:
+        """WALRead at ``start`` in a removed segment: WalSndSegmentOpen's ENOENT (58P01)
+        when it must open it, CheckXLogRemoved's XX000 when it has it open already."""
+        if start >= self.recording.removed_before:
+            return None
+        segment_size = self.recording.segment_size
+        name = segment_file_name(self.recording.timeline, start, segment_size)
+        if start // segment_size == self.open_segment:
+            return physical_error(self.major, "wal_removed_open_segment", segment=name)
+        return error(self.major, "wal_segment_removed", segment=name)
+
+    def activate(self, fault: Fault, now: float) -> bool:
+        """Put ``fault`` in force (:mod:`pgwire_mock.server.faults`); False when it does
+        not apply to a physical stream. The session then sends :attr:`error` or closes
+        for :attr:`closing`."""
+        f = self.faults
+        name = fault.name
+        if name not in PHYSICAL_FAULTS:
+            return False
+        if name == "wal_removed":
+            self.recording.remove_wal(fault.lsn)
+        elif name == "close_after":
+            f.messages_left, f.bytes_left = fault.messages, fault.bytes
+            self.closing = not (fault.messages or fault.bytes)
+        elif name == "slow":
+            f.rate, f.budget, f.budget_at = fault.rate, 0.0, now
+        elif name == "stop_keepalives":
+            f.keepalives = False
+        elif name == "error":
+            self.error = fault.server_error()
+        return True
 
     def keepalive(self, send_time: int, *, reply: bool) -> bytes:
         """WalSndKeepalive: the position sent so far."""
@@ -370,20 +449,28 @@ class PhysicalStream:
             # even when it moves back.
             self.slot.restart_lsn = reply.flushed_lsn
             self.state.save()
-        return [self.keepalive(send_time, reply=False)] if reply.reply_requested else []
+        if not (reply.reply_requested and self.faults.keepalives):
+            return []
+        return [self.keepalive(send_time, reply=False)]
 
     def next_deadline(self) -> float | None:
-        if self.wal_sender_timeout <= 0:
-            return None
-        if self.waiting_for_ping:
-            return self.last_reply + self.wal_sender_timeout
-        return self.last_reply + self.wal_sender_timeout / 2
+        times = self.faults.deadlines()
+        # stop_keepalives turns the replication timeout off too, as on a logical stream.
+        if self.wal_sender_timeout > 0 and self.faults.keepalives:
+            if self.waiting_for_ping:
+                times.append(self.last_reply + self.wal_sender_timeout)
+            else:
+                times.append(self.last_reply + self.wal_sender_timeout / 2)
+        return min(times) if times else None
 
     def tick(self, now: float, send_time: int) -> list[bytes] | None:
         """WalSndCheckTimeOut then WalSndKeepaliveIfNecessary; None: the timeout passed
         and the walsender exits without an ErrorResponse."""
+        f = self.faults
+        if f.throttled_until is not None and now >= f.throttled_until:
+            f.throttled_until = None
         timeout = self.wal_sender_timeout
-        if timeout <= 0:
+        if timeout <= 0 or not f.keepalives:
             return []
         if now >= self.last_reply + timeout:
             return None
@@ -429,6 +516,7 @@ def start_physical(
         sent_ptr=start_lsn,
         last_reply=now,
         wal_sender_timeout=wal_sender_timeout,
+        major=major,
     )
     sent_timeline = timeline or current
     if recording.end_lsn < start_lsn:
@@ -438,7 +526,9 @@ def start_physical(
             start=LSN(start_lsn),
             flush=LSN(recording.end_lsn),
         )
-    elif start_lsn < recording.start_lsn or sent_timeline != current:
+    elif start_lsn < max(recording.start_lsn, recording.removed_before) or (
+        sent_timeline != current
+    ):
         # The recording holds no older WAL (nor another timeline's): as a server whose
         # pg_wal no longer has the segment.
         segment = segment_file_name(sent_timeline, start_lsn, recording.segment_size)

@@ -408,7 +408,7 @@ class WalSenderSession(SlotCommands):
         if self._backup is not None:
             return not self.closed and self._backup.ready_at(self._now) is None
         if self._physical is not None:
-            return self.phase is Phase.STREAMING and self._physical.can_produce
+            return self.phase is Phase.STREAMING and self._physical.ready(self._now)
         s = self._stream
         return (
             self.phase is Phase.STREAMING
@@ -1326,6 +1326,9 @@ class WalSenderSession(SlotCommands):
     def inject(self, fault: Fault, now: float) -> bool:
         """Apply ``fault`` to the running stream; False when not streaming."""
         self._now = now
+        if self._physical is not None and self.phase is Phase.STREAMING:
+            self._physical_faults(self._physical, [fault])
+            return True
         s = self._stream
         if self.phase is not Phase.STREAMING or s is None:
             return False
@@ -1367,6 +1370,8 @@ class WalSenderSession(SlotCommands):
             f.silent_until = now + timeout
         elif name == "slow":
             f.rate, f.budget, f.budget_at = fault.rate, 0.0, now
+        elif name == "wal_removed":
+            self._log("fault wal_removed acts on physical streams; error:58P01 on logical ones")
         elif name == "redeliver":
             self.state.hold_persisted(s.slot.name, fault.lsn)
             f.redeliver = True
@@ -1566,13 +1571,33 @@ class WalSenderSession(SlotCommands):
         self._send(CopyBothResponse(0, ()))
         if stream.error is not None:
             self._stream_error(stream.error)
+            return
+        faults = [*self.config.faults, *self.config.next_faults]
+        self.config.next_faults.clear()
+        self._physical_faults(stream, faults)
+
+    def _physical_faults(self, stream: PhysicalStream, faults: list[Fault]) -> None:
+        for fault in faults:
+            self._log(f"fault: {fault}")
+            if not stream.activate(fault, self._now):
+                self._log(f"fault {fault.name} does not act on a physical stream")
+        self._physical_outcome(stream)
+
+    def _physical_outcome(self, stream: PhysicalStream) -> None:
+        """A fault or a removed segment ended the stream: the error, or a silent close."""
+        if stream.error is not None:
+            self._stream_error(stream.error)
+        elif stream.closing:
+            self._log("fault close_after: closing the connection mid-stream")
+            self._finish()
 
     def _physical_produce(self, stream: PhysicalStream, max_bytes: int, now: float) -> int:
         if not self.can_produce:
             return 0
-        frames = stream.produce(max_bytes, pg_time(now))
+        frames = stream.produce(max_bytes, pg_time(now), now)
         self._out.extend(frames)
         self.state.advance_wal(stream.sent_ptr)
+        self._physical_outcome(stream)
         return sum(len(f) for f in frames)
 
     def _physical_tick(self, stream: PhysicalStream, now: float) -> None:
