@@ -40,6 +40,7 @@ from codec.replication import StandbyStatusUpdate
 from pgwire_mock.script.model import Change, Script, Step, Transaction
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
+from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.protocol import AUTHENTICATION_TIMEOUT, WalSenderFactory, listen
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import ScriptSource, StreamSource, load_source
@@ -293,6 +294,8 @@ class WalSender:
 
 def _source(script: str | Path | StreamSource | Any) -> StreamSource:
     if isinstance(script, str | Path):
+        if PhysicalRecording.is_physical(Path(script)):  # record --physical's file
+            return PhysicalRecording.from_file(Path(script))
         return load_source(Path(script))
     if hasattr(script, "events"):
         return script
@@ -349,7 +352,7 @@ def start_walsender(
         if new_slots not in ("stream_start", "end_of_wal"):
             raise ValueError(f"new_slots: expected stream_start or end_of_wal, got {new_slots!r}")
         state.new_slot_lsn = source.start_lsn if new_slots == "stream_start" else None
-        if isinstance(source, ScriptSource):
+        if isinstance(source, ScriptSource | PhysicalRecording):
             state.system_identifier = source.system_identifier
             state.timeline = source.timeline
         state.declare(

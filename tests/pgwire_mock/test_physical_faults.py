@@ -8,6 +8,8 @@ them against real servers whose checkpoints removed the WAL).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_session import Client, make
 
@@ -190,3 +192,17 @@ def test_wal_removed_parses_an_lsn_and_rejects_garbage() -> None:
     assert str(Fault.parse("wal_removed:0/3000000")) == "wal_removed:lsn=0/3000000"
     with pytest.raises(FaultError, match="bad lsn"):
         Fault.parse("wal_removed:3000000")
+
+
+def test_physical_recording_keeps_removed_wal_out_of_the_file(tmp_path: Path) -> None:
+    """The fault's removal is the serving server's state: a recording written after it
+    still holds its whole WAL, and reads back equal."""
+    wal = bytes(SEGMENT + 8192)
+    recording = PhysicalRecording("15.18", 15, 1, 1, SEGMENT, 2 * SEGMENT + 8192, wal)
+    assert recording.remove_wal(None) == 2 * SEGMENT
+    path = tmp_path / "r.jsonl"
+    with path.open("w") as out:
+        recording.write(out)
+    again = PhysicalRecording.from_file(path)
+    assert again == recording
+    assert again.removed_before == 0
