@@ -5,6 +5,8 @@ element were decoded on its own, errors included."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from test_values_adversarial import _work
 from codec.errors import DecodeError
 from codec.strategies.values import values_for
 from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
-from codec.values._bulk import BULK_TEXT
+from codec.values._bulk import BULK_BINARY, BULK_TEXT
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BULK_TYPES = sorted(BULK_TEXT)
@@ -164,6 +166,55 @@ def test_binary_arrays_of_equal_sized_elements_match_element_decoding(type_name:
         assert decode_binary(info.array_oid, data) == items
 
 
+def _element_binary(type_name: str, data: bytes) -> object:
+    try:
+        return decode_binary(type_by_name(type_name).oid, data)
+    except DecodeError as err:
+        return err
+
+
+# Raw numbers at the edges of what the whole-array conversions take: Python's years
+# 1 and 9999 in days and microseconds, infinity, 24:00:00, negative times.
+_US_EDGES = [-63082281600000000, -63082281600000001, 252455615999999999, 252455616000000000]
+EDGE_NUMBERS = {
+    "date": (">i", [-730119, -730120, 2921939, 2921940, 2147483647, -2147483648, 0]),
+    "time": (">q", [0, -1, 86_399_999_999, 86_400_000_000, 86_400_000_001]),
+    "timestamp": (">q", [*_US_EDGES, 2**63 - 1, -(2**63), 0]),
+    "timestamptz": (">q", [*_US_EDGES, 2**63 - 1, -(2**63), 0]),
+}
+
+
+def _binary_array(element_oid: int, raws: list[bytes]) -> bytes:
+    """A one-dimensional binary array of the given element encodings."""
+    header = struct.pack(">iiIii", 1, 0, element_oid, len(raws), 1)
+    return header + b"".join(struct.pack(">i", len(raw)) + raw for raw in raws)
+
+
+@pytest.mark.parametrize("type_name", sorted(BULK_BINARY))
+@SETTINGS
+@given(data=st.data())
+def test_binary_arrays_unpacked_whole_match_element_decoding(
+    type_name: str, data: st.DataObject
+) -> None:
+    """An array unpacked and converted whole holds exactly what each element's
+    receive function gives, for drawn values and for the raw numbers at the edges of
+    the conversion's range (outside it the array is decoded element by element)."""
+    info = type_by_name(type_name)
+    raws = [encode_binary(info.oid, v) for v in data.draw(st.lists(values_for(info.oid)))]
+    if type_name in EDGE_NUMBERS:
+        fmt, edges = EDGE_NUMBERS[type_name]
+        raws += [struct.pack(fmt, n) for n in data.draw(st.lists(st.sampled_from(edges)))]
+    array = _binary_array(info.oid, data.draw(st.permutations(raws)))
+    expected = [_element_binary(type_name, raw) for raw in raws]
+    if any(isinstance(e, DecodeError) for e in expected):
+        with pytest.raises(DecodeError):
+            decode_binary(type_by_name(type_name).array_oid, array)
+    elif raws:
+        decoded = decode_binary(info.array_oid, array)
+        assert isinstance(decoded, list)
+        assert sorted(map(repr, decoded)) == sorted(map(repr, expected))
+
+
 def test_binary_array_error_is_the_first_in_array_order() -> None:
     """A bad element before a bad length is reported, not the length: array_recv()
     decodes each element as it reads it."""
@@ -228,6 +279,8 @@ def _distinct(type_name: str, i: int) -> str:
         "timetz": clock + "-05:30",
         "timestamp": f"{day} {clock}",
         "timestamptz": f"{day} {clock}.{i:06d}+02",
+        "macaddr": f"08:00:2b:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}",
+        "bytea": f"\\\\x{i:08x}",
     }[type_name]
 
 
@@ -247,17 +300,18 @@ def test_work_does_not_grow_with_repeated_elements(type_name: str) -> None:
 
 @pytest.mark.parametrize("type_name", sorted(set(BULK_TEXT) - {"interval"}))
 def test_work_does_not_grow_with_distinct_elements_of_fast_path_types(type_name: str) -> None:
-    """Numbers, dates, times and timestamps in their printed form are checked and
-    converted whole: 1024 distinct elements take the Python-level work of 64."""
+    """Numbers, dates, times, timestamps, MAC addresses and hex bytea in their printed
+    form are checked and converted whole: 1024 distinct elements take the
+    Python-level work of 64."""
     few = _array_work(type_name, [_distinct(type_name, i) for i in range(FEW)])
     many = _array_work(type_name, [_distinct(type_name, i) for i in range(MANY)])
     assert many <= few + FIXED_WORK, (few, many)
 
 
-@pytest.mark.parametrize("type_name", ["int2", "int4", "int8", "oid", "float4", "float8"])
+@pytest.mark.parametrize("type_name", sorted(BULK_BINARY))
 def test_binary_work_does_not_grow_with_fixed_size_elements(type_name: str) -> None:
-    """A binary array of a fixed-size number type is unpacked whole: 1024 elements
-    take the Python-level work of 64."""
+    """A binary array of a fixed-size number, date, time or timestamp type is unpacked
+    and converted whole: 1024 elements take the Python-level work of 64."""
     oid = type_by_name(type_name).array_oid
     values = [
         decode_text(type_by_name(type_name).oid, _distinct(type_name, i)) for i in range(MANY)

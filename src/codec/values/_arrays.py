@@ -4,6 +4,7 @@ array_send), per src/backend/utils/adt/arrayfuncs.c."""
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import struct
 from bisect import bisect_right
@@ -12,7 +13,7 @@ from typing import Final, cast
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
-from codec.values._bulk import BulkDecoder
+from codec.values._bulk import BinaryBulk, BulkDecoder
 from codec.values._common import (
     PG_SPACE,
     BinaryDecoder,
@@ -262,9 +263,27 @@ def _element_text(element: str) -> str | None:
     return None if element.upper() == "NULL" else element
 
 
+_first_character: Final = operator.itemgetter(0)
+_SEPARATOR: Final = "\x01"
+
+
 def _texts(elements: list[str]) -> list[str | None]:
-    """:func:`_element_text` of each element, computed once per distinct element."""
-    text_of = {element: _element_text(element) for element in dict.fromkeys(elements)}
+    """:func:`_element_text` of each element, computed once per distinct element. When
+    all are quoted and hold no U+0001, they are unquoted and unescaped together: joined
+    by U+0001, which no escape can produce, unescaped and split again."""
+    distinct = list(dict.fromkeys(elements))
+    joined = _SEPARATOR.join(distinct)
+    if (
+        "".join(map(_first_character, distinct)) == '"' * len(distinct)
+        and joined.count(_SEPARATOR) == len(distinct) - 1
+    ):
+        inner = joined[1:-1].replace('"' + _SEPARATOR + '"', _SEPARATOR)
+        texts: list[str | None] = list(_unescape(inner).split(_SEPARATOR))
+    else:
+        texts = list(map(_element_text, distinct))
+    if len(distinct) == len(elements):
+        return texts
+    text_of = dict(zip(distinct, texts, strict=True))
     return list(map(text_of.__getitem__, elements))
 
 
@@ -554,13 +573,17 @@ def _first_binary_error(data: bytes, pos: int, total: int, decode: BinaryDecoder
     return Invalid(pos, f"expected end of array, found {n - pos} more bytes")
 
 
-def make_binary_decoder(element: Converter, code: str | None = None) -> object:
+def make_binary_decoder(
+    element: Converter, whole: tuple[str, BinaryBulk | None] | None = None
+) -> object:
     """array_recv() for ``element``. Each distinct element is decoded once; a fixed-size
-    numeric type (struct ``code``) whose elements are all present is unpacked whole."""
+    type whose elements are all present is unpacked whole when ``whole`` gives its
+    struct code and the conversion of the numbers (see _bulk.BULK_BINARY)."""
     decode = element.decode_binary
     element_oid = element.oid
     unpack_header, unpack_dim = ARRAY_HEADER.unpack_from, DIMENSION.unpack_from
-    pair = struct.Struct(f"!i{code}") if code else None
+    pair = struct.Struct(f"!i{whole[0]}") if whole else None
+    convert = whole[1] if whole else None
 
     def decode_binary(data: bytes) -> object:
         n = len(data)
@@ -601,7 +624,9 @@ def make_binary_decoder(element: Converter, code: str | None = None) -> object:
         if pair is not None and n - pos == total * pair.size:
             lengths, numbers = zip(*pair.iter_unpack(memoryview(data)[pos:]), strict=True)
             if lengths.count(pair.size - 4) == total:
-                return _result(list(numbers), shape, bounds)
+                values = list(numbers) if convert is None else convert(list(numbers))
+                if values is not None:
+                    return _result(values, shape, bounds)
         try:
             raws = _binary_elements(data, pos, total)
             table: dict[bytes | None, object] = dict.fromkeys(raws)

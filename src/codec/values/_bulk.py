@@ -16,15 +16,29 @@ function does: tests/codec/test_values_bulk.py checks that on generated texts.
 
 from __future__ import annotations
 
+import operator
 import re
 import struct
-from collections.abc import Callable
-from datetime import UTC, date, datetime, time
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from itertools import repeat
+from operator import itemgetter
 from typing import Final
 
-from codec.values._time import USECS_PER_HOUR, USECS_PER_MINUTE, USECS_PER_SEC, Interval
+from codec.values._time import (
+    _EPOCH,
+    _EPOCH_ORDINAL,
+    _EPOCH_UTC,
+    _PY_DAY_MAX,
+    _PY_DAY_MIN,
+    _PY_US_END,
+    _PY_US_MIN,
+    USECS_PER_HOUR,
+    USECS_PER_MINUTE,
+    USECS_PER_SEC,
+    Interval,
+)
 
 BulkDecoder = Callable[[list[str]], list[object] | None]
 
@@ -177,6 +191,26 @@ def _interval(texts: list[str]) -> list[object] | None:
     return values
 
 
+# --------------------------------------------------------------------------- strings
+
+_macaddr_forms: Final = _all_match(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
+
+
+def _macaddr(texts: list[str]) -> list[object] | None:
+    # The canonical spelling is what macaddr_out prints, and what the input gives back.
+    return list(texts) if _macaddr_forms(texts) else None
+
+
+_bytea_forms: Final = _all_match(r"\\x(?:[0-9a-fA-F]{2})*+")
+_after_prefix: Final = itemgetter(slice(2, None))
+
+
+def _bytea(texts: list[str]) -> list[object] | None:
+    if not _bytea_forms(texts):
+        return None
+    return list(map(bytes.fromhex, map(_after_prefix, texts)))
+
+
 # --------------------------------------------------------------------------- by type
 
 BULK_TEXT: Final[dict[str, BulkDecoder]] = {
@@ -193,16 +227,58 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "timestamp": _iso(f"{_DATE} {_CLOCK}", datetime.fromisoformat),
     "timestamptz": _iso(f"{_DATE} {_CLOCK}{_ZONE}", datetime.fromisoformat, to_utc=True),
     "interval": _interval,
+    "macaddr": _macaddr,
+    "bytea": _bytea,
 }
 """Element type name -> its whole-array fast path."""
 
-BULK_BINARY: Final[dict[str, str]] = {
-    "int2": "h",
-    "int4": "i",
-    "int8": "q",
-    "oid": "I",
-    "float4": "f",
-    "float8": "d",
+# --------------------------------------------------------------------------- binary
+
+BinaryBulk = Callable[[list[int]], list[object] | None]
+_USECS_PER_DAY: Final = 24 * USECS_PER_HOUR
+
+
+def _microseconds(us: list[int]) -> Iterator[timedelta]:
+    zeros = repeat(0)
+    return map(timedelta, zeros, zeros, us)
+
+
+def _timestamps(epoch: datetime) -> BinaryBulk:
+    """timestamp_recv for values inside Python's years: ``epoch + us``, in C."""
+
+    def convert(us: list[int]) -> list[object] | None:
+        if min(us) < _PY_US_MIN or max(us) >= _PY_US_END:
+            return None
+        return list(map(operator.add, repeat(epoch), _microseconds(us)))
+
+    return convert
+
+
+def _dates(days: list[int]) -> list[object] | None:
+    if min(days) < _PY_DAY_MIN or max(days) > _PY_DAY_MAX:
+        return None
+    return list(map(date.fromordinal, map(operator.add, days, repeat(_EPOCH_ORDINAL))))
+
+
+def _times(us: list[int]) -> list[object] | None:
+    if min(us) < 0 or max(us) >= _USECS_PER_DAY:  # 24:00:00 is EndOfDay
+        return None
+    return list(map(datetime.time, map(operator.add, repeat(_EPOCH), _microseconds(us))))
+
+
+BULK_BINARY: Final[dict[str, tuple[str, BinaryBulk | None]]] = {
+    "int2": ("h", None),
+    "int4": ("i", None),
+    "int8": ("q", None),
+    "oid": ("I", None),
+    "float4": ("f", None),
+    "float8": ("d", None),
+    "date": ("i", _dates),
+    "time": ("q", _times),
+    "timestamp": ("q", _timestamps(_EPOCH)),
+    "timestamptz": ("q", _timestamps(_EPOCH_UTC)),
 }
-"""Element type name -> the struct code of its send format, for arrays unpacked whole
-(each of these typreceive functions is exactly that unpack)."""
+"""Element type name -> the struct code of its send format and the conversion of the
+unpacked numbers (None: the numbers are the values), for arrays unpacked whole. A
+conversion returns None for any number outside the range it handles, and the array
+is then decoded element by element."""
