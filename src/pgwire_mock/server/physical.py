@@ -26,6 +26,9 @@ test_physical_postgres.py``):
   backwards (``PhysicalConfirmReceivedLocation``); a reply request is answered at once.
 * The client's CopyDone: CopyDone, CommandComplete ``START_STREAMING`` then
   ``START_REPLICATION``, ReadyForQuery.
+* Faults (:mod:`pgwire_mock.server.faults`): WAL removed under a stream fails as
+  ``CheckXLogRemoved`` (XX000) inside the segment being read and as
+  ``WalSndSegmentOpen`` (58P01) for one to open (``test_physical_faults_postgres.py``).
 """
 
 from __future__ import annotations
