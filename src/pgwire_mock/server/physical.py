@@ -26,6 +26,10 @@ test_physical_postgres.py``):
   backwards (``PhysicalConfirmReceivedLocation``); a reply request is answered at once.
 * The client's CopyDone: CopyDone, CommandComplete ``START_STREAMING`` then
   ``START_REPLICATION``, ReadyForQuery.
+* An older timeline of the recording's history, up to its switch point: ``wal_end`` the
+  switch point, then CopyDone; after the client's, the ``next_tli`` row and
+  START_STREAMING; from the switch point itself no COPY at all
+  (``test_physical_timeline_postgres.py``, a server promoted to timeline 2).
 * Faults (:mod:`pgwire_mock.server.faults`): WAL removed under a stream fails as
   ``CheckXLogRemoved`` (XX000) inside the segment being read and as
   ``WalSndSegmentOpen`` (58P01) for one to open (``test_physical_faults_postgres.py``).
@@ -48,7 +52,14 @@ from codec.replication import (
     decode_client_copy_data,
 )
 from codec.values import LSN
-from codec.wire import CopyData
+from codec.wire import (
+    CommandComplete,
+    CopyData,
+    CopyDone,
+    DataRow,
+    FieldDescription,
+    RowDescription,
+)
 from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault
@@ -340,16 +351,26 @@ class PhysicalStream:
     open_segment: int | None = None
     """The segment WALRead read last, still open: its removal shows only afterwards, in
     CheckXLogRemoved; any other segment is opened first (WalSndSegmentOpen)."""
+    switch_point: int | None = None
+    """A historic timeline's end (sendTimeLineValidUpto): the stream stops there."""
+    next_timeline: int = 0
+    """The timeline that follows a historic one (sendTimeLineNextTLI)."""
+
+    @property
+    def send_upto(self) -> int:
+        """XLogSendPhysical's SendRqstPtr: the flush position, or the switch point."""
+        return self.recording.end_lsn if self.switch_point is None else self.switch_point
 
     @property
     def caught_up(self) -> bool:
-        return self.sent_ptr >= self.recording.end_lsn
+        return self.sent_ptr >= self.send_upto
 
     @property
     def can_produce(self) -> bool:
-        return (
-            self.error is None and not self.done_sending and not self.caught_up and not self.closing
-        )
+        if self.error is not None or self.done_sending or self.closing:
+            return False
+        # A historic timeline's end is reached by producing: the server's CopyDone.
+        return self.switch_point is not None or not self.caught_up
 
     def ready(self, now: float) -> bool:
         """:attr:`can_produce`, and no fault (``slow``) holds the stream back now."""
@@ -364,11 +385,17 @@ class PhysicalStream:
         counting = faults.messages_left is not None or faults.bytes_left is not None
         frames: list[bytes] = []
         produced = 0
-        flush = self.recording.end_lsn
+        flush = self.send_upto
         base = self.recording.start_lsn
         wal = self.recording.wal_data
         while produced < max_bytes and self.can_produce:
             start = self.sent_ptr
+            if self.switch_point is not None and start >= flush:
+                # XLogSendPhysical at the end of a historic timeline: CopyDone, then
+                # wait for the client's (StartReplication sends the next timeline).
+                frames.append(CopyDone().encode())
+                self.done_sending = True
+                break
             end = start + MAX_SEND_SIZE
             if flush <= end:
                 end = flush
@@ -387,6 +414,21 @@ class PhysicalStream:
             self.sent_ptr = end
         faults.spent(produced, now)
         return frames
+
+    def end_messages(self) -> list[bytes]:
+        """After the client's CopyDone (StartReplication after WalSndLoop): CopyDone
+        unless already sent, a historic timeline's ``next_tli`` row, START_STREAMING."""
+        out = [] if self.done_sending else [CopyDone().encode()]
+        self.done_sending = True
+        if self.switch_point is not None:
+            columns = (
+                FieldDescription("next_tli", type_oid=20, type_size=8),
+                FieldDescription("next_tli_startpos", type_oid=25),
+            )
+            row = (str(self.next_timeline).encode(), str(LSN(self.switch_point)).encode())
+            out += [RowDescription(columns).encode(), DataRow(row).encode()]
+        out.append(CommandComplete("START_STREAMING").encode())
+        return out
 
     def _removed(self, start: int) -> ServerError | None:
         """WALRead at ``start`` in a removed segment: WalSndSegmentOpen's ENOENT (58P01)
@@ -497,6 +539,8 @@ def start_physical(
     """StartReplication for a recording: raises the errors that come before
     CopyBothResponse; those after it are the stream's :attr:`PhysicalStream.error`."""
     current = recording.timeline
+    switch: int | None = None
+    points: dict[int, int] = {}
     if timeline and timeline != current:
         history = recording.history(current)
         points = history.switch_points() if history is not None else {}
@@ -522,6 +566,12 @@ def start_physical(
         major=major,
     )
     sent_timeline = timeline or current
+    historic = switch is not None and recording.start_lsn <= start_lsn
+    if switch is not None and historic:
+        # A historic timeline: its WAL up to the switch point is the recorded WAL there
+        # (the new timeline's first segment copies the old one's up to the switch).
+        stream.switch_point = switch
+        stream.next_timeline = min((t for t in points if t > timeline), default=current)
     if recording.end_lsn < start_lsn:
         stream.error = physical_error(
             major,
@@ -530,7 +580,7 @@ def start_physical(
             flush=LSN(recording.end_lsn),
         )
     elif start_lsn < max(recording.start_lsn, recording.removed_before) or (
-        sent_timeline != current
+        sent_timeline != current and not historic
     ):
         # The recording holds no older WAL (nor another timeline's): as a server whose
         # pg_wal no longer has the segment.

@@ -1564,6 +1564,16 @@ class WalSenderSession(SlotCommands):
             if slot is not None:
                 self.state.release(slot.name, self.pid)
             raise
+        if stream.switch_point == command.start_lsn and stream.error is None:
+            # StartReplication: at a historic timeline's end there is nothing to stream,
+            # so no COPY at all: the next timeline's row straight away.
+            stream.done_sending = True
+            self._out.extend(stream.end_messages())
+            if slot is not None:
+                self.state.release(slot.name, self.pid)
+            self._send(CommandComplete("START_REPLICATION"))
+            self._ready()
+            return
         self._physical = stream
         self._done_receiving = self._done_sending = False
         self.phase = Phase.STREAMING
@@ -1621,10 +1631,11 @@ class WalSenderSession(SlotCommands):
         """StartReplication after WalSndLoop: CopyDone back, release the slot,
         "START_STREAMING" then exec_replication_command's "START_REPLICATION"."""
         self._log("client sent CopyDone")
-        self._send(CopyDone())
+        if self._physical is not None:
+            self._out.extend(self._physical.end_messages())
         self._physical_release()
         self.phase = Phase.READY
-        self._send(CommandComplete("START_STREAMING"), CommandComplete("START_REPLICATION"))
+        self._send(CommandComplete("START_REPLICATION"))
         self._ready()
 
     def _base_backup(self, command: BaseBackup) -> None:

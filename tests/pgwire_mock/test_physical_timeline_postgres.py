@@ -1,0 +1,129 @@
+"""A timeline switch: a real server promoted to timeline 2, recorded from the start of
+the segment holding the switch point, and the fake replaying that recording, asked the
+same things by a raw client on every major.
+
+The promotion is built from a provisioned server of its own: stopped cleanly, restarted
+with ``standby.signal`` (a standby with no primary, in recovery at the end of its WAL),
+then ``pg_promote()``. Timeline 1 ends at the switch point inside the segment; the
+recording, made on timeline 2, holds timeline 1's WAL up to it (the new timeline's
+first segment is a copy of the old one's up to the switch).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from physical_wire import RawPhysical, physical_connection
+
+from codec import replication
+from codec.values import LSN
+from codec.wire import BackendMessage, CopyData, CopyDone
+from conformance import provision
+from pgwire_mock.pytest_plugin import WalSender
+from pgwire_mock.record import record_physical
+
+SEGMENT = 16 << 20
+
+
+@pytest.fixture
+def promoted(pg_server: provision.Server) -> Iterator[provision.Cluster]:
+    """A server of ``pg_server``'s major on timeline 2 (its own: it is restarted)."""
+    if not isinstance(pg_server, provision.Cluster):
+        pytest.skip("the promotion restarts the server: only provisioned ones")
+    server = provision.Cluster(pg_server.installation).start()
+    try:
+        with server.connect() as conn:
+            conn.execute("CREATE TABLE pgwm_tli (id int, t text)")
+            conn.execute(
+                "INSERT INTO pgwm_tli SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g"
+            )
+        assert server.run_dir is not None
+        staged = server.run_dir / "pg"
+        prefix = staged if staged.exists() else server.installation.prefix
+        server._terminate()  # a fast shutdown: a clean end of timeline 1's WAL
+        signal = server.data_dir / "standby.signal"
+        signal.write_text("")
+        if server._user is not None:
+            os.chown(signal, server._user.uid, server._user.gid)
+        server._launch(prefix)
+        with server.connect() as conn:
+            conn.execute("SELECT pg_promote()")
+            conn.execute(
+                "INSERT INTO pgwm_tli SELECT g, repeat('z', 100) FROM generate_series(1, 3000) g"
+            )
+        yield server
+    finally:
+        server.stop()
+
+
+def _until(conn: RawPhysical, kind: type) -> tuple[list[replication.XLogData], BackendMessage]:
+    """The XLogData up to the first message of ``kind`` (keepalives skipped), and it."""
+    out: list[replication.XLogData] = []
+    while True:
+        message = conn.next(10)
+        assert message is not None, f"no {kind.__name__} after {len(out)} XLogData"
+        if isinstance(message, CopyData):
+            decoded = replication.decode_server_copy_data(message.data)
+            if isinstance(decoded, replication.XLogData):
+                out.append(decoded)
+            continue
+        assert isinstance(message, kind), message
+        return out, message
+
+
+def _crossing(host: str, port: int, start: int, switch: int) -> dict[str, object]:
+    """What a client following the switch sees: timeline 1 from ``start`` to its end, the
+    end-of-timeline handshake, TIMELINE_HISTORY 2, then timeline 2 from the switch."""
+    out: dict[str, object] = {}
+    with physical_connection(host, port) as conn:
+        out["identify"] = conn.command("IDENTIFY_SYSTEM")[1]
+        out["history"] = conn.command("TIMELINE_HISTORY 2")
+        out["open"] = conn.start(f"START_REPLICATION PHYSICAL {LSN(start)} TIMELINE 1")
+        xlog, _ = _until(conn, CopyDone)
+        out["timeline 1"] = [(x.wal_start, x.wal_end, x.data) for x in xlog]
+        conn.send(CopyDone())
+        out["handshake"] = [m for m in conn.until_ready() if not isinstance(m, CopyData)]
+        conn.start(f"START_REPLICATION PHYSICAL {LSN(switch)} TIMELINE 2")
+        out["timeline 2"] = conn.xlog(1)[0]
+        conn.finish()
+        # At the switch point exactly: nothing to stream, no COPY, the next timeline.
+        out["at switch"] = conn.start(f"START_REPLICATION PHYSICAL {LSN(switch)} TIMELINE 1")
+    return out
+
+
+def test_a_promotion_replays_with_the_same_end_of_timeline_handshake(
+    promoted: provision.Cluster, make_walsender: Callable[..., WalSender], tmp_path: Path
+) -> None:
+    """START_REPLICATION on timeline 1 from the switch segment: the same XLogData (wal_end
+    the switch point, the last one ending there), the server's CopyDone, then after the
+    client's CopyDone the next_tli row (int8 2, the switch point), START_STREAMING,
+    START_REPLICATION; TIMELINE_HISTORY 2 the same; timeline 2 streams on from the switch
+    point (the same bytes as far as recorded). From the switch point itself on timeline
+    1: no CopyBothResponse, the next_tli row at once."""
+    server = promoted
+    with physical_connection(server.host, server.port) as conn:
+        content = conn.command("TIMELINE_HISTORY 2")[1].values[1]  # type: ignore[attr-defined]
+    switch = int(LSN.parse(content.decode().split()[1]))
+    start = switch // SEGMENT * SEGMENT
+    path = tmp_path / "promoted.jsonl"
+    recording = record_physical(server.dsn, path, start_lsn=start)
+    assert recording.timeline == 2
+    assert recording.end_lsn > switch
+    fake = make_walsender(script=path, pg_version=server.version)
+    real = _crossing(server.host, server.port, start, switch)
+    ours = _crossing("127.0.0.1", fake.port, start, switch)
+    assert ours["identify"].values[:2] == real["identify"].values[:2]  # type: ignore[attr-defined]
+    for key in ("history", "open", "timeline 1", "handshake", "at switch"):
+        assert ours[key] == real[key], key
+    timeline_1 = real["timeline 1"]
+    assert isinstance(timeline_1, list)
+    assert {end for _, end, _ in timeline_1} == {switch}
+    assert timeline_1[-1][0] + len(timeline_1[-1][2]) == switch
+    real_2, fake_2 = real["timeline 2"], ours["timeline 2"]
+    assert isinstance(real_2, replication.XLogData)
+    assert isinstance(fake_2, replication.XLogData)
+    assert fake_2.wal_start == real_2.wal_start == switch
+    assert fake_2.data == real_2.data[: len(fake_2.data)]
