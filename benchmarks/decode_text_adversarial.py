@@ -8,8 +8,8 @@ scaling test bounds) is decoded at 1/16 of --size, and the slowest family is the
 at --size characters and timed, the best of --repeat runs. Peers, measured on the same
 machine in the same run:
 
-  benign   the same decoder on a valid value of the same size (an array of typical
-           elements, a long text/bytea/json value); "-" for types that have no valid
+  benign   the same decoder on a valid value of the same size (an array of distinct
+           typical elements, a long text/bytea/json value); "-" for types that have no valid
            value that long (an int4 is at most a few characters plus whitespace)
   psycopg  psycopg's own text loader for the OID (the C one from psycopg-binary where it
            has one) on the same hostile input; "-" where it has no loader

@@ -174,9 +174,11 @@ def _element_binary(type_name: str, data: bytes) -> object:
 
 
 # Raw numbers at the edges of what the whole-array conversions take: Python's years
-# 1 and 9999 in days and microseconds, infinity, 24:00:00, negative times.
+# 1 and 9999 in days and microseconds, infinity, 24:00:00, negative times, bytes
+# other than 0 and 1 for bool (true, as boolrecv reads any non-zero byte).
 _US_EDGES = [-63082281600000000, -63082281600000001, 252455615999999999, 252455616000000000]
 EDGE_NUMBERS = {
+    "bool": (">B", [0, 1, 2, 255]),
     "date": (">i", [-730119, -730120, 2921939, 2921940, 2147483647, -2147483648, 0]),
     "time": (">q", [0, -1, 86_399_999_999, 86_400_000_000, 86_400_000_001]),
     "timestamp": (">q", [*_US_EDGES, 2**63 - 1, -(2**63), 0]),
@@ -267,6 +269,7 @@ def _distinct(type_name: str, i: int) -> str:
     clock = f"{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
     day = f"{2000 + i // 336:04d}-{i // 28 % 12 + 1:02d}-{i % 28 + 1:02d}"
     return {
+        "bool": "t" if i % 2 else "f",
         "int2": str(i - 500),
         "int4": str(i * 7919),
         "int8": str(-i * 10**12),

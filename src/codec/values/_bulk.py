@@ -267,6 +267,7 @@ def _times(us: list[int]) -> list[object] | None:
 
 
 BULK_BINARY: Final[dict[str, tuple[str, BinaryBulk | None]]] = {
+    "bool": ("?", None),  # boolrecv: any non-zero byte is true, as struct's "?"
     "int2": ("h", None),
     "int4": ("i", None),
     "int8": ("q", None),
