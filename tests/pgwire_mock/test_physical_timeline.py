@@ -11,6 +11,7 @@ from codec import replication
 from codec.wire import (
     CommandComplete,
     CopyBothResponse,
+    CopyData,
     CopyDone,
     DataRow,
     ErrorResponse,
@@ -95,3 +96,16 @@ def test_two_promotions_name_the_timeline_that_follows() -> None:
     replies = client.pump()
     assert replies[-1] == CopyDone()
     assert client.send(CopyDone()) == _next_tli(3, SWITCH)
+
+
+def test_read_replication_slot_names_the_timeline_of_its_restart_lsn() -> None:
+    """tliOfPointInHistory: before the switch point timeline 1, from it on timeline 2."""
+    client = _client()
+    client.query("CREATE_REPLICATION_SLOT s PHYSICAL RESERVE_WAL")  # restart_lsn = START
+    rows = [r for r in client.query("READ_REPLICATION_SLOT s") if isinstance(r, DataRow)]
+    assert rows == [DataRow((b"physical", f"0/{START:X}".encode(), b"1"))]
+    client.query(f"START_REPLICATION SLOT s PHYSICAL 0/{SWITCH:X}")
+    update = replication.StandbyStatusUpdate(SWITCH, SWITCH, 0, 0, False)
+    client.send(CopyData(update.encode()), CopyDone())
+    rows = [r for r in client.query("READ_REPLICATION_SLOT s") if isinstance(r, DataRow)]
+    assert rows == [DataRow((b"physical", f"0/{SWITCH:X}".encode(), b"2"))]

@@ -12,6 +12,7 @@ first segment is a copy of the old one's up to the switch).
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.record import record_physical
 
 SEGMENT = 16 << 20
+PG_RECEIVEWAL = Path("/usr/bin/pg_receivewal")
 
 
 @pytest.fixture
@@ -40,6 +42,8 @@ def promoted(pg_server: provision.Server) -> Iterator[provision.Cluster]:
             conn.execute(
                 "INSERT INTO pgwm_tli SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g"
             )
+            # A slot whose restart_lsn stays on timeline 1 (pg_receivewal --slot).
+            conn.execute("SELECT pg_create_physical_replication_slot('pgwm_tli', true)")
         assert server.run_dir is not None
         staged = server.run_dir / "pg"
         prefix = staged if staged.exists() else server.installation.prefix
@@ -127,3 +131,72 @@ def test_a_promotion_replays_with_the_same_end_of_timeline_handshake(
     assert isinstance(fake_2, replication.XLogData)
     assert fake_2.wal_start == real_2.wal_start == switch
     assert fake_2.data == real_2.data[: len(fake_2.data)]
+
+
+def _switch(server: provision.Server) -> int:
+    with physical_connection(server.host, server.port) as conn:
+        content = conn.command("TIMELINE_HISTORY 2")[1].values[1]  # type: ignore[attr-defined]
+    return int(LSN.parse(content.decode().split()[1]))
+
+
+def _receivewal(dsn: str, directory: Path, endpos: int) -> subprocess.CompletedProcess[str]:
+    directory.mkdir()
+    command = [PG_RECEIVEWAL, "-D", directory, "-d", dsn, "-S", "pgwm_tli"]
+    return subprocess.run(
+        [*command, "-E", str(LSN(endpos)), "-n", "--no-sync"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_pg_receivewal_follows_the_switch_to_the_same_files(
+    pg_server: provision.Server,
+    request: pytest.FixtureRequest,
+    make_walsender: Callable[..., WalSender],
+    tmp_path: Path,
+) -> None:
+    """pg_receivewal --slot, the slot's restart_lsn on timeline 1 (READ_REPLICATION_SLOT
+    names it), streams timeline 1 to the switch point, follows the handshake, fetches
+    00000002.history and goes on on timeline 2: the same files from both, byte for byte."""
+    if pg_server.version != 15:
+        pytest.skip(
+            "READ_REPLICATION_SLOT is 15+, and Debian's pg_receivewal 15 refuses 16+ "
+            "(test_physical_postgres.py); the raw client covers every major"
+        )
+    server: provision.Cluster = request.getfixturevalue("promoted")
+    switch = _switch(server)
+    start = switch // SEGMENT * SEGMENT
+    path = tmp_path / "promoted.jsonl"
+    recording = record_physical(server.dsn, path, start_lsn=start)
+    fake = make_walsender(script=path, pg_version=server.version)
+    slots = {}
+    with physical_connection("127.0.0.1", fake.port) as conn:
+        conn.command("CREATE_REPLICATION_SLOT pgwm_tli PHYSICAL RESERVE_WAL")
+        slots["fake"] = conn.command("READ_REPLICATION_SLOT pgwm_tli")[1]
+    with physical_connection(server.host, server.port) as conn:
+        slots["real"] = conn.command("READ_REPLICATION_SLOT pgwm_tli")[1]
+    for row in slots.values():
+        lsn, tli = row.values[1:]  # type: ignore[attr-defined]
+        assert (int(LSN.parse(lsn.decode())) // SEGMENT * SEGMENT, tli) == (start, b"1")
+    endpos = recording.end_lsn - 1
+    real = _receivewal(server.dsn, tmp_path / "real", endpos)
+    ours = _receivewal(f"host=127.0.0.1 port={fake.port} user=postgres", tmp_path / "fake", endpos)
+    assert (ours.returncode, real.returncode) == (0, 0), (real.stderr, ours.stderr)
+    real_files = {p.name: p.read_bytes() for p in (tmp_path / "real").iterdir()}
+    fake_files = {p.name: p.read_bytes() for p in (tmp_path / "fake").iterdir()}
+    assert sorted(fake_files) == sorted(real_files)
+    assert "00000002.history" in real_files
+    assert any(name.startswith("00000001") for name in real_files)
+    with server.connect() as conn:
+        row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+    assert row is not None
+    moved = int(LSN.parse(str(row[0]))) != recording.end_lsn
+    offset, size = start % SEGMENT, recording.end_lsn - start
+    for name, data in real_files.items():
+        if moved and name.startswith("000000020"):
+            # The real server wrote WAL since: the same bytes as far as recorded.
+            assert fake_files[name][offset : offset + size] == data[offset : offset + size]
+        else:
+            assert fake_files[name] == data, name

@@ -78,6 +78,7 @@ __all__ = [
     "segment_file_name",
     "start_physical",
     "timeline_history_result",
+    "timeline_of_point",
 ]
 
 FORMAT: Final = "pgwire-mock physical recording 2"
@@ -315,6 +316,21 @@ class PhysicalRecording:
                 return f.read(len(b'{"physical"')) == b'{"physical"'
         except OSError:
             return False
+
+
+def timeline_of_point(source: object, lsn: int, current: int) -> int:
+    """tliOfPointInHistory (timeline.c): the timeline ``lsn`` lies on in the history of
+    a physical recording's timeline (a switch point belongs to the next one); without a
+    physical recording, ``current``."""
+    history = None
+    if isinstance(source, PhysicalRecording):
+        current = source.timeline
+        history = source.history(current)
+    if history is not None:
+        for timeline, switch in sorted(history.switch_points().items()):
+            if lsn < switch:
+                return timeline
+    return current
 
 
 def timeline_history_result(

@@ -22,6 +22,7 @@ from pgwire_mock.server.grammar import (
     format_lsn,
     parse_bool,
 )
+from pgwire_mock.server.physical import timeline_of_point
 from pgwire_mock.server.state import (
     ServerState,
     SlotActiveError,
@@ -33,6 +34,7 @@ from pgwire_mock.server.versions import VersionFacts, error
 
 if TYPE_CHECKING:
     from pgwire_mock.server.catalog import CatalogQueries
+    from pgwire_mock.server.session import SessionConfig
 
 __all__ = ["SlotCommands"]
 
@@ -42,6 +44,7 @@ _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 class SlotCommands:
     """The slot commands; the session provides the attributes and output methods below."""
 
+    config: SessionConfig
     state: ServerState
     major: int
     facts: VersionFacts
@@ -187,7 +190,8 @@ class SlotCommands:
         row: tuple[str | None, ...] = (None, None, None)
         if slot is not None:
             lsn = format_lsn(slot.restart_lsn) if slot.restart_lsn else None
-            row = ("physical", lsn, str(self.state.timeline) if lsn else None)
+            tli = timeline_of_point(self.config.source, slot.restart_lsn, self.state.timeline)
+            row = ("physical", lsn, str(tli) if lsn else None)
         self._rows(
             "READ_REPLICATION_SLOT",
             (("slot_type", 25, -1), ("restart_lsn", 25, -1), ("restart_tli", 20, 8)),
