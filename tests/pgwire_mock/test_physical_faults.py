@@ -206,3 +206,35 @@ def test_physical_recording_keeps_removed_wal_out_of_the_file(tmp_path: Path) ->
     again = PhysicalRecording.from_file(path)
     assert again == recording
     assert again.removed_before == 0
+
+
+def test_shutdown_sends_the_rest_asks_for_a_reply_then_copy_0_and_closes() -> None:
+    """``shutdown`` mid-stream: the WAL up to the end (the shutdown checkpoint's stand-in),
+    one reply-requested keepalive at the end, and once the client's write position is
+    there, CommandComplete ``COPY 0`` without CopyDone and a close (WalSndDone)."""
+    client, recording = _client()
+    client.query("START_REPLICATION 0/1000000 TIMELINE 1")
+    client.session.produce(1, client.now)
+    client.replies()
+    client.session.inject(Fault("shutdown"), client.now)
+    replies = client.pump()
+    assert len(_xlog(replies)) == 7
+    assert replies[-1] == replication.PrimaryKeepalive(
+        recording.end_lsn, replies[-1].send_time, True
+    )  # type: ignore[union-attr]
+    # Any reply ends the wait for one: a short one gets another request (WalSndDone).
+    short = replication.StandbyStatusUpdate(recording.end_lsn - 1, 0, 0, 0, False)
+    (again,) = client.send(CopyData(short.encode()))
+    assert isinstance(again, replication.PrimaryKeepalive) and again.reply_requested
+    assert not client.session.closed
+    update = replication.StandbyStatusUpdate(recording.end_lsn, 0, 0, 0, False)
+    assert client.send(CopyData(update.encode())) == [CommandComplete("COPY 0")]
+    assert client.session.closed
+
+
+def test_shutdown_without_wait_closes_at_once_with_copy_0() -> None:
+    client, _ = _client()
+    client.query("START_REPLICATION 0/1000000 TIMELINE 1")
+    client.session.inject(Fault.parse("shutdown:wait=false"), client.now)
+    assert client.replies() == [CommandComplete("COPY 0")]
+    assert client.session.closed

@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from physical_wire import RawPhysical, physical_connection
 
+from codec import replication
 from codec.values import LSN
-from codec.wire import AuthenticationOk, CopyData, ErrorResponse, StartupMessage
+from codec.wire import (
+    AuthenticationOk,
+    CommandComplete,
+    CopyData,
+    ErrorResponse,
+    StartupMessage,
+)
 from conformance import provision
 from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.record import record_physical
@@ -211,3 +219,56 @@ def test_pg_receivewal_resumes_after_a_dropped_stream_to_the_same_files(
     assert runs["real-resumed"] == runs["real-whole"]
     if _flush(server) == recording.end_lsn:
         assert runs["fake-whole"] == runs["real-whole"]
+
+
+def _shutdown_tail(conn: RawPhysical, stop: Callable[[], None]) -> list[object]:
+    """Catch up, then ``stop()`` the server in a thread: what follows but WAL, with a
+    status update (write = wal_end) answering each reply request, up to the close."""
+    while conn.next(0.5) is not None:
+        pass  # caught up: everything in flight read
+    thread = threading.Thread(target=stop)
+    thread.start()
+    tail: list[object] = []
+    try:
+        while True:
+            message = conn.next(20)
+            if message is None:
+                tail.append("closed")
+                return tail
+            if not isinstance(message, CopyData):
+                tail.append(message)
+                continue
+            decoded = replication.decode_server_copy_data(message.data)
+            if isinstance(decoded, replication.PrimaryKeepalive):
+                tail.append(("keepalive", decoded.reply_requested))
+                if decoded.reply_requested:
+                    update = replication.StandbyStatusUpdate(decoded.wal_end, 0, 0, 0, False)
+                    conn.send(CopyData(update.encode()))
+    finally:
+        thread.join()
+
+
+def test_shutdown_ends_a_physical_stream_as_a_fast_shutdown_does(
+    pg_server: provision.Server, make_walsender: Make, tmp_path: Path
+) -> None:
+    """A real fast shutdown under a caught-up physical stream: the shutdown checkpoint's
+    WAL, one reply-requested keepalive, and once the client's write position is there,
+    CommandComplete ``COPY 0`` (no CopyDone) and the close. The fake's ``shutdown``
+    fault, the recording's end standing for the checkpoint: the same after the WAL."""
+    if not isinstance(pg_server, provision.Cluster):
+        pytest.skip("the real server is shut down: only provisioned ones")
+    server = provision.Cluster(pg_server.installation).start()
+    try:
+        path = tmp_path / "physical.jsonl"
+        recording = record_physical(server.dsn, path)
+        start = f"START_REPLICATION PHYSICAL {LSN(recording.start_lsn)} TIMELINE 1"
+        with physical_connection(server.host, server.port) as conn:
+            conn.start(start)
+            real = _shutdown_tail(conn, server.stop)
+    finally:
+        server.stop()
+    fake = make_walsender(script=path, pg_version=pg_server.version)
+    with physical_connection("127.0.0.1", fake.port) as conn:
+        conn.start(start)
+        ours = _shutdown_tail(conn, lambda: fake.inject("shutdown"))
+    assert ours == real == [("keepalive", True), CommandComplete("COPY 0"), "closed"]

@@ -49,7 +49,7 @@ FaultName: TypeAlias = Literal[
 ]
 FAULT_NAMES: Final[tuple[FaultName, ...]] = get_args(FaultName)
 PHYSICAL_FAULTS: Final[frozenset[str]] = frozenset(
-    ("close_after", "error", "slow", "stop_keepalives", "wal_removed")
+    ("close_after", "error", "shutdown", "slow", "stop_keepalives", "wal_removed")
 )
 """The faults a physical stream (``pgwire_mock.server.physical``) acts on; it ignores
 the others, with a log line."""

@@ -429,6 +429,8 @@ class PhysicalStream:
             produced += len(frame)
             self.sent_ptr = end
         faults.spent(produced, now)
+        if self.caught_up and self.error is None:
+            frames += self.walsnd_done(send_time)
         return frames
 
     def end_messages(self) -> list[bytes]:
@@ -457,14 +459,21 @@ class PhysicalStream:
             return physical_error(self.major, "wal_removed_open_segment", segment=name)
         return error(self.major, "wal_segment_removed", segment=name)
 
-    def activate(self, fault: Fault, now: float) -> bool:
-        """Put ``fault`` in force (:mod:`pgwire_mock.server.faults`); False when it does
-        not apply to a physical stream. The session then sends :attr:`error` or closes
-        for :attr:`closing`."""
+    def activate(self, fault: Fault, now: float, send_time: int = 0) -> list[bytes] | None:
+        """Put ``fault`` in force (:mod:`pgwire_mock.server.faults`); the frames to send
+        now, or None when it does not apply to a physical stream. The session then sends
+        :attr:`error` or closes for :attr:`closing`."""
         f = self.faults
         name = fault.name
         if name not in PHYSICAL_FAULTS:
-            return False
+            return None
+        if name == "shutdown":
+            # The recording's end stands for the shutdown checkpoint: the last WAL.
+            f.shutdown = True
+            if not fault.wait:
+                self.closing = True
+                return [CommandComplete("COPY 0").encode()]
+            return self.walsnd_done(send_time)
         if name == "wal_removed":
             self.recording.remove_wal(fault.lsn)
         elif name == "close_after":
@@ -476,7 +485,22 @@ class PhysicalStream:
             f.keepalives = False
         elif name == "error":
             self.error = fault.server_error()
-        return True
+        return []
+
+    def walsnd_done(self, send_time: int) -> list[bytes]:
+        """WalSndDone under a ``shutdown`` fault, once all WAL is sent: CommandComplete
+        ``COPY 0`` without CopyDone and a close when the client's write position (its
+        flush, if it reports no write) has reached it, else one reply request."""
+        if not self.faults.shutdown or not self.caught_up or self.closing:
+            return []
+        write, flush = self.reported[0], self.reported[1]
+        if (write or flush) >= self.sent_ptr:
+            self.closing = True
+            return [CommandComplete("COPY 0").encode()]
+        if self.waiting_for_ping:
+            return []
+        self.waiting_for_ping = True
+        return [self.keepalive(send_time, reply=True)]
 
     def keepalive(self, send_time: int, *, reply: bool) -> bytes:
         """WalSndKeepalive: the position sent so far."""
@@ -510,9 +534,10 @@ class PhysicalStream:
             # even when it moves back.
             self.slot.restart_lsn = reply.flushed_lsn
             self.state.save()
+        done = self.walsnd_done(send_time)
         if not (reply.reply_requested and self.faults.keepalives):
-            return []
-        return [self.keepalive(send_time, reply=False)]
+            return done
+        return [self.keepalive(send_time, reply=False), *done]
 
     def next_deadline(self) -> float | None:
         times = self.faults.deadlines()

@@ -1589,8 +1589,11 @@ class WalSenderSession(SlotCommands):
     def _physical_faults(self, stream: PhysicalStream, faults: list[Fault]) -> None:
         for fault in faults:
             self._log(f"fault: {fault}")
-            if not stream.activate(fault, self._now):
+            frames = stream.activate(fault, self._now, pg_time(self._now))
+            if frames is None:
                 self._log(f"fault {fault.name} does not act on a physical stream")
+            else:
+                self._out.extend(frames)
         self._physical_outcome(stream)
 
     def _physical_outcome(self, stream: PhysicalStream) -> None:
@@ -1598,7 +1601,7 @@ class WalSenderSession(SlotCommands):
         if stream.error is not None:
             self._stream_error(stream.error)
         elif stream.closing:
-            self._log("fault close_after: closing the connection mid-stream")
+            self._log("fault: closing the connection (close_after, or shutdown's COPY 0)")
             self._finish()
 
     def _physical_produce(self, stream: PhysicalStream, max_bytes: int, now: float) -> int:
@@ -1626,6 +1629,7 @@ class WalSenderSession(SlotCommands):
             return
         self._reported = stream.reported
         self._out.extend(frames)
+        self._physical_outcome(stream)
 
     def _physical_copy_done(self) -> None:
         """StartReplication after WalSndLoop: CopyDone back, release the slot,
