@@ -311,17 +311,23 @@ def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str |
     return elements, tail  # type: ignore[return-value]
 
 
+def _quoted_only(chunk: str) -> list[str | None] | None:
+    """The contents of a chunk of quoted elements without escapes or spaces between
+    them ('"a","b"'), else None. Split at '","': if no piece holds a quote, each piece
+    was one element's contents and the chunk is a well-formed run."""
+    if chunk[0] != '"' or chunk[-1] != '"' or "\\" in chunk:
+        return None
+    parts = chunk[1:-1].split('","')
+    if chunk.count('"') != 2 * len(parts):
+        return None
+    return cast("list[str | None]", parts)
+
+
 def _run_elements(run: str, text: str, after: int) -> tuple[list[str | None], str | None]:
     """The element texts of a run (None for NULL) and, if its last element is
     unquoted and the run is followed by a backslash or quote (``text[after]``), that
     element's text, left out of the list: _unquoted reads it, to a longer element
     with escapes or to an error."""
-    if run[0] == '"' == run[-1] and "\\" not in run:
-        # Quoted elements only, without escapes: if they are split at '","' and no
-        # piece holds a quote, each piece was one element's contents.
-        parts = run[1:-1].split('","')
-        if run.count('"') == 2 * len(parts):
-            return cast("list[str | None]", parts), None
     elements = _RUN_ELEMENTS.findall(run)
     tail = None
     if elements[-1][0] != '"' and after < len(text) and text[after] in '\\"':
@@ -416,7 +422,10 @@ def _parse_text(
         if kind == "chunk":
             assert match is not None
             chunk, end = match.group("chunk"), match.end()
-            if '"' in chunk:
+            quoted = _quoted_only(chunk) if '"' in chunk else None
+            if quoted is not None:
+                elements, tail = quoted, None
+            elif '"' in chunk:
                 run = _RUN.match(text, pos)
                 assert run is not None  # a chunk starts with an element
                 end = run.end()
