@@ -1,5 +1,6 @@
 """Physical faults against real 14-18: WAL that a checkpoint removed under a running
-stream and before a new one, and pg_receivewal resuming after an interrupted stream.
+stream and before a new one, pg_receivewal resuming after an interrupted stream, and the
+end of a stream at a fast shutdown.
 
 The real server removes WAL the production way (no slot holds it: WAL switches and
 checkpoints recycle the segment a slowed-down walsender is reading); the fake removes it
