@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import GenericOption, parse_bool, quote_literal
-from pgwire_mock.server.versions import error
+from pgwire_mock.server.versions import ErrorFact, error, format_error
 
 __all__ = ["CHECKSUM_TYPES", "BackupOptions", "in_transaction_block", "parse_backup_options"]
 
@@ -48,22 +48,22 @@ _DUPLICATE_LINES: Final[dict[str, dict[int, int]]] = {
 }
 
 # kind -> (sqlstate, message, file, routine, line per major)
-_ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
-    "unrecognized_option": (
+_ERRORS: Final[dict[str, ErrorFact]] = {
+    "unrecognized_option": ErrorFact(
         "42601",
         'unrecognized base backup option: "{name}"',
         "basebackup.c",
         "parse_basebackup_options",
         {15: 882, 16: 898, 17: 922, 18: 924},
     ),
-    "checkpoint_type": (
+    "checkpoint_type": ErrorFact(
         "42601",
         'unrecognized checkpoint type: "{value}"',
         "basebackup.c",
         "parse_basebackup_options",
         {15: 735, 16: 751, 17: 762, 18: 764},
     ),
-    "max_rate_range": (
+    "max_rate_range": ErrorFact(
         "22003",
         '{value} is outside the valid range for parameter "MAX_RATE" '
         f"({MAX_RATE_LOWER} .. {MAX_RATE_UPPER})",
@@ -71,77 +71,77 @@ _ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
         "parse_basebackup_options",
         {14: 843, 15: 770, 16: 786, 17: 810, 18: 812},
     ),
-    "manifest_option": (
+    "manifest_option": ErrorFact(
         "42601",
         'unrecognized manifest option: "{value}"',
         "basebackup.c",
         "parse_basebackup_options",
         {14: 888, 15: 815, 16: 831, 17: 855, 18: 857},
     ),
-    "checksum_algorithm": (
+    "checksum_algorithm": ErrorFact(
         "42601",
         'unrecognized checksum algorithm: "{value}"',
         "basebackup.c",
         "parse_basebackup_options",
         {14: 904, 15: 831, 16: 847, 17: 871, 18: 873},
     ),
-    "checksums_need_manifest": (
+    "checksums_need_manifest": ErrorFact(
         "42601",
         "manifest checksums require a backup manifest",
         "basebackup.c",
         "parse_basebackup_options",
         {14: 918, 15: 892, 16: 908, 17: 932, 18: 934},
     ),
-    "detail_without_target": (
+    "detail_without_target": ErrorFact(
         "42601",
         "target detail cannot be used without target",
         "basebackup.c",
         "parse_basebackup_options",
         {15: 901, 16: 917, 17: 941, 18: 943},
     ),
-    "client_target_detail": (
+    "client_target_detail": ErrorFact(
         "42601",
         'target "client" does not accept a target detail',
         "basebackup.c",
         "parse_basebackup_options",
         {15: 911, 16: 927, 17: 951, 18: 953},
     ),
-    "blackhole_target_detail": (
+    "blackhole_target_detail": ErrorFact(
         "42601",
         'target "blackhole" does not accept a target detail',
         "basebackup_target.c",
         "reject_target_detail",
         dict.fromkeys((15, 16, 17, 18), 219),
     ),
-    "server_needs_detail": (
+    "server_needs_detail": ErrorFact(
         "42601",
         'target "server" requires a target detail',
         "basebackup_target.c",
         "server_check_detail",
         dict.fromkeys((15, 16, 17, 18), 238),
     ),
-    "unrecognized_target": (
+    "unrecognized_target": ErrorFact(
         "0A000",
         'unrecognized target: "{value}"',
         "basebackup_target.c",
         "BaseBackupGetTargetHandle",
         dict.fromkeys((15, 16, 17, 18), 146),
     ),
-    "compression_algorithm": (
+    "compression_algorithm": ErrorFact(
         "42601",
         'unrecognized compression algorithm: "{value}"',
         "basebackup.c",
         "parse_basebackup_options",
         {15: 866, 16: 882, 17: 906, 18: 908},
     ),
-    "compression_detail_alone": (
+    "compression_detail_alone": ErrorFact(
         "42601",
         "compression detail cannot be specified unless compression is enabled",
         "basebackup.c",
         "parse_basebackup_options",
         {15: 921, 16: 937, 17: 961, 18: 963},
     ),
-    "incremental_needs_summaries": (
+    "incremental_needs_summaries": ErrorFact(
         "55000",
         "incremental backups cannot be taken unless WAL summarization is enabled",
         "basebackup.c",
@@ -149,14 +149,14 @@ _ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
         {17: 793, 18: 795},
     ),
     # define.c defGetInt64: no value, then a value that is not a number.
-    "numeric_missing": (
+    "numeric_missing": ErrorFact(
         "42601",
         "{name} requires a numeric value",
         "define.c",
         "defGetInt64",
         {15: 193, 16: 193, 17: 192, 18: 179},
     ),
-    "numeric_not_number": (
+    "numeric_not_number": ErrorFact(
         "42601",
         "{name} requires a numeric value",
         "define.c",
@@ -180,15 +180,7 @@ def in_transaction_block(major: int) -> ServerError:
 
 
 def _fail(major: int, kind: str, **args: object) -> ServerError:
-    sqlstate, template, file, routine, lines = _ERRORS[kind]
-    return ServerError(
-        "ERROR",
-        sqlstate,
-        template.format(**args),
-        file=file,
-        line=lines.get(major),
-        routine=routine,
-    )
+    return format_error(_ERRORS[kind], major, args)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault
 from pgwire_mock.server.source import StreamEvent
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
-from pgwire_mock.server.versions import PgOutputOptions, error
+from pgwire_mock.server.versions import ErrorFact, PgOutputOptions, error, format_error
 
 __all__ = [
     "FORMAT",
@@ -90,8 +90,8 @@ MAX_SEND_SIZE: Final = XLOG_BLCKSZ * 16
 
 # (sqlstate, message, file, routine, line per major), as real servers send them; the
 # errors the logical side shares (WAL removed, no history file) are in versions.ERRORS.
-_ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
-    "ahead_of_flush": (
+_ERRORS: Final[dict[str, ErrorFact]] = {
+    "ahead_of_flush": ErrorFact(
         "XX000",
         "requested starting point {start} is ahead of the WAL flush position of this "
         "server {flush}",
@@ -102,14 +102,14 @@ _ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
     # The segment was removed while WALRead had it open: the read succeeds, then
     # CheckXLogRemoved fails with errcode_for_file_access() of a stale errno (XX000, read
     # off real 14-18 whose walsender was mid-segment when a checkpoint removed it).
-    "wal_removed_open_segment": (
+    "wal_removed_open_segment": ErrorFact(
         "XX000",
         "requested WAL segment {segment} has already been removed",
         "xlog.c",
         "CheckXLogRemoved",
         {14: 4040, 15: 3473, 16: 3460, 17: 3721, 18: 3741},
     ),
-    "timeline_not_in_history": (
+    "timeline_not_in_history": ErrorFact(
         "XX000",
         "requested timeline {timeline} is not in this server's history",
         "timeline.c",
@@ -121,15 +121,7 @@ _ERRORS: Final[dict[str, tuple[str, str, str, str, dict[int, int]]]] = {
 
 def physical_error(major: int, kind: str, **args: object) -> ServerError:
     """The ServerError PostgreSQL ``major`` sends for ``kind`` (a key of ``_ERRORS``)."""
-    sqlstate, template, file, routine, lines = _ERRORS[kind]
-    return ServerError(
-        "ERROR",
-        sqlstate,
-        template.format(**args),
-        file=file,
-        line=lines.get(major),
-        routine=routine,
-    )
+    return format_error(_ERRORS[kind], major, args)
 
 
 def segment_file_name(timeline: int, lsn: int, segment_size: int) -> str:

@@ -21,9 +21,11 @@ __all__ = [
     "ERRORS",
     "MAJORS",
     "VERSIONS",
+    "ErrorFact",
     "PgOutputOptions",
     "VersionFacts",
     "error",
+    "format_error",
     "parameter_status",
     "split_identifier_string",
     "validate_start_replication",
@@ -193,7 +195,7 @@ def parameter_status(
 
 
 @dataclass(frozen=True, slots=True)
-class _ErrorFact:
+class ErrorFact:
     sqlstate: str
     message: str | Mapping[int, str]
     file: str | Mapping[int, str]
@@ -219,30 +221,30 @@ def _v(**lines: int) -> dict[int, int]:
 
 
 # Kind -> how the real server reports it. Message templates use str.format fields.
-ERRORS: Final[Mapping[str, _ErrorFact]] = {
+ERRORS: Final[Mapping[str, ErrorFact]] = {
     # Slots (slot.c).
-    "slot_does_not_exist": _ErrorFact(
+    "slot_does_not_exist": ErrorFact(
         "42704",
         'replication slot "{slot}" does not exist',
         "slot.c",
         "ReplicationSlotAcquire",
         _v(v14=432, v15=502, v16=504, v17=590, v18=610),
     ),
-    "slot_active": _ErrorFact(
+    "slot_active": ErrorFact(
         "55006",
         'replication slot "{slot}" is active for PID {pid}',
         "slot.c",
         "ReplicationSlotAcquire",
         _v(v14=478, v15=548, v16=550, v17=636, v18=665),
     ),
-    "slot_already_exists": _ErrorFact(
+    "slot_already_exists": ErrorFact(
         "42710",
         'replication slot "{slot}" already exists',
         "slot.c",
         "ReplicationSlotCreate",
         _v(v14=287, v15=312, v16=314, v17=399, v18=414),
     ),
-    "slot_name_invalid_character": _ErrorFact(
+    "slot_name_invalid_character": ErrorFact(
         "42602",
         'replication slot name "{slot}" contains invalid character',
         "slot.c",
@@ -250,14 +252,14 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=181, v15=206, v16=208, v17=261, v18=282),
         hint=_SLOT_NAME_HINT,
     ),
-    "slot_name_too_short": _ErrorFact(
+    "slot_name_too_short": ErrorFact(
         "42602",
         'replication slot name "{slot}" is too short',
         "slot.c",
         "ReplicationSlotValidateName",
         _v(v14=181, v15=206, v16=208, v17=261, v18=282),
     ),
-    "failover_temporary_slot": _ErrorFact(
+    "failover_temporary_slot": ErrorFact(
         "0A000",
         "cannot enable failover for a temporary replication slot",
         "slot.c",
@@ -265,35 +267,35 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v17=374, v18=389),
     ),
     # ALTER_REPLICATION_SLOT (17; TWO_PHASE from 18): options first, then the slot.
-    "alter_slot_unrecognized_option": _ErrorFact(
+    "alter_slot_unrecognized_option": ErrorFact(
         "XX000",
         "unrecognized option: {option}",
         "walsender.c",
         {17: "ParseAlterReplSlotOptions", 18: "AlterReplicationSlot"},
         _v(v17=1449, v18=1434),
     ),
-    "alter_slot_conflicting_failover": _ErrorFact(
+    "alter_slot_conflicting_failover": ErrorFact(
         "42601",
         "conflicting or redundant options",
         "walsender.c",
         {17: "ParseAlterReplSlotOptions", 18: "AlterReplicationSlot"},
         _v(v17=1444, v18=1420),
     ),
-    "alter_slot_conflicting_two_phase": _ErrorFact(
+    "alter_slot_conflicting_two_phase": ErrorFact(
         "42601",
         "conflicting or redundant options",
         "walsender.c",
         "AlterReplicationSlot",
         _v(v18=1429),
     ),
-    "alter_slot_physical": _ErrorFact(
+    "alter_slot_physical": ErrorFact(
         "0A000",
         "cannot use ALTER_REPLICATION_SLOT with a physical replication slot",
         "slot.c",
         "ReplicationSlotAlter",
         _v(v17=846, v18=891),
     ),
-    "alter_failover_temporary_slot": _ErrorFact(
+    "alter_failover_temporary_slot": ErrorFact(
         "0A000",
         "cannot enable failover for a temporary replication slot",
         "slot.c",
@@ -301,7 +303,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v17=0, v18=0),
     ),
     # Connection start (InitProcess, then InitPostgres after authentication).
-    "too_many_clients": _ErrorFact(
+    "too_many_clients": ErrorFact(
         "53300",
         "sorry, too many clients already",
         "proc.c",
@@ -309,7 +311,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=361, v15=359, v16=353, v17=357, v18=457),
         severity="FATAL",
     ),
-    "too_many_walsenders": _ErrorFact(
+    "too_many_walsenders": ErrorFact(
         "53300",
         {
             14: "number of requested standby connections exceeds max_wal_senders (currently {max})",
@@ -325,7 +327,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=358, v15=356, v16=350, v17=354, v18=454),
         severity="FATAL",
     ),
-    "role_does_not_exist": _ErrorFact(
+    "role_does_not_exist": ErrorFact(
         "28000",
         'role "{role}" does not exist',
         "miscinit.c",
@@ -333,7 +335,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=755, v15=770, v16=801, v17=799, v18=804),
         severity="FATAL",
     ),
-    "database_does_not_exist": _ErrorFact(
+    "database_does_not_exist": ErrorFact(
         "3D000",
         'database "{database}" does not exist',
         "postinit.c",
@@ -341,7 +343,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=890, v15=950, v16=1023, v17=1034, v18=1016),
         severity="FATAL",
     ),
-    "slot_other_database": _ErrorFact(
+    "slot_other_database": ErrorFact(
         "55000",
         'replication slot "{slot}" was not created in this database',
         "logical.c",
@@ -350,28 +352,28 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
     ),
     # CREATE_REPLICATION_SLOT ... USE_SNAPSHOT outside the transaction it needs ({what}
     # is "CREATE_REPLICATION_SLOT ... USE_SNAPSHOT", 15+ "... (SNAPSHOT 'use')").
-    "use_snapshot_outside_transaction": _ErrorFact(
+    "use_snapshot_outside_transaction": ErrorFact(
         "XX000",
         "{what} must be called inside a transaction",
         "walsender.c",
         "CreateReplicationSlot",
         _v(v14=1000, v15=1125, v16=1123, v17=1295, v18=1268),
     ),
-    "use_snapshot_isolation": _ErrorFact(
+    "use_snapshot_isolation": ErrorFact(
         "XX000",
         "{what} must be called in REPEATABLE READ isolation mode transaction",
         "walsender.c",
         "CreateReplicationSlot",
         _v(v14=1006, v15=1131, v16=1129, v17=1301, v18=1274),
     ),
-    "use_snapshot_read_only": _ErrorFact(
+    "use_snapshot_read_only": ErrorFact(
         "XX000",
         "{what} must be called in a read-only transaction",
         "walsender.c",
         "CreateReplicationSlot",
         _v(v16=1134, v17=1306, v18=1279),
     ),
-    "use_snapshot_after_query": _ErrorFact(
+    "use_snapshot_after_query": ErrorFact(
         "XX000",
         "{what} must be called before any query",
         "walsender.c",
@@ -379,7 +381,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=1012, v15=1137, v16=1140, v17=1312, v18=1285),
     ),
     # Snapshots and reading tables (a client's snapshot SQL, a subscriber's COPY).
-    "set_transaction_outside_block": _ErrorFact(
+    "set_transaction_outside_block": ErrorFact(
         "25P01",
         "SET TRANSACTION can only be used in transaction blocks",
         "xact.c",
@@ -387,14 +389,14 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=3528, v15=3591, v16=3602, v17=3705, v18=3749),
         severity="WARNING",
     ),
-    "lock_table_outside_block": _ErrorFact(
+    "lock_table_outside_block": ErrorFact(
         "25P01",
         "LOCK TABLE can only be used in transaction blocks",
         "xact.c",
         "CheckTransactionBlock",
         _v(v14=3528, v15=3591, v16=3602, v17=3705, v18=3749),
     ),
-    "snapshot_import_isolation": _ErrorFact(
+    "snapshot_import_isolation": ErrorFact(
         "0A000",
         "a snapshot-importing transaction must have isolation level SERIALIZABLE or "
         "REPEATABLE READ",
@@ -402,56 +404,56 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         "ImportSnapshot",
         _v(v14=1429, v15=1429, v16=1431, v17=1402, v18=1420),
     ),
-    "snapshot_import_serializable": _ErrorFact(
+    "snapshot_import_serializable": ErrorFact(
         "0A000",
         "a serializable transaction cannot import a snapshot from a non-serializable transaction",
         "snapmgr.c",
         "ImportSnapshot",
         _v(v14=1539, v15=1539, v16=1541, v17=1524, v18=1542),
     ),
-    "invalid_snapshot_identifier": _ErrorFact(
+    "invalid_snapshot_identifier": ErrorFact(
         "22023",
         'invalid snapshot identifier: "{name}"',
         "snapmgr.c",
         "ImportSnapshot",
         _v(v14=1438, v15=1438, v16=1440, v17=1411, v18=1429),
     ),
-    "undefined_column": _ErrorFact(
+    "undefined_column": ErrorFact(
         "42703",
         'column "{column}" does not exist',
         "parse_relation.c",
         "errorMissingColumn",
         _v(v14=3657, v15=3675, v16=3727, v17=3721, v18=3827),
     ),
-    "undefined_table": _ErrorFact(
+    "undefined_table": ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "parse_relation.c",
         "parserOpenTable",
         _v(v14=1384, v15=1395, v16=1452, v17=1452, v18=1469),
     ),
-    "undefined_qualified_table": _ErrorFact(
+    "undefined_qualified_table": ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "parse_relation.c",
         "parserOpenTable",
         _v(v14=1363, v15=1374, v16=1431, v17=1431, v18=1448),
     ),
-    "copy_undefined_table": _ErrorFact(
+    "copy_undefined_table": ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "namespace.c",
         "RangeVarGetRelidExtended",
         _v(v14=436, v15=436, v16=437, v17=639, v18=639),
     ),
-    "copy_undefined_qualified_table": _ErrorFact(
+    "copy_undefined_qualified_table": ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
         "namespace.c",
         "RangeVarGetRelidExtended",
         _v(v14=431, v15=431, v16=432, v17=634, v18=634),
     ),
-    "copy_undefined_column": _ErrorFact(
+    "copy_undefined_column": ErrorFact(
         "42703",
         'column "{column}" of relation "{relation}" does not exist',
         "copy.c",
@@ -459,21 +461,21 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=783, v15=818, v16=876, v17=990, v18=1041),
     ),
     # Walsender.
-    "logical_decoding_requires_database": _ErrorFact(
+    "logical_decoding_requires_database": ErrorFact(
         "55000",
         "logical decoding requires a database connection",
         "logical.c",
         "CheckLogicalDecodingRequirements",
         _v(v14=120, v15=120, v16=125, v17=128, v18=128),
     ),
-    "logical_slot_for_physical_replication": _ErrorFact(
+    "logical_slot_for_physical_replication": ErrorFact(
         "55000",
         "cannot use a logical replication slot for physical replication",
         "walsender.c",
         "StartReplication",
         _v(v14=623, v15=733, v16=721, v17=871, v18=843),
     ),
-    "physical_slot_for_logical_decoding": _ErrorFact(
+    "physical_slot_for_logical_decoding": ErrorFact(
         "55000",
         "cannot use physical replication slot for logical decoding",
         "logical.c",
@@ -482,7 +484,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
     ),
     # 14/15 StartLogicalReplication, for any slot without reserved WAL (restart_lsn
     # invalid): a physical slot made without RESERVE_WAL gets this, not the one above.
-    "slot_invalidated_cannot_read": _ErrorFact(
+    "slot_invalidated_cannot_read": ErrorFact(
         "55000",
         'cannot read from logical replication slot "{slot}"',
         "walsender.c",
@@ -491,7 +493,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         detail="This slot has been invalidated because it exceeded the maximum reserved size.",
     ),
     # An invalidated slot (here: WAL removed past max_slot_wal_keep_size), at START.
-    "slot_invalidated": _ErrorFact(
+    "slot_invalidated": ErrorFact(
         "55000",
         {
             16: 'can no longer get changes from replication slot "{slot}"',
@@ -509,28 +511,28 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
     ),
     # The walsender reads WAL the server no longer has (after CopyBoth: the first read
     # of a START_REPLICATION is at the slot's restart_lsn).
-    "wal_segment_removed": _ErrorFact(
+    "wal_segment_removed": ErrorFact(
         "58P01",
         "requested WAL segment {segment} has already been removed",
         "walsender.c",
         "WalSndSegmentOpen",
         _v(v14=2585, v15=2744, v16=2782, v17=3103, v18=3098),
     ),
-    "read_replication_slot_logical": _ErrorFact(
+    "read_replication_slot_logical": ErrorFact(
         "0A000",
         "cannot use READ_REPLICATION_SLOT with a logical replication slot",
         "walsender.c",
         "ReadReplicationSlot",
         _v(v15=536, v16=537, v17=550, v18=520),
     ),
-    "sql_in_physical_walsender": _ErrorFact(
+    "sql_in_physical_walsender": ErrorFact(
         "0A000",
         "cannot execute SQL commands in WAL sender for physical replication",
         "walsender.c",
         "exec_replication_command",
         _v(v14=1607, v15=1759, v16=1765, v17=2070, v18=2070),
     ),
-    "extended_query_protocol": _ErrorFact(
+    "extended_query_protocol": ErrorFact(
         "08P01",
         "extended query protocol not supported in a replication connection",
         "postgres.c",
@@ -539,7 +541,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
     ),
     # A non-CopyData message while streaming. (An unknown CopyData sub-type instead
     # closes the connection with no ErrorResponse: the server logs it as COMMERROR.)
-    "invalid_standby_message_type": _ErrorFact(
+    "invalid_standby_message_type": ErrorFact(
         "08P01",
         'invalid standby message type "{type}"',
         "walsender.c",
@@ -547,7 +549,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=1807, v15=1966, v16=1972, v17=2292, v18=2293),
         severity="FATAL",
     ),
-    "unsupported_frontend_protocol": _ErrorFact(
+    "unsupported_frontend_protocol": ErrorFact(
         "0A000",
         "unsupported frontend protocol {requested}: server supports 3.0 to {latest}",
         {
@@ -561,7 +563,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=2171, v15=2228, v16=2175, v17=704, v18=732),
         severity="FATAL",
     ),
-    "invalid_replication_parameter": _ErrorFact(
+    "invalid_replication_parameter": ErrorFact(
         "22023",
         'invalid value for parameter "replication": "{value}"',
         {
@@ -576,7 +578,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         severity="FATAL",
         hint='Valid values are: "false", 0, "true", 1, "database".',
     ),
-    "timeline_history_missing": _ErrorFact(
+    "timeline_history_missing": ErrorFact(
         "58P01",
         'could not open file "pg_wal/{timeline:08X}.history": No such file or directory',
         "walsender.c",
@@ -584,7 +586,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=532, v15=645, v16=633, v17=646, v18=616),
     ),
     # pgoutput, after CopyBoth, when the first change is decoded.
-    "publication_does_not_exist": _ErrorFact(
+    "publication_does_not_exist": ErrorFact(
         "42704",
         'publication "{publication}" does not exist',
         {
@@ -598,7 +600,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v14=533, v15=1045, v16=3630, v17=3672, v18=3672),
     ),
     # 18 (LoadPublications): a missing publication is skipped with a WARNING.
-    "publication_skipped": _ErrorFact(
+    "publication_skipped": ErrorFact(
         "55000",
         'skipped loading publication "{publication}"',
         "pgoutput.c",
@@ -609,119 +611,119 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         hint="Create the publication if it does not exist.",
     ),
     # pgoutput option parsing (parse_output_parameters), before CopyBoth.
-    "pgoutput_conflicting_proto_version": _ErrorFact(
+    "pgoutput_conflicting_proto_version": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=199, v15=319, v16=317, v17=315, v18=321),
     ),
-    "pgoutput_conflicting_publication_names": _ErrorFact(
+    "pgoutput_conflicting_publication_names": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=220, v15=342, v16=340, v17=338, v18=344),
     ),
-    "pgoutput_conflicting_binary": _ErrorFact(
+    "pgoutput_conflicting_binary": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=238, v15=360, v16=358, v17=356, v18=362),
     ),
-    "pgoutput_conflicting_messages": _ErrorFact(
+    "pgoutput_conflicting_messages": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=248, v15=370, v16=368, v17=366, v18=372),
     ),
-    "pgoutput_conflicting_streaming": _ErrorFact(
+    "pgoutput_conflicting_streaming": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=258, v15=380, v16=378, v17=376, v18=382),
     ),
-    "pgoutput_conflicting_two_phase": _ErrorFact(
+    "pgoutput_conflicting_two_phase": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v15=390, v16=388, v17=386, v18=392),
     ),
-    "pgoutput_conflicting_origin": _ErrorFact(
+    "pgoutput_conflicting_origin": ErrorFact(
         "42601",
         "conflicting or redundant options",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v16=398, v17=398, v18=404),
     ),
-    "pgoutput_invalid_proto_version": _ErrorFact(
+    "pgoutput_invalid_proto_version": ErrorFact(
         "22023",
         "invalid proto_version",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=205, v15=327, v16=325, v17=323, v18=329),
     ),
-    "pgoutput_proto_version_out_of_range": _ErrorFact(
+    "pgoutput_proto_version_out_of_range": ErrorFact(
         "22023",
         'proto_version "{value}" out of range',
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=211, v15=333, v16=331, v17=329, v18=335),
     ),
-    "pgoutput_invalid_publication_names": _ErrorFact(
+    "pgoutput_invalid_publication_names": ErrorFact(
         "42602",
         "invalid publication_names syntax",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=231, v15=353, v16=351, v17=349, v18=355),
     ),
-    "pgoutput_unrecognized_option": _ErrorFact(
+    "pgoutput_unrecognized_option": ErrorFact(
         "XX000",
         "unrecognized pgoutput option: {option}",
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v14=264, v15=396, v16=410, v17=412, v18=418),
     ),
-    "pgoutput_unrecognized_origin": _ErrorFact(
+    "pgoutput_unrecognized_origin": ErrorFact(
         "22023",
         'unrecognized origin value: "{value}"',
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v16=407, v17=409, v18=415),
     ),
-    "pgoutput_option_missing_proto_version": _ErrorFact(
+    "pgoutput_option_missing_proto_version": ErrorFact(
         "22023",
         'option "proto_version" missing',
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v17=419, v18=425),
     ),
-    "pgoutput_option_missing_publication_names": _ErrorFact(
+    "pgoutput_option_missing_publication_names": ErrorFact(
         "22023",
         'option "publication_names" missing',
         file="pgoutput.c",
         routine="parse_output_parameters",
         lines=_v(v17=423, v18=429),
     ),
-    "requires_boolean": _ErrorFact(
+    "requires_boolean": ErrorFact(
         "42601",
         "{option} requires a Boolean value",
         "define.c",
         "defGetBoolean",
         _v(v14=158, v15=155, v16=155, v17=154, v18=141),
     ),
-    "requires_parameter": _ErrorFact(
+    "requires_parameter": ErrorFact(
         "42601",
         "{option} requires a parameter",
         "define.c",
         "defGetString",
         _v(v14=55, v15=55, v16=55, v17=54, v18=41),
     ),
-    "streaming_requires_boolean_or_parallel": _ErrorFact(
+    "streaming_requires_boolean_or_parallel": ErrorFact(
         "42601",
         '{option} requires a Boolean value or "parallel"',
         "subscriptioncmds.c",
@@ -729,7 +731,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         _v(v16=2363, v17=2444, v18=2514),
     ),
     # pgoutput_startup, after the options parsed.
-    "pgoutput_proto_version_too_high": _ErrorFact(
+    "pgoutput_proto_version_too_high": ErrorFact(
         "0A000",
         {
             14: "client sent proto_version={value} but we only support protocol {max} or lower",
@@ -745,7 +747,7 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         routine="pgoutput_startup",
         lines=_v(v14=329, v15=469, v16=483, v17=495, v18=497),
     ),
-    "pgoutput_proto_version_too_low": _ErrorFact(
+    "pgoutput_proto_version_too_low": ErrorFact(
         "0A000",
         {
             14: "client sent proto_version={value} but we only support protocol 1 or higher",
@@ -758,28 +760,28 @@ ERRORS: Final[Mapping[str, _ErrorFact]] = {
         routine="pgoutput_startup",
         lines=_v(v14=335, v15=475, v16=489, v17=501, v18=503),
     ),
-    "pgoutput_publication_names_missing": _ErrorFact(
+    "pgoutput_publication_names_missing": ErrorFact(
         "22023",
         "publication_names parameter missing",
         file="pgoutput.c",
         routine="pgoutput_startup",
         lines=_v(v14=340, v15=480, v16=494),
     ),
-    "pgoutput_streaming_needs_proto": _ErrorFact(
+    "pgoutput_streaming_needs_proto": ErrorFact(
         "22023",
         "requested proto_version={value} does not support streaming, need 2 or higher",
         file="pgoutput.c",
         routine="pgoutput_startup",
         lines=_v(v14=354, v15=494, v16=509, v17=516, v18=518),
     ),
-    "pgoutput_parallel_streaming_needs_proto": _ErrorFact(
+    "pgoutput_parallel_streaming_needs_proto": ErrorFact(
         "22023",
         "requested proto_version={value} does not support parallel streaming, need 4 or higher",
         file="pgoutput.c",
         routine="pgoutput_startup",
         lines=_v(v16=515, v17=522, v18=524),
     ),
-    "pgoutput_two_phase_needs_proto": _ErrorFact(
+    "pgoutput_two_phase_needs_proto": ErrorFact(
         "22023",
         "requested proto_version={value} does not support two-phase commit, need 3 or higher",
         file="pgoutput.c",
@@ -798,6 +800,14 @@ def error(major: int, kind: str, *, context: str | None = None, **args: object) 
     fact = ERRORS[kind]
     if major not in fact.lines:
         raise KeyError(f"PostgreSQL {major} has no error {kind!r}")
+    return format_error(fact, major, args, context=context)
+
+
+def format_error(
+    fact: ErrorFact, major: int, args: Mapping[str, object], *, context: str | None = None
+) -> ServerError:
+    """``fact`` as PostgreSQL ``major`` reports it (no line number if the table has none
+    for that major); ``args`` fill its templates. Other modules' error tables use it too."""
     template = fact.message if isinstance(fact.message, str) else fact.message[major]
     file = fact.file if isinstance(fact.file, str) else fact.file[major]
     routine = fact.routine if isinstance(fact.routine, str) else fact.routine[major]
@@ -812,7 +822,7 @@ def error(major: int, kind: str, *, context: str | None = None, **args: object) 
         fact.hint.format(**args) if fact.hint else None,
         context=context,
         file=file,
-        line=fact.lines[major],
+        line=fact.lines.get(major),
         routine=routine,
     )
 
