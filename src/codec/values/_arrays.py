@@ -8,8 +8,9 @@ import operator
 import re
 import struct
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
@@ -26,6 +27,7 @@ from codec.values._common import (
 MAXDIM: Final = 6  # src/include/utils/array.h
 ARRAY_HEADER: Final = struct.Struct("!iiI")  # ndim, has-null flag, element OID
 DIMENSION: Final = struct.Struct("!ii")  # size, lower bound
+_Item = TypeVar("_Item", str, bytes)  # an element as parsed: its text, or its binary bytes
 _NULL_LENGTH: Final = INT32.pack(-1)
 # array_out() quotes an element that is empty, spells NULL, or holds any of these.
 _NEEDS_QUOTES: Final = frozenset('{},"\\' + PG_SPACE)
@@ -109,6 +111,22 @@ def _array_parts(value: object, name: str) -> tuple[list[int], list[int], list[o
         if not low >= -(1 << 31) or low + size - 1 > (1 << 31) - 1:
             raise EncodeError(f"{name}: lower bound {low} out of range")
     return shape, bounds, _flatten(nested, shape, name) if shape else []
+
+
+def _each_once(
+    items: list[_Item | None], convert: Callable[[list[_Item]], list[object]]
+) -> list[object]:
+    """The values of ``items`` (None stays None), each distinct one converted once by
+    ``convert`` (a 1 MB array of small elements holds few distinct ones); mostly distinct
+    and without NULL, they are converted in place, which beats a table."""
+    table: dict[_Item | None, object] = dict.fromkeys(items)
+    if 2 * len(table) > len(items) and None not in table:
+        return convert(cast(list[_Item], items))
+    table.pop(None, None)
+    distinct = cast(list[_Item], list(table))
+    table = dict(zip(distinct, convert(distinct) if distinct else [], strict=True))
+    table[None] = None
+    return list(map(table.__getitem__, items))
 
 
 def _result(items: list[object], shape: list[int], bounds: list[int]) -> object:
@@ -504,23 +522,17 @@ def make_text_decoder(element: Converter, bulk: BulkDecoder | None = None) -> ob
                 bounds = []
         else:
             bounds = [1] * len(shape)
-        table: dict[str | None, object] = dict.fromkeys(texts)
-        # Mostly distinct and no NULL: converting the texts in place beats a table.
-        in_place = 2 * len(table) > len(texts) and None not in table
-        if not in_place:
-            table.pop(None, None)
-        distinct: list[str] = texts if in_place else list(table)  # type: ignore[assignment, arg-type]
-        values = bulk(distinct) if bulk is not None and distinct else None
-        if values is None:
-            try:
-                values = list(map(decode, distinct))
-            except Invalid:
-                raise _first_error(text, texts, spans, decode) from None
-        if in_place:
-            return _result(values, shape, bounds)
-        table = dict(zip(distinct, values, strict=True))
-        table[None] = None
-        return _result(list(map(table.__getitem__, texts)), shape, bounds)
+
+        def convert(distinct: list[str]) -> list[object]:
+            values = bulk(distinct) if bulk is not None else None
+            if values is None:
+                try:
+                    values = list(map(decode, distinct))
+                except Invalid:
+                    raise _first_error(text, texts, spans, decode) from None
+            return values
+
+        return _result(_each_once(texts, convert), shape, bounds)
 
     return decode_text
 
@@ -645,21 +657,12 @@ def make_binary_decoder(
                     return _result(values, shape, bounds)
         try:
             raws = _binary_elements(data, pos, total)
-            table: dict[bytes | None, object] = dict.fromkeys(raws)
-            in_place = 2 * len(table) > len(raws) and None not in table
-            if not in_place:
-                table.pop(None, None)
-            distinct: list[bytes] = raws if in_place else list(table)  # type: ignore[assignment, arg-type]
-            values = list(map(decode, distinct))
+            values = _each_once(raws, lambda distinct: list(map(decode, distinct)))
         except Invalid:
             # Lengths are all checked before any element is decoded; the first
             # error in array order may be an element before the bad length.
             raise _first_binary_error(data, pos, total, decode) from None
-        if in_place:
-            return _result(values, shape, bounds)
-        table = dict(zip(distinct, values, strict=True))
-        table[None] = None
-        return _result(list(map(table.__getitem__, raws)), shape, bounds)
+        return _result(values, shape, bounds)
 
     return decode_binary
 
