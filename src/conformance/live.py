@@ -187,17 +187,7 @@ def run_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) 
     consumer.kill()
     side.commit(TRANSACTIONS[2])
     side.commit(TRANSACTIONS[3])
-    consumer = Consumer(side, options, timeout)
-    after = consumer.read(3, acknowledge=True)
-    consumer.kill()
-    # The last acknowledgement reaches the slot asynchronously on a real server.
-    last_end = after[-1].wal_start
-    deadline = time.monotonic() + timeout
-    confirmed = side.confirmed_flush()
-    while confirmed < last_end and time.monotonic() < deadline:
-        time.sleep(0.05)
-        confirmed = side.confirmed_flush()
-    return LiveRun(first, after, confirmed)
+    return _restart_and_read(side, options, timeout, first, commits=3)
 
 
 def run_long_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) -> LiveRun:
@@ -208,8 +198,16 @@ def run_long_story(side: Side, options: Mapping[str, str], *, timeout: float = 3
         side.run_long(txn)
     first = consumer.read(1, acknowledge=False)
     consumer.kill()
+    return _restart_and_read(side, options, timeout, first, commits=1)
+
+
+def _restart_and_read(
+    side: Side, options: Mapping[str, str], timeout: float, first: list[Received], commits: int
+) -> LiveRun:
+    """A restarted consumer reads ``commits`` transactions, acknowledging each; the run
+    ends once the slot confirmed the last (asynchronously on a real server)."""
     consumer = Consumer(side, options, timeout)
-    after = consumer.read(1, acknowledge=True)
+    after = consumer.read(commits, acknowledge=True)
     consumer.kill()
     last_end = after[-1].wal_start
     deadline = time.monotonic() + timeout

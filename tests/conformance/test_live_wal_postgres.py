@@ -5,7 +5,8 @@ restarts; what it receives, and the slot's confirmed_flush, must be the same."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from conformance import live
 from conformance.provision import Server
@@ -15,14 +16,21 @@ def _option_sets(major: int) -> list[Mapping[str, str]]:
     return [options for least, options in live.OPTION_SETS if major >= least]
 
 
+def _observed_on_both(
+    server: Server, options: Mapping[str, str], story: Callable[..., live.LiveRun]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``story`` told with ``options`` on the real server, then on the fake emulating it."""
+    names = live.new_names()
+    with live.real_side(server, names) as side:
+        real = live.observed(story(side, options))
+    with live.fake_side(server.version, names) as side:
+        fake = live.observed(story(side, options))
+    return real, fake
+
+
 def test_the_live_story_is_the_same_on_postgres_and_on_the_fake(pg_server: Server) -> None:
-    major = pg_server.version
-    for options in _option_sets(major):
-        names = live.new_names()
-        with live.real_side(pg_server, names) as side:
-            real = live.observed(live.run_story(side, options))
-        with live.fake_side(major, names) as side:
-            fake = live.observed(live.run_story(side, options))
+    for options in _option_sets(pg_server.version):
+        real, fake = _observed_on_both(pg_server, options, live.run_story)
         assert real["confirmed_flush_is_last_acknowledged_end"], options
         # T1 was not acknowledged: it comes again, then T2 and T3 (the 600-row one streams
         # under streaming=on/parallel).
@@ -57,13 +65,8 @@ def test_long_transactions_decoded_while_they_run_then_after_a_restart(pg_server
     blocks and a Stream Abort per rollback; restarted without acknowledging, the consumer
     gets them decoded after the fact (14-17: the rolled-back one cut short at its first
     catalog lookup; 18: truncated). The fake, given them as long_running, sends the same."""
-    major = pg_server.version
-    for options in _option_sets(major):
-        names = live.new_names()
-        with live.real_side(pg_server, names) as side:
-            real = live.observed(live.run_long_story(side, options))
-        with live.fake_side(major, names) as side:
-            fake = live.observed(live.run_long_story(side, options))
+    for options in _option_sets(pg_server.version):
+        real, fake = _observed_on_both(pg_server, options, live.run_long_story)
         assert real["confirmed_flush_is_last_acknowledged_end"], options
         types = [m["type"] for m in real["first"]["messages"]]
         if options.get("streaming"):
