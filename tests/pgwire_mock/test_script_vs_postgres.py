@@ -353,12 +353,18 @@ _SUBXACT = Case(
 _PAD = "x" * 400
 
 
+def _padded(table: str, first: int, count: int) -> list[Any]:
+    """Inserts of ids first.. with 400-byte pads, as ``generate_series`` and
+    ``repeat('x', 400)`` write them in the SQL steps."""
+    return [insert(table, id=i, pad=_PAD) for i in range(first, first + count)]
+
+
 def _large_script(major: int, oids: dict[str, int]) -> Script:
     t = "public.pgwm_sv_big"
-    changes: list[Any] = [insert(t, id=i, pad=_PAD) for i in range(1, 151)]
+    changes: list[Any] = _padded(t, 1, 150)
     changes.append(message("pgwm", "top"))
     changes.append(savepoint("s1"))
-    changes += [insert(t, id=i, pad=_PAD) for i in range(1000, 1200)]
+    changes += _padded(t, 1000, 200)
     changes.append(rollback_to_savepoint("s1"))
     changes += [
         savepoint("s2"),
@@ -399,18 +405,14 @@ _LARGE = Case(
 
 def _large_aborted_script(major: int, oids: dict[str, int]) -> Script:
     t = "public.pgwm_sv_bigab"
-
-    def rows(first: int) -> list[Any]:
-        return [insert(t, id=i, pad=_PAD) for i in range(first, first + 200)]
-
     return (
         _base(major)
         .table(t, columns=[column("id", "int4", key=True), column("pad", "text")])
         .publication(_PUB, tables=[t])
-        .transaction(rows(1), rollback=True)
-        .transaction(rows(300), prepare="pgwm_sv_big_b")
+        .transaction(_padded(t, 1, 200), rollback=True)
+        .transaction(_padded(t, 300, 200), prepare="pgwm_sv_big_b")
         .rollback_prepared("pgwm_sv_big_b")
-        .transaction(rows(600), prepare="pgwm_sv_big_c")
+        .transaction(_padded(t, 600, 200), prepare="pgwm_sv_big_c")
         .commit_prepared("pgwm_sv_big_c")
         .transaction([insert(t, id=900, pad="small afterwards")])
     )
@@ -446,16 +448,17 @@ _LARGE_ABORTED = Case(
 
 def _aborted_savepoint_script(major: int, oids: dict[str, int]) -> Script:
     t = "public.pgwm_sv_absp"
-
-    def rows(first: int, count: int) -> list[Any]:
-        return [insert(t, id=i, pad=_PAD) for i in range(first, first + count)]
-
     return (
         _base(major)
         .table(t, columns=[column("id", "int4", key=True), column("pad", "text")])
         .publication(_PUB, tables=[t])
         .transaction(
-            [*rows(1, 80), savepoint("s1"), *rows(100, 200), rollback_to_savepoint("s1")],
+            [
+                *_padded(t, 1, 80),
+                savepoint("s1"),
+                *_padded(t, 100, 200),
+                rollback_to_savepoint("s1"),
+            ],
             rollback=True,
         )
         .transaction([insert(t, id=900, pad="small afterwards")])
