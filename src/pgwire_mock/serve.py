@@ -443,6 +443,12 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
         except ValueError as err:  # StreamFileError, ScriptError
             raise ServeError(str(err)) from None
     major = args.pg_version or (source.major if source is not None and source.major else 16)
+    if isinstance(source, PhysicalRecording):
+        for fault in getattr(args, "fault", ()):
+            try:
+                source.check_fault(fault)
+            except FaultError as err:
+                raise ServeError(f"--fault: {err}") from None
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ServeError("--tls-cert and --tls-key go together")
     for path in (args.tls_cert, args.tls_key):

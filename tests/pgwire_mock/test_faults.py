@@ -121,8 +121,10 @@ def commits(replies: list[object]) -> list[int]:
 def test_every_fault_has_a_table_row_and_the_script_knows_every_name() -> None:
     from pgwire_mock.script import FAULT_NAMES as SCRIPT_NAMES
 
-    # wal_removed acts on physical streams only, which scripts do not describe.
-    assert set(FAULTS) == set(FAULT_NAMES) == set(SCRIPT_NAMES) | {"wal_removed"}
+    # wal_removed and timeline_switch act on physical streams only, which scripts do not
+    # describe.
+    physical_only = {"wal_removed", "timeline_switch"}
+    assert set(FAULTS) == set(FAULT_NAMES) == set(SCRIPT_NAMES) | physical_only
     assert all(spec.incident for spec in FAULTS.values())
 
 

@@ -228,7 +228,8 @@ def test_yaml_keeps_yes_no_and_dates_as_text() -> None:
         (
             "  - fault: explode\n",
             "script.yaml: steps[0]: unknown fault 'explode' (expected one of close_after, error, "
-            "pause, redeliver, shutdown, silent_timeout, slow, stop_keepalives, wal_removed)",
+            "pause, redeliver, shutdown, silent_timeout, slow, stop_keepalives, timeline_switch, "
+            "wal_removed)",
         ),
         ("  - sleep: soon\n", "script.yaml: steps[0].sleep: expected a number, got 'soon'"),
         (

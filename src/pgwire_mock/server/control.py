@@ -111,7 +111,11 @@ class _Faults(Resource):
             fault = Fault.parse(text.strip())
         except FaultError as err:
             return _answer(request, 400, {"error": str(err)})
-        return _answer(request, 200, {"applied": self.factory.inject(fault)})
+        try:
+            applied = self.factory.inject(fault)
+        except FaultError as err:
+            return _answer(request, 400, {"error": str(err)})
+        return _answer(request, 200, {"applied": applied})
 
 
 def control_site(factory: WalSenderFactory) -> Site:

@@ -46,10 +46,19 @@ FaultName: TypeAlias = Literal[
     "slow",
     "shutdown",
     "wal_removed",
+    "timeline_switch",
 ]
 FAULT_NAMES: Final[tuple[FaultName, ...]] = get_args(FaultName)
 PHYSICAL_FAULTS: Final[frozenset[str]] = frozenset(
-    ("close_after", "error", "shutdown", "slow", "stop_keepalives", "wal_removed")
+    (
+        "close_after",
+        "error",
+        "shutdown",
+        "slow",
+        "stop_keepalives",
+        "timeline_switch",
+        "wal_removed",
+    )
 )
 """The faults a physical stream (``pgwire_mock.server.physical``) acts on; it ignores
 the others, with a log line."""
@@ -80,7 +89,8 @@ class Fault:
     lsn: int | None = None
     """redeliver: the slot's persisted position (default: its confirmed_flush now);
     wal_removed: the segments before the one holding it are gone (default: all but the
-    one holding the end of WAL)."""
+    one holding the end of WAL); timeline_switch: the switch point, where the old
+    timeline ends (default: the end of the last whole record of the WAL)."""
     wait: bool = True
     """redeliver, shutdown: act once the client has confirmed everything sent."""
 
@@ -296,6 +306,12 @@ FAULTS: Final[Mapping[str, FaultSpec]] = {
         "lsn",
         "a checkpoint removed WAL a physical client still needs (no slot, or "
         "max_slot_wal_keep_size): 58P01 'requested WAL segment ... has already been removed'",
+    ),
+    "timeline_switch": FaultSpec(
+        {"at": ("lsn", _lsn), "lsn": ("lsn", _lsn)},
+        "at",
+        "failover: the standby a physical client follows is promoted; its timeline ends at "
+        "the switch point and the WAL goes on, after an end-of-recovery record, on the next",
     ),
 }
 

@@ -62,7 +62,14 @@ from codec.wire import (
 )
 from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.errors import ServerError
-from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault
+from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault, FaultError
+from pgwire_mock.server.promotion import (
+    PromotionError,
+    history_content,
+    promote,
+    record_ends,
+    switch_index,
+)
 from pgwire_mock.server.source import StreamEvent
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 from pgwire_mock.server.versions import ErrorFact, PgOutputOptions, error, format_error
@@ -176,6 +183,8 @@ class PhysicalRecording:
     removed_before: int = field(default=0, compare=False)
     """The server's WAL before this (a segment start) is gone: the ``wal_removed`` fault
     (XLogCtl->lastRemovedSegNo + 1). Not part of the file: a serve's state."""
+    promotions: set[Fault] = field(default_factory=set, compare=False)
+    """The ``timeline_switch`` faults that promoted it (each acts once)."""
 
     def remove_wal(self, lsn: int | None) -> int:
         """Remove the segments before the one holding ``lsn`` (default and at most: the
@@ -184,6 +193,56 @@ class PhysicalRecording:
         target = end if lsn is None else min(end, lsn - lsn % self.segment_size)
         self.removed_before = max(self.removed_before, target)
         return self.removed_before
+
+    def switch_at(self, lsn: int | None) -> int:
+        """Where a ``timeline_switch`` fault promotes: ``lsn``, or the end of the last
+        whole record; FaultError (one line) unless that is the end of a record of the
+        current timeline."""
+        records = record_ends(self.wal_data, self.start_lsn, self.segment_size)
+        at = lsn if lsn is not None else (records[-1].end if records else self.start_lsn)
+        history = self.history(self.timeline)
+        begin = max(history.switch_points().values(), default=0) if history else 0
+        if at < begin:
+            raise FaultError(
+                f"timeline_switch: {LSN(at)} is before timeline {self.timeline} began at "
+                f"{LSN(begin)}"
+            )
+        try:
+            switch_index(records, at, self.start_lsn)
+        except PromotionError as err:
+            raise FaultError(f"timeline_switch: {err}") from None
+        return at
+
+    def check_fault(self, fault: Fault) -> None:
+        """FaultError now for a fault this recording cannot take (``serve --fault``,
+        ``inject()``): a ``timeline_switch`` at no record's end."""
+        if fault.name == "timeline_switch" and fault not in self.promotions:
+            self.switch_at(fault.lsn)
+
+    def promote(self, fault: Fault, end_time: int) -> bool:
+        """``timeline_switch``: a promotion at the fault's switch point
+        (:mod:`pgwire_mock.server.promotion`): the next timeline's history file, its WAL
+        from the switch point, the new end of WAL. False when this fault did it already."""
+        if fault in self.promotions:
+            return False
+        at = self.switch_at(fault.lsn)
+        promoted = promote(
+            self.wal_data,
+            self.start_lsn,
+            segment_size=self.segment_size,
+            system_identifier=self.system_identifier,
+            at=at,
+            timeline=self.timeline,
+            major=self.major or 16,
+            end_time=end_time,
+        )
+        parent = self.history(self.timeline)
+        new = self.timeline + 1
+        content = history_content(parent.content if parent else None, self.timeline, at)
+        self.histories = (*self.histories, HistoryFile(new, f"{new:08X}.history", content))
+        self.wal_data, self.end_lsn, self.timeline = promoted.wal, promoted.end, new
+        self.promotions.add(fault)
+        return True
 
     def events(self, options: PgOutputOptions, major: int, from_lsn: int) -> Iterator[StreamEvent]:
         """A logical START_REPLICATION on a physical recording streams nothing."""
@@ -363,6 +422,8 @@ class PhysicalStream:
     """A historic timeline's end (sendTimeLineValidUpto): the stream stops there."""
     next_timeline: int = 0
     """The timeline that follows a historic one (sendTimeLineNextTLI)."""
+    timeline: int = 0
+    """The timeline streamed (0: the recording's when it started)."""
 
     @property
     def send_upto(self) -> int:
@@ -375,6 +436,7 @@ class PhysicalStream:
 
     @property
     def can_produce(self) -> bool:
+        self._follow_promotion()
         if self.error is not None or self.done_sending or self.closing:
             return False
         # A historic timeline's end is reached by producing: the server's CopyDone.
@@ -425,6 +487,23 @@ class PhysicalStream:
             frames += self.walsnd_done(send_time)
         return frames
 
+    def _follow_promotion(self) -> None:
+        """A ``timeline_switch`` since this stream started: the timeline it streams is now
+        a historic one, which ends at the switch point (a stream already past it is one
+        the promoted server would not have: it gets the error a reconnect would)."""
+        current = self.recording.timeline
+        if self.switch_point is not None or not self.timeline or self.timeline == current:
+            return
+        history = self.recording.history(current)
+        points = history.switch_points() if history is not None else {}
+        switch = points.get(self.timeline)
+        if switch is None:
+            return
+        self.switch_point = switch
+        self.next_timeline = min((t for t in points if t > self.timeline), default=current)
+        if self.sent_ptr > switch and self.error is None:
+            self.error = forked_error(self.timeline, self.sent_ptr, switch)
+
     def end_messages(self) -> list[bytes]:
         """After the client's CopyDone (StartReplication after WalSndLoop): CopyDone
         unless already sent, a historic timeline's ``next_tli`` row, START_STREAMING."""
@@ -451,14 +530,20 @@ class PhysicalStream:
             return physical_error(self.major, "wal_removed_open_segment", segment=name)
         return error(self.major, "wal_segment_removed", segment=name)
 
-    def activate(self, fault: Fault, now: float, send_time: int = 0) -> list[bytes] | None:
+    def activate(
+        self, fault: Fault, now: float, send_time: int = 0, *, injected: bool = False
+    ) -> list[bytes] | None:
         """Put ``fault`` in force (:mod:`pgwire_mock.server.faults`); the frames to send
         now, or None when it does not apply to a physical stream. The session then sends
-        :attr:`error` or closes for :attr:`closing`."""
+        :attr:`error` or closes for :attr:`closing`. ``injected`` (at run time, not at
+        START_REPLICATION): a ``timeline_switch`` before what was sent is a FaultError."""
         f = self.faults
         name = fault.name
         if name not in PHYSICAL_FAULTS:
             return None
+        if name == "timeline_switch":
+            self.switch_timeline(fault, send_time, injected=injected)
+            return []
         if name == "shutdown":
             # The recording's end stands for the shutdown checkpoint: the last WAL.
             f.shutdown = True
@@ -478,6 +563,24 @@ class PhysicalStream:
         elif name == "error":
             self.error = fault.server_error()
         return []
+
+    def switch_timeline(self, fault: Fault, send_time: int, *, injected: bool) -> None:
+        """The server promotes (``timeline_switch``): IDENTIFY_SYSTEM's timeline and end of
+        WAL move on, and a stream on the old timeline ends at the switch point."""
+        recording = self.recording
+        timeline = self.timeline or recording.timeline
+        if injected and fault not in recording.promotions and timeline == recording.timeline:
+            at = recording.switch_at(fault.lsn)
+            if at < self.sent_ptr:
+                raise FaultError(
+                    f"timeline_switch: {LSN(at)} is before the client's position "
+                    f"{LSN(self.sent_ptr)} on timeline {timeline}"
+                )
+        if recording.promote(fault, send_time):
+            self.state.timeline = recording.timeline
+            self.state.wal_lsn = recording.end_lsn
+            self.state.save()
+        self._follow_promotion()
 
     def walsnd_done(self, send_time: int) -> list[bytes]:
         """WalSndDone under a ``shutdown`` fault, once all WAL is sent: CommandComplete
@@ -558,6 +661,17 @@ class PhysicalStream:
         return []
 
 
+def forked_error(timeline: int, start: int, switch: int) -> ServerError:
+    """StartReplication for a start past a historic timeline's switch point."""
+    return ServerError(
+        "ERROR",
+        "XX000",
+        f"requested starting point {LSN(start)} on timeline {timeline} is not in this "
+        "server's history",
+        f"This server's history forked from timeline {timeline} at {LSN(switch)}.",
+    )
+
+
 def start_physical(
     major: int,
     recording: PhysicalRecording,
@@ -581,14 +695,7 @@ def start_physical(
             raise physical_error(major, "timeline_not_in_history", timeline=timeline)
         switch = points[timeline]
         if switch < start_lsn:
-            err = ServerError(
-                "ERROR",
-                "XX000",
-                f"requested starting point {LSN(start_lsn)} on timeline {timeline} is not "
-                "in this server's history",
-                f"This server's history forked from timeline {timeline} at {LSN(switch)}.",
-            )
-            raise err
+            raise forked_error(timeline, start_lsn, switch)
     stream = PhysicalStream(
         recording=recording,
         state=state,
@@ -597,6 +704,7 @@ def start_physical(
         last_reply=now,
         wal_sender_timeout=wal_sender_timeout,
         major=major,
+        timeline=timeline or current,
     )
     sent_timeline = timeline or current
     historic = switch is not None and recording.start_lsn <= start_lsn

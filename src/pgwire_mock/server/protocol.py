@@ -453,7 +453,11 @@ class WalSenderFactory(Factory):
 
     def inject(self, fault: Fault) -> bool:
         """Apply ``fault`` to the newest streaming connection now (True), or else to the
-        next stream that starts (False)."""
+        next stream that starts (False). FaultError for a fault the served source cannot
+        take (a ``timeline_switch`` at no record's end)."""
+        check = getattr(self.config.source, "check_fault", None)
+        if check is not None:
+            check(fault)
         for protocol in reversed(self.protocols):
             if protocol.inject(fault):
                 return True

@@ -1327,7 +1327,7 @@ class WalSenderSession(SlotCommands):
         """Apply ``fault`` to the running stream; False when not streaming."""
         self._now = now
         if self._physical is not None and self.phase is Phase.STREAMING:
-            self._physical_faults(self._physical, [fault])
+            self._physical_faults(self._physical, [fault], injected=True)
             return True
         s = self._stream
         if self.phase is not Phase.STREAMING or s is None:
@@ -1586,10 +1586,12 @@ class WalSenderSession(SlotCommands):
         self.config.next_faults.clear()
         self._physical_faults(stream, faults)
 
-    def _physical_faults(self, stream: PhysicalStream, faults: list[Fault]) -> None:
+    def _physical_faults(
+        self, stream: PhysicalStream, faults: list[Fault], *, injected: bool = False
+    ) -> None:
         for fault in faults:
             self._log(f"fault: {fault}")
-            frames = stream.activate(fault, self._now, pg_time(self._now))
+            frames = stream.activate(fault, self._now, pg_time(self._now), injected=injected)
             if frames is None:
                 self._log(f"fault {fault.name} does not act on a physical stream")
             else:
