@@ -15,7 +15,9 @@ from test_values_adversarial import _work
 from codec.errors import DecodeError
 from codec.strategies.values import values_for
 from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
-from codec.values._bulk import BULK_BINARY, BULK_TEXT
+from codec.values._arrays import _flat_texts, _parse_text
+from codec.values._bulk import BULK_BINARY, BULK_TEXT, BULK_WHOLE
+from codec.values._common import Invalid
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BULK_TYPES = sorted(BULK_TEXT)
@@ -322,3 +324,140 @@ def test_binary_work_does_not_grow_with_fixed_size_elements(type_name: str) -> N
     few = _work(oid, encode_binary(oid, values[:FEW]), decode_binary)
     many = _work(oid, encode_binary(oid, values), decode_binary)
     assert many <= few + FIXED_WORK, (few, many)
+
+
+# --------------------------------------------------------------------------- flat arrays
+
+
+def _token_loop(text: str) -> list[str | None] | Exception:
+    """What the general array parser makes of ``text``: its element texts, or its error."""
+    try:
+        shape, texts, _spans, sizes, _bounds = _parse_text(text)
+    except Invalid as err:
+        return err
+    return texts if len(shape) == 1 and sizes is None else ValueError("not flat")
+
+
+def _agrees_with_token_loop(text: str) -> None:
+    flat = _flat_texts(text)
+    if flat is not None:
+        assert flat == _token_loop(text), text
+
+
+_ELEMENT_TEXT = st.text(alphabet='ab ,{}"\\\x01\t\nNUL\u00e9', max_size=6)
+
+
+@st.composite
+def _printed_arrays(draw: st.DrawFn) -> str:
+    """One-dimensional array text of drawn elements, each quoted or not as drawn
+    (quoting what must be), NULL in any case, escapes where needed or not."""
+    parts = []
+    for element in draw(st.lists(st.none() | _ELEMENT_TEXT, min_size=1, max_size=8)):
+        if element is None:
+            parts.append(draw(st.sampled_from(["NULL", "null", "Null"])))
+        elif draw(st.booleans()) or _needs_quotes(element):
+            parts.append('"' + element.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        else:
+            parts.append(element)
+    return "{" + ",".join(parts) + "}"
+
+
+def _needs_quotes(element: str) -> bool:
+    return (
+        element == ""
+        or element.upper() == "NULL"
+        or any(c in element for c in '{},"\\ \t\n')
+        or "\x01" in element
+    )
+
+
+@SETTINGS
+@given(text=_printed_arrays())
+def test_flat_arrays_read_as_the_token_loop_reads_them(text: str) -> None:
+    """A one-dimensional array of quoted, plain and NULL elements, read through the
+    JSON scanner, has exactly the element texts the general parser finds."""
+    _agrees_with_token_loop(text)
+
+
+@SETTINGS
+@given(text=_printed_arrays(), data=st.data())
+def test_mutated_flat_arrays_are_refused_or_read_alike(text: str, data: st.DataObject) -> None:
+    """Insert, delete or replace a character of a printed array: the JSON path either
+    declines or reads what the general parser reads, and never takes what it refuses."""
+    position = data.draw(st.integers(0, len(text)))
+    character = data.draw(st.sampled_from('{}",\\ \taN\x00\x02\x03'))
+    mutated = data.draw(
+        st.sampled_from(
+            [
+                text[:position] + character + text[position:],
+                text[:position] + text[position + 1 :],
+                text[:position] + character + text[position + 1 :],
+            ]
+        )
+    )
+    _agrees_with_token_loop(mutated)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a b",c,"d\\"e",NULL}', ["a b", "c", 'd"e', None]),
+        ('{"a\\\\b",nUlL,"NULL"}', ["a\\b", None, "NULL"]),
+        ('{"",x}', ["", "x"]),
+        ('{"a"b}', None),
+        ('{"a" ,b}', None),
+        ('{"a\\b"}', None),
+        ('{{"a"}}', None),
+        ('[1:1]={"a"}', None),
+        ('{"a",,b}', None),
+        ('{"a\x02"}', None),
+    ],
+)
+def test_flat_array_edges(text: str, expected: list[str | None] | None) -> None:
+    """The JSON path takes one-dimensional arrays without whitespace between elements or
+    escapes other than \\\\ and \\"; the general parser takes the rest."""
+    assert _flat_texts(text) == expected
+    _agrees_with_token_loop(text)
+
+
+# --------------------------------------------------------------------------- whole arrays
+
+WHOLE_TYPES = sorted(BULK_WHOLE)
+_NUMBER_NEAR: st.SearchStrategy[str] = st.text(alphabet="0123456789+-.eE NaIfinty", max_size=12)
+
+
+@pytest.mark.parametrize("type_name", WHOLE_TYPES)
+@SETTINGS
+@given(data=st.data())
+def test_whole_array_readers_decode_as_the_elements_do(type_name: str, data: st.DataObject) -> None:
+    """A whole-array reader either declines or gives, for printed values, near misses
+    and NULLs, each element's value as the element's input function gives it, with
+    the same type, sign and scale; and it never takes an array with a bad element."""
+    oid = type_by_name(type_name).oid
+    element = values_for(oid).map(lambda v: encode_text(oid, v))
+    texts = data.draw(st.lists(element | _NUMBER_NEAR | st.just("NULL"), min_size=1, max_size=8))
+    values = BULK_WHOLE[type_name]("{" + ",".join(texts) + "}")
+    if values is None:
+        return
+    expected = [None if text == "NULL" else _element(type_name, text) for text in texts]
+    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (texts, values)
+
+
+@pytest.mark.parametrize("type_name", WHOLE_TYPES)
+@pytest.mark.parametrize(
+    "text", ["{}", "{1,,2}", "{+1}", "{007}", "{ 1}", "{{1}}", "[1:1]={1}", "{1e400}", "{-0.0}"]
+)
+def test_whole_array_readers_leave_other_forms_to_the_parser(type_name: str, text: str) -> None:
+    """Empty, malformed, spaced, nested and bounded arrays, and numbers JSON spells
+    otherwise or that leave the type's range, are left to the general parser, which
+    decodes them as before."""
+    values = BULK_WHOLE[type_name](text)
+    array_oid = type_by_name(type_name).array_oid
+    try:
+        decoded: object = decode_text(array_oid, text)
+    except DecodeError as err:
+        decoded = err
+    if values is not None:
+        assert isinstance(decoded, list)
+        assert all(_exact(v, d) for v, d in zip(values, decoded, strict=True))
+    assert text in ("{-0.0}",) or values is None

@@ -16,15 +16,17 @@ function does: tests/codec/test_values_bulk.py checks that on generated texts.
 
 from __future__ import annotations
 
+import json
 import operator
 import re
 import struct
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
+from functools import partial
 from itertools import repeat
 from operator import itemgetter
-from typing import Final
+from typing import Final, cast
 
 from codec.values._time import (
     _EPOCH,
@@ -94,7 +96,10 @@ def _float8(texts: list[str]) -> list[object] | None:
 def _float4(texts: list[str]) -> list[object] | None:
     if not _float_forms(texts):
         return None
-    values = list(map(float, texts))
+    return _float4_narrowed(list(map(float, texts)))
+
+
+def _float4_narrowed(values: list[float]) -> list[object] | None:
     layout = f"!{len(values)}f"
     try:
         # The same (float) cast float4in's strtof result matches; struct refuses
@@ -119,6 +124,88 @@ def _numeric(texts: list[str]) -> list[object] | None:
         return None
     return values  # type: ignore[return-value]
 
+
+# --------------------------------------------------------------------------- whole arrays
+
+WholeDecoder = Callable[[str], list[object] | None]
+_not_null: Final = partial(operator.is_not, None)
+
+
+def _json_numbers(number: str, decoder: json.JSONDecoder) -> Callable[[str], list[object] | None]:
+    """A reader of a whole one-dimensional array of numbers in ``number``'s form and NULL
+    ("{1,-2,NULL}"): checked by one regex, then read as the JSON array it nearly is by
+    the json module's C scanner, which makes each number without a text per element (a
+    1 MB array of distinct small numbers cost its split, its distinct-element table and
+    a conversion per text). A number JSON spells differently ("+1", "007") makes it
+    decline."""
+    form = re.compile(rf"\{{(?:{number}|NULL)(?:,(?:{number}|NULL))*+\}}").fullmatch
+
+    def read(text: str) -> list[object] | None:
+        if form(text) is None:
+            return None
+        body = text[1:-1]
+        if "N" in body:
+            body = body.replace("NULL", "null")
+        try:
+            return cast(list[object], decoder.decode("[" + body + "]"))
+        except ValueError:
+            return None
+
+    return read
+
+
+def _whole_integers(low: int, high: int, digits: int, signed: bool = True) -> WholeDecoder:
+    read = _json_numbers(rf"{'-?' if signed else ''}[0-9]{{1,{digits}}}", json.JSONDecoder())
+
+    def decode(text: str) -> list[object] | None:
+        values = read(text)
+        if values is None:
+            return None
+        present = cast(list[int], list(filter(_not_null, values)))
+        if present and (min(present) < low or max(present) > high):
+            return None
+        return values
+
+    return decode
+
+
+_read_floats: Final = _json_numbers(_FLOAT_FORM, json.JSONDecoder(parse_int=float))
+
+
+def _whole_float4(text: str) -> list[object] | None:
+    values = _read_floats(text)
+    if values is None or None in values:
+        return None
+    return _float4_narrowed(cast(list[float], values))
+
+
+_read_numerics: Final = _json_numbers(
+    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?", json.JSONDecoder(parse_int=Decimal, parse_float=Decimal)
+)
+
+
+def _whole_numeric(text: str) -> list[object] | None:
+    values = _read_numerics(text)
+    if values is None:
+        return None
+    present = cast(list[Decimal], list(filter(_not_null, values)))
+    if any(map(Decimal.is_zero, filter(Decimal.is_signed, present))):
+        return None
+    return values
+
+
+BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
+    "int2": _whole_integers(-(1 << 15), (1 << 15) - 1, 5),
+    "int4": _whole_integers(-(1 << 31), (1 << 31) - 1, 10),
+    "int8": _whole_integers(-(1 << 63), (1 << 63) - 1, 19),
+    "oid": _whole_integers(0, (1 << 32) - 1, 10, signed=False),
+    "float4": _whole_float4,
+    "float8": _read_floats,
+    "numeric": _whole_numeric,
+}
+"""Element type name -> a reader of the whole array text, for arrays of numbers: the
+values in order with None for NULL, or None when the text is in another form (the
+array decoder then parses it)."""
 
 # --------------------------------------------------------------------------- date/time
 

@@ -15,7 +15,7 @@ from typing import Final, cast
 
 from codec.errors import DecodeError, EncodeError
 from codec.values import _arrays, _numbers, _text, _time
-from codec.values._bulk import BULK_BINARY, BULK_TEXT
+from codec.values._bulk import BULK_BINARY, BULK_TEXT, BULK_WHOLE
 from codec.values._common import (
     BinaryDecoder,
     BinaryEncoder,
@@ -63,7 +63,12 @@ def _array_converter(element: Converter) -> Converter:
         name,
         0,
         f"list[{element.python_type} | None]",
-        cast(TextDecoder, _arrays.make_text_decoder(element, BULK_TEXT.get(element.name))),
+        cast(
+            TextDecoder,
+            _arrays.make_text_decoder(
+                element, BULK_TEXT.get(element.name), BULK_WHOLE.get(element.name)
+            ),
+        ),
         cast(TextEncoder, _arrays.make_text_encoder(element, name)),
         cast(BinaryDecoder, _arrays.make_binary_decoder(element, BULK_BINARY.get(element.name))),
         cast(BinaryEncoder, _arrays.make_binary_encoder(element, name)),
