@@ -338,3 +338,28 @@ def test_the_command_line_fault_promotes_at_the_first_start_and_once() -> None:
     client.query(f"START_REPLICATION {LSN(ends[-1])} TIMELINE 2")
     assert recording.timeline == 2 and recording.end_lsn == end
     assert [h.timeline for h in recording.histories] == [2]
+
+
+def test_a_second_switch_promotes_the_new_timeline_again() -> None:
+    """Timeline 2's history holds timeline 1's line; timeline 3's is it, a blank line
+    (writeTimeLineHistory with a parent file), then 2's line. A switch point before
+    timeline 2 began is refused."""
+    wal, ends = _timeline_1()
+    client, recording = _served(wal)
+    first, second = Fault("timeline_switch", lsn=ends[10]), Fault("timeline_switch", lsn=None)
+    client.query("START_REPLICATION 0/1000000 TIMELINE 1")
+    client.session.inject(first, client.now)
+    assert recording.timeline == 2
+    with pytest.raises(FaultError, match=r"^timeline_switch: .* is before timeline 2 began at"):
+        recording.check_fault(Fault("timeline_switch", lsn=ends[5]))
+    recording.promote(second, 0)
+    read = list(read_records(recording.wal_data, 0x1000000, SMALL_SEGMENT))
+    eors = [r for r in read if r.is_xlog(XLOG_END_OF_RECOVERY)]
+    assert [struct.unpack_from("<II", r.data, 34) for r in eors] == [(2, 1), (3, 2)]
+    assert all(record_crc(r.data) == r.crc for r in read)
+    history = recording.history(3)
+    assert history is not None and history.content == (
+        f"1\t{LSN(ends[10])}\tno recovery target specified\n\n"
+        f"2\t{LSN(eors[1].lsn)}\tno recovery target specified\n"
+    )
+    assert eors[1].lsn == read[-2].end and recording.end_lsn == read[-1].end
