@@ -394,7 +394,9 @@ def test_a_real_standby_follows_the_fakes_switch(
         assert status[2] == rows, status
         log = standby.log_file.read_text(errors="replace")
         assert not re.findall(r"^.*\b(ERROR|FATAL|PANIC):.*$", log, re.M), log[-3000:]
+        assert "fetching timeline history file for timeline 2" in log
         assert "new target timeline is 2" in log
+        assert re.search(r"restarted WAL streaming at \S+ on timeline 2", log), log[-3000:]
     finally:
         if standby is not None:
             standby.stop()
