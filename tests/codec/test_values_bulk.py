@@ -18,6 +18,7 @@ from codec.values import decode_binary, decode_text, encode_binary, encode_text,
 from codec.values._arrays import _flat_texts, _parse_text
 from codec.values._bulk import BULK_BINARY, BULK_TEXT, BULK_WHOLE
 from codec.values._common import Invalid
+from codec.values._time import Interval, intervals
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BULK_TYPES = sorted(BULK_TEXT)
@@ -286,6 +287,12 @@ def _distinct(type_name: str, i: int) -> str:
         "timestamptz": f"{day} {clock}.{i:06d}+02",
         "macaddr": f"08:00:2b:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}",
         "bytea": f"\\\\x{i:08x}",
+        "text": f"text {i}",
+        "varchar": f"v{i}",
+        "bpchar": f"c{i} ",
+        "uuid": f"{i:08x}-0000-4000-8000-{i * 7919:012x}",
+        "json": f'{{\\"a\\": {i}}}',
+        "jsonb": f"[{i}, true, null]",
     }[type_name]
 
 
@@ -305,9 +312,9 @@ def test_work_does_not_grow_with_repeated_elements(type_name: str) -> None:
 
 @pytest.mark.parametrize("type_name", sorted(set(BULK_TEXT) - {"interval"}))
 def test_work_does_not_grow_with_distinct_elements_of_fast_path_types(type_name: str) -> None:
-    """Numbers, dates, times, timestamps, MAC addresses and hex bytea in their printed
-    form are checked and converted whole: 1024 distinct elements take the
-    Python-level work of 64."""
+    """Numbers, dates, times, timestamps, MAC addresses, hex bytea, text, uuid and json
+    in their printed form are checked and converted whole: 1024 distinct elements take
+    the Python-level work of 64."""
     few = _array_work(type_name, [_distinct(type_name, i) for i in range(FEW)])
     many = _array_work(type_name, [_distinct(type_name, i) for i in range(MANY)])
     assert many <= few + FIXED_WORK, (few, many)
@@ -411,6 +418,9 @@ def test_mutated_flat_arrays_are_refused_or_read_alike(text: str, data: st.DataO
         ('[1:1]={"a"}', None),
         ('{"a",,b}', None),
         ('{"a\x02"}', None),
+        ('{"}', None),
+        ('{""}', [""]),
+        ('{"a\\"}', None),
     ],
 )
 def test_flat_array_edges(text: str, expected: list[str | None] | None) -> None:
@@ -461,3 +471,14 @@ def test_whole_array_readers_leave_other_forms_to_the_parser(type_name: str, tex
         assert isinstance(decoded, list)
         assert all(_exact(v, d) for v, d in zip(values, decoded, strict=True))
     assert text in ("{-0.0}",) or values is None
+
+
+def test_intervals_made_together_are_intervals() -> None:
+    """intervals() fills the slots of empty instances: the results equal, hash and
+    refuse assignment as constructed ones do."""
+    [made] = intervals([14], [-3], [5_000_000])
+    assert type(made) is Interval
+    assert made == Interval(14, -3, 5_000_000)
+    assert hash(made) == hash(Interval(14, -3, 5_000_000))
+    with pytest.raises(AttributeError):
+        made.days = 1  # type: ignore[misc]

@@ -386,6 +386,12 @@ def _flat_texts(text: str) -> list[str | None] | None:
         text = text.replace("\\\\", "\0").replace('\\"', "\x01")
         if "\\" in text:
             return None
+    if len(text) >= 4 and text[:2] == '{"' and text[-2:] == '"}':  # all quoted: one split
+        inner = text[2:-2].replace('","', "\x02")
+        if '"' not in inner:
+            if escaped:
+                inner = inner.replace("\0", "\\").replace("\x01", '"')
+            return cast("list[str | None]", inner.split("\x02"))
     pieces = text.split('"')
     if not len(pieces) % 2:  # an odd number of quotes: one is unterminated
         return None
