@@ -10,12 +10,14 @@ fake's client wrote must be what the recorded server sent.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import re
 import subprocess
 import tarfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ from codec.wire import BackendReader, CopyData, CopyOutResponse, DataRow, Query
 from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.record_backup import parse_backup_spec
+from pgwire_mock.server.backup_rewrite import derive
 from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.physical import PhysicalRecording
 
@@ -321,3 +324,145 @@ def test_bad_base_backup_options_get_the_same_errors(
     assert _errors("127.0.0.1", fake.port, server.version) == _errors(
         server.host, server.port, server.version
     )
+
+
+# --------------------------------------------------------------------------------------
+# Another label and another manifest, derived from a recorded backup
+
+
+def _manifest_files(text: bytes) -> dict[str, dict[str, object]]:
+    files = json.loads(text)["Files"]
+    return {f.get("Path") or bytes.fromhex(f["Encoded-Path"]).decode(): f for f in files}
+
+
+def _self_consistent(archives: dict[str, bytes], manifest: bytes, algorithm: str) -> None:
+    """What pg_verifybackup checks, on the archives as sent: the manifest's own SHA-256,
+    and each regular file's size and checksum (WAL segments are not listed)."""
+    body, _, tail = manifest.rpartition(b'"Manifest-Checksum": "')
+    assert hashlib.sha256(body).hexdigest() == tail[:64].decode()
+    files = _manifest_files(manifest)
+    members = {
+        name: data
+        for name, data in _members(archives["base.tar"]).items()
+        if data is not None and not re.fullmatch(r"pg_wal/[0-9A-F]{24}", name)
+    }
+    assert sorted(files) == sorted(members)
+    for name, data in members.items():
+        entry = files[name]
+        assert entry["Size"] == len(data), name
+        if algorithm == "NONE":
+            assert "Checksum" not in entry
+        elif algorithm != "CRC32C":  # CRC32C: pg_verifybackup checks it below, on 14/15
+            assert entry["Checksum-Algorithm"] == algorithm
+            assert entry["Checksum"] == hashlib.new(algorithm.lower(), data).hexdigest()
+
+
+def _lasting(names: Iterable[str]) -> list[str]:
+    """The names but the WAL files and their .done marks: each backup has its own."""
+    return sorted(n for n in names if not re.match(r"pg_wal/(archive_status/)?[0-9A-F]{24}", n))
+
+
+# Options the recorded backups answer by rewriting: (the request, the SPECS entry).
+DERIVED = {
+    "label-sha256": (
+        "LABEL 'derived label', PROGRESS, WAIT 0, MANIFEST 'yes', MANIFEST_CHECKSUMS 'SHA256'",
+        0,
+    ),
+    "force-encode": (
+        f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'force-encode', MANIFEST_CHECKSUMS 'NONE'",
+        0,
+    ),
+    "no-manifest": (f"{LABEL}, PROGRESS, WAIT 0", 0),
+    "manifest-added": (
+        f"{LABEL}, PROGRESS, WAL, WAIT 0, TABLESPACE_MAP, MANIFEST 'yes', "
+        "MANIFEST_CHECKSUMS 'SHA512'",
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DERIVED)
+def test_another_label_or_manifest_is_derived_like_a_new_backup(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer], case: str
+) -> None:
+    """A BASE_BACKUP whose label or manifest options no recorded backup has (every
+    major, sent raw): the fake rewrites backup_label and builds the manifest again from
+    the archives it sends; the real server, asked the same, sends the same message
+    kinds, the same archive members and a manifest listing the same files with the same
+    algorithm and path form."""
+    server, recording, fake = recorded
+    options, spec = DERIVED[case]
+    wanted = parse_backup_spec(options)
+    assert recording.backups[spec].options.content() != wanted.content()
+    command = wanted.command(server.version)
+    ours = RecordedBackup(wanted, command, tuple(_answer("127.0.0.1", fake.port, command)))
+    real = RecordedBackup(wanted, command, tuple(_answer(server.host, server.port, command)))
+    fake_archives, fake_manifest = _archives(ours)
+    real_archives, real_manifest = _archives(real)
+    fake_members, real_members = (_members(a["base.tar"]) for a in (fake_archives, real_archives))
+    assert _lasting(fake_members) == _lasting(real_members)
+    label = re.search(rb"\nLABEL: (.*)\n", fake_members["backup_label"] or b"")
+    assert label is not None and label[1] == re.search(r"LABEL '([^']*)'", options)[1].encode()
+    assert (fake_manifest is None) == (real_manifest is None) == (case == "no-manifest")
+    if fake_manifest is None or real_manifest is None:
+        return
+    algorithm = re.search(r"MANIFEST_CHECKSUMS '(\w+)'", options)[1]
+    _self_consistent(fake_archives, fake_manifest, algorithm)
+    # The version line (17+: version 2 and the System-Identifier) as the real server's.
+    assert fake_manifest.split(b'"Files"')[0] == real_manifest.split(b'"Files"')[0]
+    theirs, mine = _manifest_files(real_manifest), _manifest_files(fake_manifest)
+    assert _lasting(theirs) == _lasting(mine)
+
+    def shapes(files: dict[str, dict[str, object]]) -> set[frozenset[str]]:
+        return {frozenset(f) for f in files.values()}
+
+    assert shapes(mine) == shapes(theirs)
+
+    def kinds(frames: Sequence[bytes]) -> list[bytes]:
+        return [f[:1] for f in frames if f[:1] not in (b"d", b"N")]
+
+    assert kinds(ours.messages) == kinds(real.messages)
+
+
+CLIENT_DERIVED = {
+    "label-sha256": ("-Fp", "-X", "stream", "-l", "derived label", "--manifest-checksums=SHA256"),
+    "force-encode": ("-Fp", "-X", "fetch", "--manifest-force-encode"),
+}
+
+
+@pytest.mark.parametrize("case", CLIENT_DERIVED)
+def test_pg_basebackup_gets_a_derived_backup_pg_verifybackup_accepts(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer], tmp_path: Path, case: str
+) -> None:
+    """pg_basebackup 15 with a label and manifest options nothing was recorded with: the
+    same exit status and last lines as against the real server, the label in
+    backup_label, and pg_verifybackup accepts the fake's backup (its files against the
+    derived manifest; 14: -n, as pg_waldump 15 reads no 14 WAL)."""
+    server, _, fake = recorded
+    args = CLIENT_DERIVED[case]
+    real = _pg_basebackup(server.dsn, tmp_path / "real", args)
+    ours = _pg_basebackup(fake.dsn(), tmp_path / "fake", args)
+    assert ours.returncode == real.returncode, (real.stderr, ours.stderr)
+    if server.version > 15:
+        return  # pg_basebackup 15 refuses both (test_pg_basebackup_writes_the_same_files)
+    assert ours.stderr.splitlines()[-2:] == real.stderr.splitlines()[-2:]
+    label = "derived label" if "-l" in args else "pg_basebackup base backup"
+    for side in ("real", "fake"):
+        assert f"\nLABEL: {label}\n" in (tmp_path / side / "backup_label").read_text()
+    checked = _verify(tmp_path / "fake", *(("-n",) if server.version == 14 else ()))
+    assert checked.returncode == 0, checked.stderr
+    assert _comparable(_tree(tmp_path / "fake")) == _comparable(_tree(tmp_path / "real"))
+
+
+def test_manifests_built_again_from_the_archives_are_the_recorded_ones(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer],
+) -> None:
+    """The rewriting's own check, on every major: each recorded backup, sent for its own
+    options with every checksum computed again from the archives (none reused), is the
+    recorded messages byte for byte, manifest included."""
+    _, recording, _ = recorded
+    for backup in recording.backups:
+        again = derive(
+            backup.messages, backup.options, backup.options, modern=backup.modern, reuse=False
+        )
+        assert list(again) == list(backup.messages), backup.command

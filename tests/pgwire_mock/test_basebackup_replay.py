@@ -79,12 +79,15 @@ def test_max_rate_out_of_range_names_the_range() -> None:
 
 
 def test_a_request_no_recorded_backup_answers_gets_0A000_naming_the_recorded_ones() -> None:
+    """WAL (or WAIT, TABLESPACE_MAP, COMPRESSION) other than recorded cannot be derived;
+    another label or manifest can (backup_rewrite)."""
     recorded = _backup(BackupOptions(label="a", manifest="yes", manifest_checksums="CRC32C"))
     with pytest.raises(ServerError) as caught:
-        choose([recorded], BackupOptions(label="b"))
+        choose([recorded], BackupOptions(label="a", wal=True))
     assert caught.value.sqlstate == "0A000"
     assert recorded.command in (caught.value.detail or "")
     assert choose([recorded], recorded.options) is recorded
+    assert choose([recorded], BackupOptions(label="b")) is recorded
 
 
 def test_progress_off_nulls_the_sizes_and_blackhole_drops_the_data() -> None:

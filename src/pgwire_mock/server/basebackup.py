@@ -12,26 +12,29 @@ in between. Their framing is the recorded server's (walsender.c, basebackup_copy
 
 A request is answered by a recorded backup whose content options agree with it
 (:meth:`BackupOptions.content`: label, WAL, WAIT, tablespace map, manifest and its
-checksums, compression); otherwise 0A000, saying what was recorded. What can be derived
-is: PROGRESS off from a backup recorded with it (the tablespace sizes become NULL, as
-without the size estimate), and 15+'s ``TARGET 'blackhole'`` from ``'client'`` (the same
-messages without the archive and manifest data, as ``bbsink_copystream`` with
-``send_to_client`` false). CHECKPOINT, VERIFY_CHECKSUMS and MAX_RATE change when and how
-fast, not what: MAX_RATE throttles the replay to about that many kB/s. A fake emulating
-14 does not send a backup recorded on 15+, nor the reverse (0A000): their framing differs.
+checksums, compression), or that differs only in its label and manifest, which
+:mod:`pgwire_mock.server.backup_rewrite` derives; otherwise 0A000, saying what was
+recorded. Also derived: PROGRESS off from a backup recorded with it (the tablespace
+sizes become NULL, as without the size estimate), and 15+'s ``TARGET 'blackhole'``
+from ``'client'`` (the same messages without the archive and manifest data, as
+``bbsink_copystream`` with ``send_to_client`` false). CHECKPOINT, VERIFY_CHECKSUMS and
+MAX_RATE change when and how fast, not what: MAX_RATE throttles the replay to about that
+many kB/s. A fake emulating 14 does not send a backup recorded on 15+, nor the reverse
+(0A000): their framing differs.
 """
 
 from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from codec.values import LSN
 from codec.wire import DataRow
 from pgwire_mock.server.backup_options import BackupOptions
+from pgwire_mock.server.backup_rewrite import derivable, derive
 from pgwire_mock.server.errors import ServerError
 
 __all__ = ["BackupReplay", "RecordedBackup", "choose", "replay_frames"]
@@ -48,6 +51,11 @@ class RecordedBackup:
     """The command as sent (in the recorded server's syntax)."""
     messages: tuple[bytes, ...]
     """Each backend message, encoded as received, up to (without) ReadyForQuery."""
+
+    @property
+    def modern(self) -> bool:
+        """15+'s framing (one COPY, typed CopyData): recorded with the option list."""
+        return self.command.startswith("BASE_BACKUP (")
 
     @property
     def start_lsn(self) -> int:
@@ -114,19 +122,40 @@ def choose(
         # Files written on the server, a backup relative to an uploaded manifest: what
         # the client receives depends on more than a recording holds.
         raise _unmatched(backups, wanted)
-    for backup in backups:
-        have = backup.options
-        if have.content() == wanted.content() and (have.progress or not wanted.progress):
+    usable = [b for b in backups if b.options.progress or not wanted.progress]
+    for backup in usable:
+        if backup.options.content() == wanted.content():
+            return backup
+    for backup in usable:
+        if derivable(backup.options, wanted):
             return backup
     raise _unmatched(backups, wanted)
 
 
 def replay_frames(backup: RecordedBackup, wanted: BackupOptions) -> Iterator[bytes]:
-    """The recorded messages, adjusted to what ``wanted`` asks for."""
-    null_sizes = backup.options.progress and not wanted.progress
+    """The recorded messages, adjusted to what ``wanted`` asks for; a recording that
+    cannot be rewritten fails here, before anything is sent."""
+    frames: Iterable[bytes] = backup.messages
+    if backup.options.content() != wanted.content():
+        try:
+            frames = derive(backup.messages, backup.options, wanted, modern=backup.modern)
+        except ValueError as err:
+            raise ServerError(
+                "ERROR",
+                "XX000",
+                f"pgwire-mock: the recorded base backup cannot be rewritten: {err}",
+                f"Recorded: {backup.command}.",
+            ) from err
+    return _adjusted(frames, backup.options, wanted)
+
+
+def _adjusted(
+    frames: Iterable[bytes], have: BackupOptions, wanted: BackupOptions
+) -> Iterator[bytes]:
+    null_sizes = have.progress and not wanted.progress
     blackhole = wanted.target == "blackhole"
     results = 0
-    for frame in backup.messages:
+    for frame in frames:
         kind = frame[:1]
         if kind == b"T":
             results += 1

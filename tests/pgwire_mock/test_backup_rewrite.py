@@ -1,0 +1,176 @@
+"""backup_rewrite without a server: a small BASE_BACKUP in 15+'s framing, another label
+and another manifest asked for. (Recorded backups of real 14–18, and pg_basebackup and
+pg_verifybackup on the result: test_basebackup_postgres.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import time
+
+import pytest
+
+from codec import basebackup as bb
+from codec.wire import BackendReader, CopyData, CopyDone, CopyOutResponse, DataRow
+from pgwire_mock.server.backup_options import BackupOptions
+from pgwire_mock.server.backup_rewrite import derivable, derive
+from pgwire_mock.server.basebackup import RecordedBackup, replay_frames
+from pgwire_mock.server.errors import ServerError
+
+LABEL = "backup_label"
+MTIME = 1_790_000_000
+
+
+def _member(name: str, data: bytes) -> list[bytes]:
+    """A tar member in the chunks sendFileWithContent sends: header, content, padding."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), MTIME
+    header = info.tobuf(tarfile.USTAR_FORMAT)
+    return [header, data] + ([bytes(-len(data) % 512)] if len(data) % 512 else [])
+
+
+def _label_file(label: str) -> bytes:
+    return (
+        "START WAL LOCATION: 0/2000028 (file 000000010000000000000002)\n"
+        f"CHECKPOINT LOCATION: 0/2000060\nBACKUP METHOD: streamed\nLABEL: {label}\n"
+        "START TIMELINE: 1\n"
+    ).encode()
+
+
+def _manifest(files: dict[str, bytes]) -> bytes:
+    entries = ",\n".join(
+        f'{{ "Path": "{name}", "Size": {len(data)}, "Last-Modified": '
+        f'"{time.strftime("%Y-%m-%d %H:%M:%S GMT", time.gmtime(MTIME))}", '
+        f'"Checksum-Algorithm": "SHA256", "Checksum": "{hashlib.sha256(data).hexdigest()}" }}'
+        for name, data in files.items()
+    )
+    body = (
+        '{ "PostgreSQL-Backup-Manifest-Version": 1,\n"Files": [\n' + entries + "\n],\n"
+        '"WAL-Ranges": [\n{ "Timeline": 1, "Start-LSN": "0/2000028", "End-LSN": "0/2000100" }'
+        "\n],\n"
+    ).encode()
+    return body + f'"Manifest-Checksum": "{hashlib.sha256(body).hexdigest()}"}}\n'.encode()
+
+
+def _recorded(label: str = "old", manifest: bool = True) -> RecordedBackup:
+    files = {
+        LABEL: _label_file(label),
+        "PG_VERSION": b"15\n",
+        "global/1": bytes(range(256)) * 4,
+        "global/2": b"123456789",  # CRC-32C's check value: 0xE3069283
+    }
+    chunks = [c for name, data in files.items() for c in _member(name, data)] + [bytes(1024)]
+    size = sum(map(len, chunks))
+
+    def copy(message: bb.BaseBackupMessage) -> bytes:
+        return CopyData(bb.encode(message)).encode()
+
+    messages = [
+        DataRow((b"0/2000028", b"1")).encode(),
+        DataRow((None, None, b"3")).encode(),
+        CopyOutResponse(0, ()).encode(),
+        copy(bb.NewArchive("base.tar", "")),
+        *(copy(bb.ArchiveData(c)) for c in chunks),
+        copy(bb.Progress(size)),
+    ]
+    if manifest:
+        messages += [copy(bb.ManifestStart()), copy(bb.ArchiveData(_manifest(files)))]
+    messages += [CopyDone().encode(), DataRow((b"0/2000100", b"1")).encode()]
+    options = BackupOptions(
+        label=label,
+        manifest="yes" if manifest else "no",
+        manifest_checksums="SHA256" if manifest else "NONE",
+    )
+    return RecordedBackup(options, options.command(15), tuple(messages))
+
+
+def _taken_apart(frames: list[bytes]) -> tuple[bytes, list[int], bytes | None]:
+    reader = BackendReader()
+    reader.feed(b"".join(frames))
+    archive, progress, manifest = bytearray(), [], None
+    for message in iter(reader.next_message, None):
+        if not isinstance(message, CopyData):
+            continue
+        decoded = bb.decode(message.data)
+        if isinstance(decoded, bb.ManifestStart):
+            manifest = bytearray()
+        elif isinstance(decoded, bb.Progress):
+            progress.append(decoded.bytes_done)
+        elif isinstance(decoded, bb.ArchiveData):
+            (archive if manifest is None else manifest).extend(decoded.data)
+    return bytes(archive), progress, None if manifest is None else bytes(manifest)
+
+
+def test_another_label_rewrites_backup_label_its_tar_header_progress_and_manifest() -> None:
+    recorded = _recorded()
+    wanted = BackupOptions(
+        label="a much longer label " * 30, manifest="yes", manifest_checksums="SHA256"
+    )
+    assert derivable(recorded.options, wanted)
+    archive, progress, manifest = _taken_apart(list(replay_frames(recorded, wanted)))
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:  # checks the header sums
+        files = {m.name: tar.extractfile(m).read() for m in tar}  # type: ignore[union-attr]
+    assert files[LABEL] == _label_file(wanted.label)
+    assert progress == [len(archive)]
+    assert manifest is not None
+    listed = {f["Path"]: f for f in json.loads(manifest)["Files"]}
+    assert listed[LABEL]["Size"] == len(files[LABEL])
+    assert listed[LABEL]["Checksum"] == hashlib.sha256(files[LABEL]).hexdigest()
+    assert manifest == _manifest(files)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "checksums"),
+    [("yes", "SHA512"), ("yes", "CRC32C"), ("force-encode", "NONE"), ("no", "NONE")],
+)
+def test_the_manifest_is_built_again_for_other_options(manifest: str, checksums: str) -> None:
+    recorded = _recorded(manifest=False)
+    wanted = BackupOptions(label="old", manifest=manifest, manifest_checksums=checksums)
+    archive, _, text = _taken_apart(list(replay_frames(recorded, wanted)))
+    assert archive == _taken_apart(list(recorded.messages))[0]
+    if manifest == "no":
+        assert text is None
+        return
+    assert text is not None
+    body, _, tail = text.rpartition(b'"Manifest-Checksum": "')
+    assert hashlib.sha256(body).hexdigest() == tail[:64].decode()
+    entries = json.loads(text)["Files"]
+    paths = [
+        bytes.fromhex(e["Encoded-Path"]).decode() if manifest == "force-encode" else e["Path"]
+        for e in entries
+    ]
+    assert paths == [LABEL, "PG_VERSION", "global/1", "global/2"]
+    data = bytes(range(256)) * 4
+    if checksums == "SHA512":
+        assert entries[2]["Checksum"] == hashlib.sha512(data).hexdigest()
+    elif checksums == "CRC32C":  # the check value, in the byte order pg_crc32c stores it
+        assert entries[3]["Checksum"] == "839206e3"
+    else:
+        assert "Checksum" not in entries[2]
+
+
+def test_a_backup_that_cannot_be_rewritten_fails_before_anything_is_sent() -> None:
+    recorded = _recorded()
+    messages = list(recorded.messages)
+    del messages[4]  # backup_label's tar header
+    broken = RecordedBackup(recorded.options, recorded.command, tuple(messages))
+    with pytest.raises(ServerError) as caught:
+        replay_frames(
+            broken, BackupOptions(label="new", manifest="yes", manifest_checksums="SHA256")
+        )
+    assert caught.value.sqlstate == "XX000"
+    assert "cannot be rewritten" in caught.value.message
+
+
+def test_compressed_or_other_wal_options_are_not_derived() -> None:
+    have = BackupOptions(label="a")
+    assert not derivable(have, BackupOptions(label="a", wal=True))
+    assert not derivable(
+        BackupOptions(compression="gzip"), BackupOptions(compression="gzip", label="b")
+    )
+    assert derivable(have, BackupOptions(label="b", manifest="yes", manifest_checksums="CRC32C"))
+    assert list(
+        derive(_recorded().messages, _recorded().options, _recorded().options, modern=True)
+    ) == list(_recorded().messages)
