@@ -33,6 +33,9 @@ test_physical_postgres.py``):
 * Faults (:mod:`pgwire_mock.server.faults`): WAL removed under a stream fails as
   ``CheckXLogRemoved`` (XX000) inside the segment being read and as
   ``WalSndSegmentOpen`` (58P01) for one to open (``test_physical_faults_postgres.py``).
+  ``timeline_switch`` promotes the recording (:mod:`pgwire_mock.server.promotion`): a
+  stream on the old timeline then ends at the switch point as above
+  (``test_physical_promotion_postgres.py``: real promotions and standbys).
 """
 
 from __future__ import annotations
