@@ -97,6 +97,16 @@ def test_fast_path_decodes_exactly_as_the_input_function(
         ("interval", "999999999:59:59.999999"),
         ("interval", "1 day 1 day"),
         ("interval", "-0"),
+        ("inet", "10.0.0.1/33"),
+        ("inet", "010.0.0.1"),
+        ("inet", "255.255.255.255"),
+        ("cidr", "10.0.0.1/24"),
+        ("cidr", "10.0.0.0"),
+        ("cidr", "0.0.0.0/0"),
+        ("uuid", "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"),
+        ("json", " 1"),
+        ("jsonb", "1e999999999"),
+        ("text", "a\x00"),
     ],
 )
 def test_fast_path_edges(type_name: str, text: str) -> None:
@@ -293,6 +303,8 @@ def _distinct(type_name: str, i: int) -> str:
         "uuid": f"{i:08x}-0000-4000-8000-{i * 7919:012x}",
         "json": f'{{\\"a\\": {i}}}',
         "jsonb": f"[{i}, true, null]",
+        "inet": f"10.{i >> 8 & 255}.{i & 255}.{i % 7}/{i % 33}",
+        "cidr": f"10.{i >> 8 & 255}.{i & 255}.0/24",
     }[type_name]
 
 
@@ -312,9 +324,9 @@ def test_work_does_not_grow_with_repeated_elements(type_name: str) -> None:
 
 @pytest.mark.parametrize("type_name", sorted(set(BULK_TEXT) - {"interval"}))
 def test_work_does_not_grow_with_distinct_elements_of_fast_path_types(type_name: str) -> None:
-    """Numbers, dates, times, timestamps, MAC addresses, hex bytea, text, uuid and json
-    in their printed form are checked and converted whole: 1024 distinct elements take
-    the Python-level work of 64."""
+    """Numbers, dates, times, timestamps, MAC addresses, hex bytea, text, uuid, json and
+    IPv4 addresses in their printed form are checked and converted whole: 1024 distinct
+    elements take the Python-level work of 64."""
     few = _array_work(type_name, [_distinct(type_name, i) for i in range(FEW)])
     many = _array_work(type_name, [_distinct(type_name, i) for i in range(MANY)])
     assert many <= few + FIXED_WORK, (few, many)

@@ -24,8 +24,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from functools import partial
+from ipaddress import IPv4Interface, IPv4Network
 from itertools import repeat
 from operator import itemgetter
+from socket import inet_aton
 from typing import Final, cast
 from uuid import UUID
 
@@ -340,6 +342,33 @@ def _json_of(jsonb: bool) -> BulkDecoder:
     return decode
 
 
+_OCTET: Final = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4: Final = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_BITS: Final = r"/(?:3[0-2]|[12]?[0-9])"
+_inet4_forms: Final = _all_match(rf"{_IPV4}(?:{_BITS})?")
+_cidr4_forms: Final = _all_match(_IPV4 + _BITS)
+_ALL_BITS: Final = {"": "32"}  # inet_out leaves out /32
+_from_big_endian: Final = partial(int.from_bytes, byteorder="big")
+
+
+def _ipv4(texts: list[str], cidr: bool) -> list[object] | None:
+    """IPv4 inet and cidr in network_out's form: the addresses are read by inet_aton and
+    int.from_bytes, and each value made by the class from (number, prefix length),
+    the fastest of its public constructors (2 us, a third of parsing its text; cidr's
+    1 us network checks the bits right of the mask as cidr_in does)."""
+    if not (_cidr4_forms if cidr else _inet4_forms)(texts):
+        return None
+    addresses, _, bits = zip(*map(str.partition, texts, repeat("/")), strict=True)
+    numbers = map(_from_big_endian, map(inet_aton, addresses))
+    prefixes = map(int, cast(Iterator[str], map(_ALL_BITS.get, bits, bits)))
+    try:
+        return list(
+            map(IPv4Network if cidr else IPv4Interface, zip(numbers, prefixes, strict=True))
+        )
+    except ValueError:  # host bits set: cidr_in's error
+        return None
+
+
 # --------------------------------------------------------------------------- by type
 
 BULK_TEXT: Final[dict[str, BulkDecoder]] = {
@@ -362,6 +391,8 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "varchar": _text,
     "bpchar": _text,
     "uuid": _uuid,
+    "inet": partial(_ipv4, cidr=False),
+    "cidr": partial(_ipv4, cidr=True),
     "json": _json_of(jsonb=False),
     "jsonb": _json_of(jsonb=True),
 }
