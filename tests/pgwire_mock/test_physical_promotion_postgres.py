@@ -34,7 +34,7 @@ from physical_wire import RawPhysical, physical_connection
 
 from codec import replication
 from codec.values import LSN
-from codec.wal import record_crc
+from codec.wal import XLOG_SWITCH, record_crc
 from codec.wire import CopyData, CopyDone, DataRow
 from conformance import provision
 from pgwire_mock.pytest_plugin import WalSender
@@ -260,24 +260,30 @@ def test_pg_receivewal_follows_the_fakes_switch_and_pg_waldump_reads_it(
 def test_a_switch_inside_the_recording_rechains_the_later_records(
     pg_server: provision.Server, make_walsender: Make, tmp_path: Path
 ) -> None:
-    """A recording of real 15 switched 200 records before its end: pg_receivewal writes
-    timeline 2 from the fake, and pg_waldump 15 reads it to the end, every CRC and
-    prev-link checked: END_OF_RECOVERY, then the recording's later records, the same
-    kinds in the same order as pg_waldump shows them on timeline 1."""
+    """A recording of real 15 over two segments (a checkpoint, then pg_switch_wal())
+    switched 300 records before the XLOG_SWITCH: pg_receivewal writes timeline 2 from
+    the fake, and pg_waldump 15 reads it to the end, every CRC, prev-link and page header
+    checked, into the next segment: END_OF_RECOVERY, then the recording's later records,
+    the same kinds in the same order as pg_waldump shows them on timeline 1."""
     if pg_server.version != 15:
         pytest.skip("Debian's pg_receivewal and pg_waldump are 15's")
     with pg_server.connect() as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS pgwm_rechain (id int, t text)")
+        row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+        assert row is not None
+        first = int(LSN.parse(str(row[0]))) // SEGMENT * SEGMENT
         conn.execute(
             "INSERT INTO pgwm_rechain SELECT g, repeat('r', 900) FROM generate_series(1, 400) g"
         )
         conn.execute("CHECKPOINT")
         conn.execute("INSERT INTO pgwm_rechain SELECT g, 'q' FROM generate_series(1, 300) g")
+        conn.execute("SELECT pg_switch_wal()")
+        conn.execute("INSERT INTO pgwm_rechain SELECT g, 'w' FROM generate_series(1, 300) g")
     path = tmp_path / "rechain.jsonl"
-    recording = record_physical(pg_server.dsn, path)
+    recording = record_physical(pg_server.dsn, path, start_lsn=first)
     records = record_ends(recording.wal_data, recording.start_lsn, recording.segment_size)
-    assert len(records) > 400
-    at = records[-201].end
+    switch = max(i for i, r in enumerate(records) if r.is_xlog(XLOG_SWITCH))
+    at = records[switch - 300].end
     fault = Fault.parse(f"timeline_switch:at={LSN(at)}")
     fake = make_walsender(script=path, pg_version=15, faults=[fault])
     _fake_slot(fake.port)
@@ -290,13 +296,18 @@ def test_a_switch_inside_the_recording_rechains_the_later_records(
     assert proc.returncode == 0, proc.stderr
     original = tmp_path / "timeline-1"
     original.mkdir()
-    first = recording.start_lsn
-    name = segment_file_name(1, first, SEGMENT)
-    (original / name).write_bytes(recording.wal_data[:SEGMENT].ljust(SEGMENT, b"\0"))
+    for offset in range(0, len(recording.wal_data), SEGMENT):
+        name = segment_file_name(1, first + offset, SEGMENT)
+        data = recording.wal_data[offset : offset + SEGMENT]
+        (original / name).write_bytes(data.ljust(SEGMENT, b"\0"))
     before = _waldump(original, 1, at, records[-1].end)
     after = _waldump(tmp_path / "wal", 2, at, end)
     assert after == ["XLOG END_OF_RECOVERY", *before]
-    assert len(before) == 200
+    assert before.count("XLOG SWITCH") == 1 and len(before) == len(records) - switch + 299
+    # Timeline 2's first segment is whole (the XLOG_SWITCH fills it), the next partial.
+    segment = segment_file_name(2, at, SEGMENT)
+    names = {name for name in os.listdir(tmp_path / "wal") if name.startswith("00000002")}
+    assert names == {"00000002.history", segment, segment_file_name(2, end, SEGMENT) + ".partial"}
 
 
 def _primary_and_standby_copy(
@@ -317,10 +328,12 @@ def _primary_and_standby_copy(
         row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
         assert row is not None
         restart = int(LSN.parse(str(row[0])))
-        for _ in range(4):
+        for batch in range(4):
             conn.execute(
                 "INSERT INTO pgwm_follow SELECT g, repeat('b', 500) FROM generate_series(1, 500) g"
             )
+            if batch == 1:
+                conn.execute("SELECT pg_switch_wal()")
     return primary, copy, restart
 
 
@@ -365,8 +378,11 @@ def test_a_real_standby_follows_the_fakes_switch(
         assert row is not None
         rows = row[0]
         records = record_ends(recording.wal_data, recording.start_lsn, recording.segment_size)
-        middle = [r for r in records if r.lsn > restart]
-        at = middle[len(middle) // 2].end
+        # The switch point 200 records before the XLOG_SWITCH: timeline 2 is laid out
+        # again into the next segment.
+        switch = max(i for i, r in enumerate(records) if r.is_xlog(XLOG_SWITCH))
+        at = records[switch - 200].end
+        assert at > restart
         fake = make_walsender(
             script=path, pg_version=primary.version, faults=[f"timeline_switch:{LSN(at)}"]
         )
