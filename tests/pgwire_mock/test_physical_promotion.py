@@ -13,6 +13,8 @@ import itertools
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_session import Client, make
 
 from codec import DecodeError, replication
@@ -363,3 +365,26 @@ def test_a_second_switch_promotes_the_new_timeline_again() -> None:
         f"2\t{LSN(eors[1].lsn)}\tno recovery target specified\n"
     )
     assert eors[1].lsn == read[-2].end and recording.end_lsn == read[-1].end
+
+
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, 3 * XLOG_BLCKSZ), st.integers(0, 255)), min_size=1, max_size=8
+    ),
+    cut=st.integers(0, 3 * XLOG_BLCKSZ),
+)
+@settings(max_examples=200, deadline=None)
+def test_damaged_wal_reads_as_records_or_a_decode_error(
+    edits: list[tuple[int, int]], cut: int
+) -> None:
+    """The codec's contract: any bytes either read or raise DecodeError, in linear time
+    (a lying xl_tot_len meets a page header that does not continue it)."""
+    wal = bytearray(_write(_records(60, 300)).out)
+    for offset, value in edits:
+        if offset < len(wal):
+            wal[offset] = value
+    try:
+        for record in read_records(bytes(wal[:cut]), 0x1000000, SMALL_SEGMENT):
+            assert len(record.data) >= 24 and record.end > record.lsn
+    except DecodeError:
+        pass
