@@ -16,7 +16,7 @@ from codec.errors import DecodeError
 from codec.strategies.values import values_for
 from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
 from codec.values._arrays import _flat_texts, _parse_text
-from codec.values._bulk import BULK_BINARY, BULK_TEXT, BULK_WHOLE
+from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
 from codec.values._common import Invalid
 from codec.values._time import Interval, intervals
 
@@ -305,6 +305,7 @@ def _distinct(type_name: str, i: int) -> str:
         "jsonb": f"[{i}, true, null]",
         "inet": f"10.{i >> 8 & 255}.{i & 255}.{i % 7}/{i % 33}",
         "cidr": f"10.{i >> 8 & 255}.{i & 255}.0/24",
+        "interval": f"{i} mons {i % 31} days {i % 24:02d}:{i % 60:02d}:00.{i:06d}",
     }[type_name]
 
 
@@ -332,10 +333,17 @@ def test_work_does_not_grow_with_distinct_elements_of_fast_path_types(type_name:
     assert many <= few + FIXED_WORK, (few, many)
 
 
-@pytest.mark.parametrize("type_name", sorted(BULK_BINARY))
+# Elements of one size: the lengths of variable-sized ones chain, so splitting them
+# takes a step per element (_binary_elements), whatever converts them afterwards.
+FIXED_SIZE_ELEMENTS = ["cidr", "inet", "interval", "timetz", "uuid"]
+
+
+@pytest.mark.parametrize("type_name", sorted(BULK_BINARY) + FIXED_SIZE_ELEMENTS)
 def test_binary_work_does_not_grow_with_fixed_size_elements(type_name: str) -> None:
     """A binary array of a fixed-size number, date, time or timestamp type is unpacked
-    and converted whole: 1024 elements take the Python-level work of 64."""
+    and converted whole, and the distinct elements of uuid, timetz, interval and IPv4
+    inet/cidr arrays are converted together: 1024 elements take the Python-level work
+    of 64."""
     oid = type_by_name(type_name).array_oid
     values = [
         decode_text(type_by_name(type_name).oid, _distinct(type_name, i)) for i in range(MANY)
@@ -494,3 +502,63 @@ def test_intervals_made_together_are_intervals() -> None:
     assert hash(made) == hash(Interval(14, -3, 5_000_000))
     with pytest.raises(AttributeError):
         made.days = 1  # type: ignore[misc]
+
+
+# Raw elements at the edges of what the binary conversions take: 24:00:00 and zones at
+# +-16 h for timetz, PostgreSQL 17's infinities for interval, bad families, lengths,
+# bits and host bits for inet and cidr, other jsonb versions, NUL and bad UTF-8.
+_TIMETZ = struct.Struct(">qi")
+_INTERVAL = struct.Struct(">qii")
+EDGE_ELEMENTS: dict[str, list[bytes]] = {
+    "timetz": [
+        _TIMETZ.pack(86_400_000_000, 0),
+        _TIMETZ.pack(86_399_999_999, 57_599),
+        _TIMETZ.pack(0, -57_599),
+        _TIMETZ.pack(0, 57_600),
+        _TIMETZ.pack(-1, 0),
+    ],
+    "interval": [
+        _INTERVAL.pack(2**63 - 1, 2**31 - 1, 2**31 - 1),
+        _INTERVAL.pack(-(2**63), -(2**31), -(2**31)),
+        _INTERVAL.pack(2**63 - 1, 0, 0),
+        _INTERVAL.pack(-5, -(2**31), 2**31 - 1),
+    ],
+    "inet": [
+        bytes([2, 33, 0, 4, 1, 2, 3, 4]),
+        bytes([2, 32, 1, 4, 1, 2, 3, 4]),
+        bytes([3, 8, 0, 4, 1, 2, 3, 4]),
+        bytes([2, 8, 0, 5, 1, 2, 3, 4]),
+    ],
+    "cidr": [
+        bytes([2, 8, 1, 4, 10, 0, 0, 0]),
+        bytes([2, 8, 1, 4, 10, 0, 0, 1]),
+        bytes([2, 0, 1, 4, 0, 0, 0, 0]),
+    ],
+    "jsonb": [b"\x02[]", b"", b"\x01 1", b"\x011e999999999"],
+    "json": [b" 1", b"\xff", b"1\x00", b"[1"],
+    "text": [b"a\x00", b"\xc3", b""],
+    "uuid": [bytes(15), bytes(17)],
+}
+
+
+@pytest.mark.parametrize("type_name", sorted(BULK_BINARY_ELEMENTS))
+@SETTINGS
+@given(data=st.data())
+def test_binary_element_conversions_match_element_decoding(
+    type_name: str, data: st.DataObject
+) -> None:
+    """A conversion of all distinct binary elements at once either declines or gives
+    each element's value exactly as its receive function does, for drawn values and
+    for raw elements at the edges of what it takes."""
+    info = type_by_name(type_name)
+    raws = [encode_binary(info.oid, v) for v in data.draw(st.lists(values_for(info.oid)))]
+    edges = EDGE_ELEMENTS.get(type_name, [])
+    raws += data.draw(st.lists(st.sampled_from(edges))) if edges else []
+    distinct = data.draw(st.permutations(list(dict.fromkeys(raws))))
+    if not distinct:
+        return
+    values = BULK_BINARY_ELEMENTS[type_name](distinct)
+    if values is None:
+        return
+    expected = [_element_binary(type_name, raw) for raw in distinct]
+    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (distinct, values)

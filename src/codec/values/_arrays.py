@@ -15,7 +15,7 @@ from typing import Final, TypeVar, cast
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
-from codec.values._bulk import BinaryBulk, BulkDecoder, WholeDecoder
+from codec.values._bulk import BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
     BinaryDecoder,
@@ -674,12 +674,20 @@ def _first_binary_error(data: bytes, pos: int, total: int, decode: BinaryDecoder
 
 
 def make_binary_decoder(
-    element: Converter, whole: tuple[str, BinaryBulk | None] | None = None
+    element: Converter,
+    whole: tuple[str, BinaryBulk | None] | None = None,
+    bulk: BinaryElements | None = None,
 ) -> object:
-    """array_recv() for ``element``. Each distinct element is decoded once; a fixed-size
-    type whose elements are all present is unpacked whole when ``whole`` gives its
-    struct code and the conversion of the numbers (see _bulk.BULK_BINARY)."""
+    """array_recv() for ``element``. Each distinct element is decoded once, by ``bulk``
+    when it takes them all (see _bulk.BULK_BINARY_ELEMENTS), else one by one; a
+    fixed-size type whose elements are all present is unpacked whole when ``whole``
+    gives its struct code and the conversion of the numbers (see _bulk.BULK_BINARY)."""
     decode = element.decode_binary
+
+    def convert_all(distinct: list[bytes]) -> list[object]:
+        values = bulk(distinct) if bulk is not None else None
+        return list(map(decode, distinct)) if values is None else values
+
     element_oid = element.oid
     unpack_header, unpack_dim = ARRAY_HEADER.unpack_from, DIMENSION.unpack_from
     code, convert = whole if whole else ("", None)
@@ -730,7 +738,7 @@ def make_binary_decoder(
                     return _result(values, shape, bounds)
         try:
             raws = _binary_elements(data, pos, total)
-            values = _each_once(raws, lambda distinct: list(map(decode, distinct)))
+            values = _each_once(raws, convert_all)
         except Invalid:
             # Lengths are all checked before any element is decoded; the first
             # error in array order may be an element before the bad length.

@@ -21,7 +21,7 @@ import operator
 import re
 import struct
 from collections.abc import Callable, Iterator
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from functools import partial
 from ipaddress import IPv4Interface, IPv4Network
@@ -40,6 +40,9 @@ from codec.values._time import (
     _PY_DAY_MIN,
     _PY_US_END,
     _PY_US_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    TZDISP_LIMIT,
     USECS_PER_HOUR,
     USECS_PER_MINUTE,
     USECS_PER_SEC,
@@ -449,3 +452,139 @@ BULK_BINARY: Final[dict[str, tuple[str, BinaryBulk | None]]] = {
 unpacked numbers (None: the numbers are the values), for arrays unpacked whole. A
 conversion returns None for any number outside the range it handles, and the array
 is then decoded element by element."""
+
+
+# --------------------------------------------------------------------------- binary, any size
+
+BinaryElements = Callable[[list[bytes]], list[object] | None]
+"""Distinct binary elements -> their values, or None (decoded one by one)."""
+
+
+def _utf8(raws: list[bytes]) -> list[str] | None:
+    """textrecv over all elements: valid UTF-8 without NUL, else None."""
+    if b"\0" in b"".join(raws):
+        return None
+    try:
+        return list(map(bytes.decode, raws))
+    except UnicodeDecodeError:
+        return None
+
+
+def _text_recv(raws: list[bytes]) -> list[object] | None:
+    return cast("list[object] | None", _utf8(raws))
+
+
+def _json_recv(jsonb: bool) -> BinaryElements:
+    check = _json_of(jsonb)
+
+    def decode(raws: list[bytes]) -> list[object] | None:
+        if jsonb:  # jsonb_recv: version byte 1, then the text
+            if not all(map(bytes.startswith, raws, repeat(b"\x01"))):
+                return None
+            raws = list(map(_after_version, raws))
+        texts = _utf8(raws)
+        return None if texts is None else check(texts)
+
+    return decode
+
+
+_after_version: Final = itemgetter(slice(1, None))
+
+
+def _sized(raws: list[bytes], size: int, layout: str) -> tuple[object, ...] | None:
+    """All elements unpacked by one struct call, when each is ``size`` bytes."""
+    if raws.count(b"") or len(set(map(len, raws))) != 1 or len(raws[0]) != size:
+        return None
+    return struct.unpack("!" + layout * len(raws), b"".join(raws))
+
+
+def _uuid_recv(raws: list[bytes]) -> list[object] | None:
+    if _sized(raws, 16, "16s") is None:
+        return None
+    return list(map(UUID, repeat(None), raws))  # UUID(bytes=...), positionally
+
+
+_USECS_PER_DAY_ALL: Final = 24 * USECS_PER_HOUR
+
+
+def _timetz_recv(raws: list[bytes]) -> list[object] | None:
+    flat = _sized(raws, 12, "qi")
+    if flat is None:
+        return None
+    us, west = cast(tuple[int, ...], flat[0::2]), cast(tuple[int, ...], flat[1::2])
+    # 24:00:00 (EndOfDay) and zones out of range are left to timetz_recv.
+    if min(us) < 0 or max(us) >= _USECS_PER_DAY_ALL:
+        return None
+    if min(west) <= -TZDISP_LIMIT or max(west) >= TZDISP_LIMIT:
+        return None
+    distinct = list(set(west))
+    zone_of = dict(
+        zip(
+            distinct,
+            map(timezone, map(timedelta, repeat(0), map(operator.neg, distinct))),
+            strict=True,
+        )
+    )
+    seconds = list(map(operator.floordiv, us, repeat(USECS_PER_SEC)))
+    return list(
+        map(
+            time,
+            map(operator.floordiv, seconds, repeat(3600)),
+            map(operator.mod, map(operator.floordiv, seconds, repeat(60)), repeat(60)),
+            map(operator.mod, seconds, repeat(60)),
+            map(operator.mod, us, repeat(USECS_PER_SEC)),
+            map(zone_of.__getitem__, west),
+        )
+    )
+
+
+def _interval_recv(raws: list[bytes]) -> list[object] | None:
+    flat = _sized(raws, 16, "qii")
+    if flat is None:
+        return None
+    us = cast(list[int], list(flat[0::3]))
+    # PostgreSQL 17's infinities have microseconds at an extreme: interval_recv's.
+    if us.count(INT64_MAX) or us.count(INT64_MIN):
+        return None
+    return intervals(cast(list[int], list(flat[2::3])), cast(list[int], list(flat[1::3])), us)
+
+
+_PGSQL_AF_INET: Final = 2
+
+
+def _ipv4_recv(cidr: bool) -> BinaryElements:
+    """network_recv for IPv4 elements: family, bits, is_cidr (ignored), length 4 and the
+    address, all unpacked at once; the values made as the text path makes them."""
+
+    def decode(raws: list[bytes]) -> list[object] | None:
+        flat = _sized(raws, 8, "BBBBI")
+        if flat is None:
+            return None
+        n = len(raws)
+        bits = cast(tuple[int, ...], flat[1::5])
+        if flat[0::5].count(_PGSQL_AF_INET) != n or flat[3::5].count(4) != n or max(bits) > 32:
+            return None
+        try:
+            return list(
+                map(IPv4Network if cidr else IPv4Interface, zip(flat[4::5], bits, strict=True))
+            )
+        except ValueError:  # host bits set: network_recv's error for cidr
+            return None
+
+    return decode
+
+
+BULK_BINARY_ELEMENTS: Final[dict[str, BinaryElements]] = {
+    "text": _text_recv,
+    "varchar": _text_recv,
+    "bpchar": _text_recv,
+    "json": _json_recv(jsonb=False),
+    "jsonb": _json_recv(jsonb=True),
+    "uuid": _uuid_recv,
+    "timetz": _timetz_recv,
+    "interval": _interval_recv,
+    "inet": _ipv4_recv(cidr=False),
+    "cidr": _ipv4_recv(cidr=True),
+}
+"""Element type name -> the conversion of all distinct binary elements of an array at
+once, for variable-sized or multi-field elements (see BULK_BINARY for single numbers)."""

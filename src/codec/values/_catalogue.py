@@ -15,7 +15,7 @@ from typing import Final, cast
 
 from codec.errors import DecodeError, EncodeError
 from codec.values import _arrays, _numbers, _text, _time
-from codec.values._bulk import BULK_BINARY, BULK_TEXT, BULK_WHOLE
+from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
 from codec.values._common import (
     BinaryDecoder,
     BinaryEncoder,
@@ -70,7 +70,12 @@ def _array_converter(element: Converter) -> Converter:
             ),
         ),
         cast(TextEncoder, _arrays.make_text_encoder(element, name)),
-        cast(BinaryDecoder, _arrays.make_binary_decoder(element, BULK_BINARY.get(element.name))),
+        cast(
+            BinaryDecoder,
+            _arrays.make_binary_decoder(
+                element, BULK_BINARY.get(element.name), BULK_BINARY_ELEMENTS.get(element.name)
+            ),
+        ),
         cast(BinaryEncoder, _arrays.make_binary_encoder(element, name)),
     )
 
