@@ -136,6 +136,16 @@ def _follow(host: str, port: int, start: int, switch: int) -> dict[str, object]:
         assert isinstance(first, replication.XLogData)
         out["timeline 2"] = first
         conn.finish()
+        # As a walreceiver asks: timeline 2 from its first segment's start.
+        conn.start(f"START_REPLICATION PHYSICAL {LSN(start)} TIMELINE 2")
+        data = b""
+        while start + len(data) < switch + 42:  # the end-of-recovery record, at least
+            message = conn.xlog(1)[0]
+            assert isinstance(message, replication.XLogData)
+            assert message.wal_start == start + len(data)
+            data += message.data
+        out["segment start"] = data
+        conn.finish()
     return out
 
 
@@ -172,6 +182,15 @@ def test_the_fakes_switch_answers_as_a_real_promotion(
     assert _without_time_and_crc(fake_2.data[:size]) == _without_time_and_crc(real_2.data[:size])
     for data in (real_2.data[:size], fake_2.data[:size]):
         assert record_crc(bytes(data)) == int.from_bytes(data[20:24], "little")
+    # From the segment's start: timeline 1's bytes up to the switch point, the page
+    # holding it with timeline 1's header, then the same end-of-recovery record.
+    real_seg, fake_seg = real["segment start"], ours["segment start"]
+    assert isinstance(real_seg, bytes) and isinstance(fake_seg, bytes)
+    offset = switch - start
+    assert fake_seg[:offset] == real_seg[:offset]
+    assert int.from_bytes(fake_seg[offset - offset % 8192 + 4 :][:4], "little") == 1
+    record = slice(offset, offset + size)
+    assert _without_time_and_crc(fake_seg[record]) == _without_time_and_crc(real_seg[record])
 
 
 def _receivewal(dsn: str, directory: Path, endpos: int) -> subprocess.CompletedProcess[str]:
