@@ -1372,6 +1372,8 @@ class WalSenderSession(SlotCommands):
             f.rate, f.budget, f.budget_at = fault.rate, 0.0, now
         elif name == "wal_removed":
             self._log("fault wal_removed acts on physical streams; error:58P01 on logical ones")
+        elif name == "timeline_switch":
+            self._log("fault timeline_switch acts on a served physical recording only")
         elif name == "redeliver":
             self.state.hold_persisted(s.slot.name, fault.lsn)
             f.redeliver = True
