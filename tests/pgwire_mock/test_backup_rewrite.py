@@ -9,6 +9,7 @@ import io
 import json
 import tarfile
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -54,13 +55,30 @@ def _manifest(files: dict[str, bytes]) -> bytes:
     return body + f'"Manifest-Checksum": "{hashlib.sha256(body).hexdigest()}"}}\n'.encode()
 
 
-def _recorded(label: str = "old", manifest: bool = True) -> RecordedBackup:
-    files = {
-        LABEL: _label_file(label),
+WAL = "pg_wal/000000010000000000000002"
+
+
+def _files(label: str, *, wal: bool = False, tablespace_map: bool = False) -> dict[str, bytes]:
+    """What perform_base_backup sends: backup_label, tablespace_map, the data directory,
+    pg_control, then the WAL section."""
+    files = {LABEL: _label_file(label)}
+    if tablespace_map:
+        files["tablespace_map"] = b""
+    files |= {
         "PG_VERSION": b"15\n",
         "global/1": bytes(range(256)) * 4,
         "global/2": b"123456789",  # CRC-32C's check value: 0xE3069283
+        "global/pg_control": b"\x07" * 100,
     }
+    if wal:
+        files |= {WAL: b"\xd1" * 1024, f"pg_wal/archive_status/{WAL[7:]}.done": b""}
+    return files
+
+
+def _recorded(
+    label: str = "old", manifest: bool = True, wal: bool = False, tablespace_map: bool = False
+) -> RecordedBackup:
+    files = _files(label, wal=wal, tablespace_map=tablespace_map)
     chunks = [c for name, data in files.items() for c in _member(name, data)] + [bytes(1024)]
     size = sum(map(len, chunks))
 
@@ -76,10 +94,13 @@ def _recorded(label: str = "old", manifest: bool = True) -> RecordedBackup:
         copy(bb.Progress(size)),
     ]
     if manifest:
-        messages += [copy(bb.ManifestStart()), copy(bb.ArchiveData(_manifest(files)))]
+        listed = {k: v for k, v in files.items() if k != WAL}
+        messages += [copy(bb.ManifestStart()), copy(bb.ArchiveData(_manifest(listed)))]
     messages += [CopyDone().encode(), DataRow((b"0/2000100", b"1")).encode()]
     options = BackupOptions(
         label=label,
+        wal=wal,
+        tablespace_map=tablespace_map,
         manifest="yes" if manifest else "no",
         manifest_checksums="SHA256" if manifest else "NONE",
     )
@@ -103,12 +124,17 @@ def _taken_apart(frames: list[bytes]) -> tuple[bytes, list[int], bytes | None]:
     return bytes(archive), progress, None if manifest is None else bytes(manifest)
 
 
+def _listed(archive: bytes) -> list[tuple[str, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
+
+
 def test_another_label_rewrites_backup_label_its_tar_header_progress_and_manifest() -> None:
     recorded = _recorded()
     wanted = BackupOptions(
         label="a much longer label " * 30, manifest="yes", manifest_checksums="SHA256"
     )
-    assert derivable(recorded.options, wanted)
+    assert derivable(recorded.options, wanted, tablespaces=1)
     archive, progress, manifest = _taken_apart(list(replay_frames(recorded, wanted)))
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:  # checks the header sums
         files = {m.name: tar.extractfile(m).read() for m in tar}  # type: ignore[union-attr]
@@ -141,7 +167,7 @@ def test_the_manifest_is_built_again_for_other_options(manifest: str, checksums:
         bytes.fromhex(e["Encoded-Path"]).decode() if manifest == "force-encode" else e["Path"]
         for e in entries
     ]
-    assert paths == [LABEL, "PG_VERSION", "global/1", "global/2"]
+    assert paths == [LABEL, "PG_VERSION", "global/1", "global/2", "global/pg_control"]
     data = bytes(range(256)) * 4
     if checksums == "SHA512":
         assert entries[2]["Checksum"] == hashlib.sha512(data).hexdigest()
@@ -164,13 +190,39 @@ def test_a_backup_that_cannot_be_rewritten_fails_before_anything_is_sent() -> No
     assert "cannot be rewritten" in caught.value.message
 
 
-def test_compressed_or_other_wal_options_are_not_derived() -> None:
+@pytest.mark.parametrize(
+    ("have", "want"),
+    [({"wal": True}, {}), ({}, {"tablespace_map": True}), ({"tablespace_map": True}, {})],
+)
+def test_wal_dropped_and_tablespace_map_added_or_dropped(
+    have: dict[str, bool], want: dict[str, bool]
+) -> None:
+    """The archive a backup recorded with ``have`` becomes, asked for ``want``: the
+    members a backup taken with ``want`` holds, in its order, progress and manifest
+    following."""
+    recorded = _recorded(**have)
+    wanted = replace(recorded.options, **{k: want.get(k, False) for k in have | want})
+    assert derivable(recorded.options, wanted, tablespaces=1)
+    archive, progress, manifest = _taken_apart(list(replay_frames(recorded, wanted)))
+    expected, _, _ = _taken_apart(list(_recorded(**want).messages))
+    assert _listed(archive) == _listed(expected)  # tarfile checks each header's checksum
+    assert len(archive) == len(expected)
+    assert progress == [len(archive)]
+    assert manifest == _manifest({k: v for k, v in _files("old", **want).items() if k != WAL})
+
+
+def test_what_cannot_be_derived_is_not() -> None:
+    """WAL added (no whole segments recorded), compression, another tablespace map with
+    tablespaces besides the data directory."""
     have = BackupOptions(label="a")
-    assert not derivable(have, BackupOptions(label="a", wal=True))
-    assert not derivable(
-        BackupOptions(compression="gzip"), BackupOptions(compression="gzip", label="b")
+    assert not derivable(have, BackupOptions(label="a", wal=True), tablespaces=1)
+    assert derivable(BackupOptions(wal=True), BackupOptions(label="b"), tablespaces=1)
+    gzip = BackupOptions(compression="gzip")
+    assert not derivable(gzip, replace(gzip, label="b"), tablespaces=1)
+    mapped = BackupOptions(tablespace_map=True)
+    assert not derivable(have, mapped, tablespaces=2)
+    assert derivable(have, mapped, tablespaces=1)
+    same = _recorded()
+    assert list(derive(same.messages, same.options, same.options, modern=True)) == list(
+        same.messages
     )
-    assert derivable(have, BackupOptions(label="b", manifest="yes", manifest_checksums="CRC32C"))
-    assert list(
-        derive(_recorded().messages, _recorded().options, _recorded().options, modern=True)
-    ) == list(_recorded().messages)

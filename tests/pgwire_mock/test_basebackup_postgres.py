@@ -30,7 +30,7 @@ from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.record_backup import parse_backup_spec
 from pgwire_mock.server.backup_rewrite import derive
-from pgwire_mock.server.basebackup import RecordedBackup
+from pgwire_mock.server.basebackup import RecordedBackup, replay_frames
 from pgwire_mock.server.physical import PhysicalRecording
 
 PG_BASEBACKUP = Path("/usr/bin/pg_basebackup")
@@ -362,7 +362,7 @@ def _lasting(names: Iterable[str]) -> list[str]:
     return sorted(n for n in names if not re.match(r"pg_wal/(archive_status/)?[0-9A-F]{24}", n))
 
 
-# Options the recorded backups answer by rewriting: (the request, the SPECS entry).
+# Requests answered by rewriting a recorded backup: (the request, the SPECS entry).
 DERIVED = {
     "label-sha256": (
         "LABEL 'derived label', PROGRESS, WAIT 0, MANIFEST 'yes', MANIFEST_CHECKSUMS 'SHA256'",
@@ -378,24 +378,29 @@ DERIVED = {
         "MANIFEST_CHECKSUMS 'SHA512'",
         1,
     ),
+    "tablespace-map-added": (f"{LABEL}, PROGRESS, WAIT 0, TABLESPACE_MAP, MANIFEST 'yes'", 0),
+    "tablespace-map-dropped": (f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes'", 3),
+    "wal-dropped": (f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes'", 2),
 }
 
 
 @pytest.mark.parametrize("case", DERIVED)
-def test_another_label_or_manifest_is_derived_like_a_new_backup(
+def test_other_content_options_are_derived_like_a_new_backup(
     recorded: tuple[provision.Server, PhysicalRecording, FakeServer], case: str
 ) -> None:
-    """A BASE_BACKUP whose label or manifest options no recorded backup has (every
-    major, sent raw): the fake rewrites backup_label and builds the manifest again from
-    the archives it sends; the real server, asked the same, sends the same message
-    kinds, the same archive members and a manifest listing the same files with the same
-    algorithm and path form."""
-    server, recording, fake = recorded
+    """A recorded backup sent for another label, tablespace map, WAL or manifest (every
+    major): what the fake derives (backup_label rewritten, tablespace_map added or
+    dropped, the WAL section dropped, the manifest built again from the archives) has the
+    message kinds, archive members and manifest fields the real server sends when asked
+    the same, its manifest checks out against its archives, and its last progress count
+    is the archive's size."""
+    server, recording, _ = recorded
     options, spec = DERIVED[case]
     wanted = parse_backup_spec(options)
-    assert recording.backups[spec].options.content() != wanted.content()
+    backup = recording.backups[spec]
+    assert backup.options.content() != wanted.content()
     command = wanted.command(server.version)
-    ours = RecordedBackup(wanted, command, tuple(_answer("127.0.0.1", fake.port, command)))
+    ours = RecordedBackup(wanted, command, tuple(replay_frames(backup, wanted)))
     real = RecordedBackup(wanted, command, tuple(_answer(server.host, server.port, command)))
     fake_archives, fake_manifest = _archives(ours)
     real_archives, real_manifest = _archives(real)
@@ -403,11 +408,13 @@ def test_another_label_or_manifest_is_derived_like_a_new_backup(
     assert _lasting(fake_members) == _lasting(real_members)
     label = re.search(rb"\nLABEL: (.*)\n", fake_members["backup_label"] or b"")
     assert label is not None and label[1] == re.search(r"LABEL '([^']*)'", options)[1].encode()
+    if ours.modern:
+        counts = [basebackup.decode(m[5:]) for m in ours.messages if m[:1] + m[5:6] == b"dp"]
+        assert counts[-1] == basebackup.Progress(len(fake_archives["base.tar"]))
     assert (fake_manifest is None) == (real_manifest is None) == (case == "no-manifest")
     if fake_manifest is None or real_manifest is None:
         return
-    algorithm = re.search(r"MANIFEST_CHECKSUMS '(\w+)'", options)[1]
-    _self_consistent(fake_archives, fake_manifest, algorithm)
+    _self_consistent(fake_archives, fake_manifest, wanted.manifest_checksums)
     # The version line (17+: version 2 and the System-Identifier) as the real server's.
     assert fake_manifest.split(b'"Files"')[0] == real_manifest.split(b'"Files"')[0]
     theirs, mine = _manifest_files(real_manifest), _manifest_files(fake_manifest)

@@ -1,259 +1,59 @@
-"""A recorded BASE_BACKUP sent for another label or another manifest, as basebackup.c
-would have sent it.
+"""A recorded BASE_BACKUP sent for other options, as basebackup.c would have sent it.
 
-Three options change bytes that can be derived from a recording without guessing:
+What can be derived from a recording without guessing:
 
 * ``LABEL`` is one line of ``backup_label``, the first member of the main archive
-  (``perform_base_backup`` sends it first with ``sendFileWithContent``): its tar header
-  (size, checksum), its content and its padding are sent again; every later progress
-  count moves by the difference.
-* ``MANIFEST`` and ``MANIFEST_CHECKSUMS``: the manifest lists every file sent, in the
-  order sent (``AddFileToBackupManifest``), with its size, modification time (the tar
-  header's) and checksum, then the WAL range and a SHA-256 of all that
-  (``backup_manifest.c``). It is built again from the archives as they stream past,
-  reusing the recorded checksums when the algorithm is the recorded one, and sent where
-  the server sends it (after the last archive: 14 in a COPY of its own, 15+ inside the
-  one COPY), chunked as the server chunks it (14: BLCKSZ, 15+: ``SINK_BUFFER_LENGTH``).
+  (``perform_base_backup`` sends it first, with ``sendFileWithContent``): its header
+  (size, checksum), content and padding are sent anew.
+* ``TABLESPACE_MAP`` adds or drops ``tablespace_map``, sent right after backup_label;
+  without tablespaces besides the data directory it is empty (the map lists them, and
+  their ``pg_tblspc`` links would go), so only then.
+* ``WAL`` dropped: the members after ``global/pg_control`` go (the WAL segments, their
+  ``.done`` marks and the history files: ``perform_base_backup``'s last section). WAL
+  added cannot be derived: a recording does not hold whole segment files.
+* ``MANIFEST`` and ``MANIFEST_CHECKSUMS``: the manifest is built again from the archives
+  as they are sent (:mod:`pgwire_mock.server.backup_manifest`), and sent where the server
+  sends it (after the last archive: 14 in a COPY of its own, 15+ inside the one COPY),
+  chunked as the server chunks it (14: BLCKSZ, 15+: ``SINK_BUFFER_LENGTH``).
 
-Compressed archives are not rewritten: the request must then match the recording.
+Every progress count after a change moves by the bytes it added or removed. basebackup.c
+sends each member's header, content and padding as chunks of their own, so members are
+edited as runs of recorded chunks (:mod:`pgwire_mock.server.backup_tar`). Compressed
+archives are not rewritten.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import struct
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from codec.values import LSN
-from codec.wal import crc32c
 from codec.wire import DataRow
+from pgwire_mock.server import backup_manifest as bm
 from pgwire_mock.server.backup_options import BackupOptions
+from pgwire_mock.server.backup_tar import BLOCK, members, with_name_and_size
 
 __all__ = ["derivable", "derive"]
 
-DERIVED: Final = frozenset({"label", "manifest", "manifest_checksums"})
-_BLOCK: Final = 512
+_DERIVED: Final = frozenset({"label", "manifest", "manifest_checksums", "tablespace_map", "wal"})
 _CHUNK_14: Final = 8192  # SendBackupManifest's buffer on 14 (BLCKSZ)
 _CHUNK: Final = 32768  # SINK_BUFFER_LENGTH on 15+
-_MANIFEST_V2: Final = 17  # "PostgreSQL-Backup-Manifest-Version": 2, with System-Identifier
 _FRAME: Final = struct.Struct("!cI")
-_WAL_SEGMENT: Final = 24  # pg_wal/<24 hex digits>: a WAL file, sent outside the manifest
-_HEX: Final = frozenset(b"0123456789ABCDEF")
 
 
-def derivable(have: BackupOptions, wanted: BackupOptions) -> bool:
-    """True when a backup recorded with ``have`` can be sent for ``wanted``: every
-    content option but the label and the manifest's agree, and nothing is compressed."""
+def derivable(have: BackupOptions, wanted: BackupOptions, *, tablespaces: int) -> bool:
+    """True when a backup recorded with ``have`` (and ``tablespaces`` tablespaces, the
+    data directory included) can be sent for ``wanted``: see the module docstring."""
     if have.compression != "none":
         return False
+    if have.tablespace_map != wanted.tablespace_map and tablespaces > 1:
+        return False
+    if wanted.wal and not have.wal:
+        return False
     a, b = have.content(), wanted.content()
-    return all(a[k] == b[k] for k in a if k not in DERIVED)
-
-
-@dataclass(slots=True)
-class _Entry:
-    path: bytes
-    size: int
-    modified: str
-    checksum: str | None  # hex, None for NONE
-
-
-@dataclass(slots=True)
-class _Digest:
-    """One file's checksum as pg_checksum_* computes it."""
-
-    algorithm: str
-    _crc: int = 0xFFFFFFFF
-    _hash: hashlib._Hash | None = None
-
-    def __post_init__(self) -> None:
-        if self.algorithm.startswith("SHA"):
-            self._hash = hashlib.new(self.algorithm.lower())
-
-    def update(self, data: bytes | memoryview) -> None:
-        if self._hash is not None:
-            self._hash.update(data)
-        elif self.algorithm == "CRC32C":
-            self._crc = crc32c(data, self._crc)
-
-    def hexdigest(self) -> str | None:
-        if self._hash is not None:
-            return self._hash.hexdigest()
-        if self.algorithm == "CRC32C":  # FIN_CRC32C, then its bytes as stored (little endian)
-            return (self._crc ^ 0xFFFFFFFF).to_bytes(4, "little").hex()
-        return None
-
-
-def _octal(field_bytes: bytes) -> int:
-    if field_bytes[:1] == b"\x80":  # print_tar_number's base-256 form for large values
-        return int.from_bytes(field_bytes[1:], "big")
-    text = field_bytes.rstrip(b"\0 ").lstrip(b" ")
-    return int(text or b"0", 8)
-
-
-def _tar_number(value: int, width: int) -> bytes:
-    """print_tar_number: octal digits then a space (tar.c)."""
-    return format(value, "o").zfill(width - 1).encode() + b" "
-
-
-def _with_size(header: bytes, size: int) -> bytes:
-    """The tar header with another size, and its checksum made right (tarChecksum)."""
-    h = bytearray(header)
-    h[124:136] = _tar_number(size, 12)
-    h[148:156] = b" " * 8
-    h[148:156] = _tar_number(sum(h), 8)
-    return bytes(h)
-
-
-def _json_string(path: bytes) -> str:
-    """escape_json of a UTF-8 path (json.c): quotes, backslashes and control characters."""
-    out = ['"']
-    for ch in path.decode():
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in "\b\f\n\r\t":
-            out.append({"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
-        elif code < 0x20:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _path_field(path: bytes, force_encode: bool) -> str:
-    if not force_encode:
-        try:
-            return '"Path": ' + _json_string(path)
-        except UnicodeDecodeError:
-            pass
-    return f'"Encoded-Path": "{path.hex()}"'
-
-
-def _render_manifest(
-    header: str, entries: Sequence[_Entry], algorithm: str, ranges: str, force_encode: bool
-) -> bytes:
-    """The manifest text as backup_manifest.c writes it, its SHA-256 line included."""
-    parts = [header]
-    for i, entry in enumerate(entries):
-        line = "{ " + _path_field(entry.path, force_encode) + f', "Size": {entry.size}, '
-        line += f'"Last-Modified": "{entry.modified}"'
-        if entry.checksum is not None:
-            line += f', "Checksum-Algorithm": "{algorithm}", "Checksum": "{entry.checksum}"'
-        parts.append(("\n" if i == 0 else ",\n") + line + " }")
-    parts.append("\n],\n" + ranges)
-    body = "".join(parts).encode()
-    digest = hashlib.sha256(body).hexdigest()
-    return body + f'"Manifest-Checksum": "{digest}"}}\n'.encode()
-
-
-@dataclass(slots=True)
-class _Recorded:
-    """What the recorded manifest says: its header, WAL ranges and entries by path."""
-
-    header: str
-    ranges: str
-    algorithm: str
-    entries: dict[bytes, _Entry]
-
-
-def _parse_manifest(text: bytes) -> _Recorded:
-    decoded = text.decode()
-    files_at = decoded.index('"Files": [') + len('"Files": [')
-    ranges_at = decoded.index('"WAL-Ranges": [')
-    checksum_at = decoded.rindex('"Manifest-Checksum"')
-    doc = json.loads(decoded)
-    algorithm = "NONE"
-    entries: dict[bytes, _Entry] = {}
-    for item in doc["Files"]:
-        path = (
-            bytes.fromhex(item["Encoded-Path"]) if "Encoded-Path" in item else item["Path"].encode()
-        )
-        algorithm = item.get("Checksum-Algorithm", algorithm)
-        entries[path] = _Entry(path, int(item["Size"]), item["Last-Modified"], item.get("Checksum"))
-    return _Recorded(decoded[:files_at], decoded[ranges_at:checksum_at], algorithm, entries)
-
-
-@dataclass(slots=True)
-class _TarFollower:
-    """Follows one archive's tar stream chunk by chunk and lists its files for the
-    manifest: regular files but the WAL segments (sent without a manifest entry)."""
-
-    prefix: bytes  # pg_tblspc/<oid>/ for a tablespace's archive
-    algorithm: str
-    reuse: dict[bytes, _Entry] | None
-    done: Callable[[_Entry], None]
-    _header: bytearray = field(default_factory=bytearray)
-    _left: int = 0  # content bytes of the current member still to come
-    _pad: int = 0
-    _current: _Entry | None = None
-    _digest: _Digest | None = None
-
-    def feed(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            if self._left:
-                take = min(self._left, len(view))
-                if self._digest is not None:
-                    self._digest.update(view[:take])
-                self._left -= take
-                view = view[take:]
-                if not self._left:
-                    self._finish()
-            elif self._pad:
-                take = min(self._pad, len(view))
-                self._pad -= take
-                view = view[take:]
-            else:
-                take = min(_BLOCK - len(self._header), len(view))
-                self._header += view[:take]
-                view = view[take:]
-                if len(self._header) == _BLOCK:
-                    self._start(bytes(self._header))
-                    self._header.clear()
-
-    def _start(self, header: bytes) -> None:
-        if not any(header):
-            return  # the end-of-archive blocks
-        name = header[:100].split(b"\0", 1)[0]
-        size = _octal(header[124:136])
-        self._left, self._pad = size, -size % _BLOCK
-        if header[156:157] not in (b"0", b"\0") or _is_wal_segment(name):
-            self._current = self._digest = None
-        else:
-            path = self.prefix + name
-            mtime = _octal(header[136:148])
-            modified = time.strftime("%Y-%m-%d %H:%M:%S GMT", time.gmtime(mtime))
-            self._current = _Entry(path, size, modified, None)
-            known = None if self.reuse is None else self.reuse.get(path)
-            if known is not None and known.size == size:
-                self._current.checksum = known.checksum
-                self._digest = None
-            else:
-                self._digest = _Digest(self.algorithm)
-        if not size:
-            self._finish()
-
-    def _finish(self) -> None:
-        if self._current is not None:
-            if self._digest is not None:
-                self._current.checksum = self._digest.hexdigest()
-            self.done(self._current)
-        self._current = self._digest = None
-
-
-def _is_wal_segment(name: bytes) -> bool:
-    base = name.removeprefix(b"./").removeprefix(b"pg_wal/")
-    return (
-        name.removeprefix(b"./").startswith(b"pg_wal/")
-        and len(base) == _WAL_SEGMENT
-        and set(base) <= _HEX
-    )
+    return all(a[k] == b[k] for k in a if k not in _DERIVED)
 
 
 def _frame(kind: bytes, body: bytes) -> bytes:
@@ -348,52 +148,98 @@ def derive(
     modern: bool,
     reuse: bool = True,
 ) -> Iterator[bytes]:
-    """The recorded messages, with ``wanted``'s label and manifest (see the module
-    docstring). ``modern``: 15+'s framing (one COPY, typed CopyData); ``reuse``: take
-    the recorded manifest's checksums where the algorithm is the same. The recording is
-    taken apart here, so a malformed one raises ValueError before anything is sent; the
-    archives are checksummed as they are sent."""
+    """The recorded messages for ``wanted`` (see the module docstring). ``modern``: 15+'s
+    framing (one COPY, typed CopyData); ``reuse``: take the recorded manifest's checksums
+    where the algorithm is the same. The recording is taken apart here, so a malformed one
+    raises ValueError before anything is sent; checksums are computed as it is sent."""
     try:
         parts = _Parts.parse(messages, modern)
-        recorded = None if parts.manifest is None else _parse_manifest(parts.manifest)
+        recorded = None if parts.manifest is None else bm.parse(parts.manifest)
         main = next((a for a in parts.archives if a.oid is None), None)
         if main is None:
             raise ValueError("it has no base.tar")
-        delta = 0
-        if have.label != wanted.label:
-            main.items, delta = _relabel(main.items, have.label, wanted.label)
+        main.items = _edited(main.items, have, wanted)
     except (KeyError, IndexError, TypeError, struct.error) as err:
         raise ValueError(f"{type(err).__name__}: {err}") from err
-    return _frames(parts, recorded, have, wanted, delta, reuse)
+    return _frames(parts, recorded, have, wanted, reuse)
+
+
+def _edited(
+    items: list[bytes | int], have: BackupOptions, wanted: BackupOptions
+) -> list[bytes | int]:
+    """The main archive's chunks with wanted's backup_label, tablespace_map and WAL, and
+    its progress counts moved by what changed before each."""
+    found = members(items)
+    if not found or found[0].name != b"backup_label" or found[0].end - found[0].start > 3:
+        raise ValueError("base.tar does not start with backup_label in its own chunks")
+    label = found[0]
+    edits: dict[int, tuple[int, list[bytes]]] = {}  # start -> (end, chunks instead)
+    header = items[label.start]
+    assert isinstance(header, bytes)
+    chunks = [c for c in items[label.start : label.end] if isinstance(c, bytes)]
+    if have.label != wanted.label:
+        text = b"".join(chunks[1:])[: label.size].replace(
+            f"\nLABEL: {have.label}\n".encode(), f"\nLABEL: {wanted.label}\n".encode(), 1
+        )
+        chunks = [with_name_and_size(header, len(text)), text]
+        if len(text) % BLOCK:
+            chunks.append(bytes(-len(text) % BLOCK))
+        edits[label.start] = (label.end, chunks)
+    if wanted.tablespace_map and not have.tablespace_map:
+        # Empty: no tablespace besides the data directory (derivable checked it).
+        edits[label.start] = (
+            label.end,
+            [*chunks, with_name_and_size(header, 0, b"tablespace_map")],
+        )
+    elif have.tablespace_map and not wanted.tablespace_map:
+        mapped = found[1]
+        if mapped.name != b"tablespace_map":
+            raise ValueError("tablespace_map does not follow backup_label")
+        edits[mapped.start] = (mapped.end, [])
+    if have.wal and not wanted.wal:
+        control = next(i for i, m in enumerate(found) if m.name == b"global/pg_control")
+        for member in found[control + 1 :]:
+            edits[member.start] = (member.end, [])
+    out: list[bytes | int] = []
+    delta = 0
+    index = 0
+    while index < len(items):
+        if index in edits:
+            end, chunks = edits[index]
+            removed = items[index:end]
+            delta += sum(map(len, chunks)) - sum(len(i) for i in removed if isinstance(i, bytes))
+            out.extend(chunks)
+            out.extend(i + delta for i in removed if isinstance(i, int))
+            index = end
+            continue
+        item = items[index]
+        out.append(item + delta if isinstance(item, int) else item)
+        index += 1
+    return out
 
 
 def _frames(
     parts: _Parts,
-    recorded: _Recorded | None,
+    recorded: bm.Recorded | None,
     have: BackupOptions,
     wanted: BackupOptions,
-    delta: int,
     reuse: bool,
 ) -> Iterator[bytes]:
     algorithm = wanted.manifest_checksums.upper() if wanted.manifest != "no" else "NONE"
     known = None
     if reuse and recorded is not None and recorded.algorithm == algorithm:
         known = dict(recorded.entries)
-    relabel = have.label != wanted.label
-    if relabel and known is not None:
-        known.pop(b"backup_label", None)  # same length, other bytes: checksum it again
-    entries: list[_Entry] = []
-    moved = 0  # backup_label's growth, once it is sent
+        if have.label != wanted.label:
+            known.pop(b"backup_label", None)  # same length, other bytes: checksum it again
+    entries: list[bm.Entry] = []
     yield from parts.before
     for archive in parts.archives:
         yield archive.opening
         prefix = b"" if archive.oid is None else b"pg_tblspc/" + archive.oid + b"/"
-        follower = _TarFollower(prefix, algorithm, known, entries.append)
-        if archive.oid is None:
-            moved = delta
+        follower = bm.TarFollower(prefix, algorithm, known, entries.append)
         for item in archive.items:
             if isinstance(item, int):
-                yield _frame(b"d", b"p" + struct.pack("!Q", item + moved))
+                yield _frame(b"d", b"p" + struct.pack("!Q", item))
                 continue
             if wanted.manifest != "no":
                 follower.feed(item)
@@ -401,16 +247,15 @@ def _frames(
         if archive.closing is not None:
             yield archive.closing
     if wanted.manifest != "no":
-        text = _render_manifest(
-            _header(recorded, parts),
+        text = bm.render(
+            recorded.header if recorded is not None else _first_lines(parts),
             entries,
             algorithm,
-            _ranges(recorded, parts),
+            recorded.ranges if recorded is not None else _wal_range(parts),
             wanted.manifest == "force-encode",
         )
-        chunks = [
-            text[i : i + parts.manifest_chunk] for i in range(0, len(text), parts.manifest_chunk)
-        ]
+        size = parts.manifest_chunk
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
         if parts.modern:
             yield _frame(b"d", b"m")
             yield from (parts.data(c) for c in chunks)
@@ -421,65 +266,29 @@ def _frames(
     yield from parts.after
 
 
-def _relabel(items: list[bytes | int], old: str, new: str) -> tuple[list[bytes | int], int]:
-    """The main archive's items with backup_label (its first member) carrying ``new``
-    as its LABEL line, and how many bytes longer the archive became: the header, the
-    content and the padding are each one chunk, as sendFileWithContent sends them."""
-    header, content = items[0], items[1]
-    if not isinstance(header, bytes) or not isinstance(content, bytes):
-        raise ValueError("base.tar does not start with a file")
-    size = _octal(header[124:136])
-    if header[:13] != b"backup_label\0" or len(content) != size:
-        raise ValueError("the main archive does not start with backup_label in one chunk")
-    pad = -size % _BLOCK
-    rest = items[2:]
-    if pad:
-        if not isinstance(rest[0], bytes) or len(rest[0]) != pad:
-            raise ValueError("backup_label's padding is not one chunk")
-        rest = rest[1:]
-    text = content.replace(f"\nLABEL: {old}\n".encode(), f"\nLABEL: {new}\n".encode(), 1)
-    new_pad = -len(text) % _BLOCK
-    head: list[bytes | int] = [_with_size(header, len(text)), text]
-    if new_pad:
-        head.append(bytes(new_pad))
-    return head + rest, len(text) + new_pad - size - pad
-
-
-def _header(recorded: _Recorded | None, parts: _Parts) -> str:
-    """InitializeBackupManifest's first lines: the recorded ones, or those of the
-    recorded server's major (its PG_VERSION file)."""
-    if recorded is not None:
-        return recorded.header
-    if int(_member(parts, b"PG_VERSION")) < _MANIFEST_V2:
-        return '{ "PostgreSQL-Backup-Manifest-Version": 1,\n"Files": ['
-    control = _member(parts, b"global/pg_control")
-    system = int.from_bytes(control[:8], "little")
-    return (
-        f'{{ "PostgreSQL-Backup-Manifest-Version": 2,\n"System-Identifier": {system},\n"Files": ['
+def _first_lines(parts: _Parts) -> str:
+    """For a backup recorded without a manifest: its server's major from PG_VERSION, its
+    system identifier from the start of global/pg_control."""
+    major = int(_member(parts, b"PG_VERSION"))
+    return bm.first_lines(
+        major, lambda: int.from_bytes(_member(parts, b"global/pg_control")[:8], "little")
     )
 
 
-def _ranges(recorded: _Recorded | None, parts: _Parts) -> str:
-    """AddWALInfoToBackupManifest: the recorded ranges, or the one timeline's range from
-    the start and end positions (a backup recorded without a manifest)."""
-    if recorded is not None:
-        return recorded.ranges
+def _wal_range(parts: _Parts) -> str:
+    """For a backup recorded without a manifest: from its start and end rows."""
     (start, tli), (end, _) = parts.positions[0], parts.positions[-1]
-    assert start is not None and tli is not None and end is not None
-    return (
-        f'"WAL-Ranges": [\n{{ "Timeline": {int(tli)}, "Start-LSN": "{LSN.parse(start.decode())}", '
-        f'"End-LSN": "{LSN.parse(end.decode())}" }}\n],\n'
-    )
+    if start is None or tli is None or end is None:
+        raise ValueError("the backup's start or end position is NULL")
+    return bm.wal_range(int(tli), int(LSN.parse(start.decode())), int(LSN.parse(end.decode())))
 
 
-def _member(parts: _Parts, path: bytes) -> bytes:
+def _member(parts: _Parts, name: bytes) -> bytes:
     main = next(a for a in parts.archives if a.oid is None)
-    stream = b"".join(i for i in main.items if isinstance(i, bytes))
-    at = 0
-    while at + _BLOCK <= len(stream):
-        header = stream[at : at + _BLOCK]
-        size = _octal(header[124:136])
-        if header[:100].split(b"\0", 1)[0] == path:
-            return stream[at + _BLOCK : at + _BLOCK + size]
-        at += _BLOCK + size + (-size % _BLOCK)
-    raise ValueError(f"no {path.decode()} in the main archive")
+    for member in members(main.items):
+        if member.name == name:
+            data = b"".join(
+                i for i in main.items[member.start + 1 : member.end] if isinstance(i, bytes)
+            )
+            return data[: member.size]
+    raise ValueError(f"no {name.decode()} in the main archive")

@@ -12,15 +12,15 @@ in between. Their framing is the recorded server's (walsender.c, basebackup_copy
 
 A request is answered by a recorded backup whose content options agree with it
 (:meth:`BackupOptions.content`: label, WAL, WAIT, tablespace map, manifest and its
-checksums, compression), or that differs only in its label and manifest, which
-:mod:`pgwire_mock.server.backup_rewrite` derives; otherwise 0A000, saying what was
-recorded. Also derived: PROGRESS off from a backup recorded with it (the tablespace
-sizes become NULL, as without the size estimate), and 15+'s ``TARGET 'blackhole'``
-from ``'client'`` (the same messages without the archive and manifest data, as
-``bbsink_copystream`` with ``send_to_client`` false). CHECKPOINT, VERIFY_CHECKSUMS and
-MAX_RATE change when and how fast, not what: MAX_RATE throttles the replay to about that
-many kB/s. A fake emulating 14 does not send a backup recorded on 15+, nor the reverse
-(0A000): their framing differs.
+checksums, compression), or else the one closest to it whose differences
+:mod:`pgwire_mock.server.backup_rewrite` can derive (label, manifest, tablespace map, WAL
+dropped); otherwise 0A000, saying what was recorded. Also derived: PROGRESS off from a
+backup recorded with it (the tablespace sizes become NULL, as without the size
+estimate), and 15+'s ``TARGET 'blackhole'`` from ``'client'`` (the same messages without
+the archive and manifest data, as ``bbsink_copystream`` with ``send_to_client`` false).
+CHECKPOINT, VERIFY_CHECKSUMS and MAX_RATE change when and how fast, not what: MAX_RATE
+throttles the replay to about that many kB/s. A fake emulating 14 does not send a
+backup recorded on 15+, nor the reverse (0A000): their framing differs.
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ class RecordedBackup:
     def modern(self) -> bool:
         """15+'s framing (one COPY, typed CopyData): recorded with the option list."""
         return self.command.startswith("BASE_BACKUP (")
+
+    @property
+    def tablespaces(self) -> int:
+        """Rows of the tablespace list (SendTablespaceList), the data directory's included."""
+        rows = (DataRow.decode_body(f[5:]) for f in self.messages if f[:1] == b"D")
+        return sum(len(r.values) == 3 for r in rows)
 
     @property
     def start_lsn(self) -> int:
@@ -122,14 +128,24 @@ def choose(
         # Files written on the server, a backup relative to an uploaded manifest: what
         # the client receives depends on more than a recording holds.
         raise _unmatched(backups, wanted)
-    usable = [b for b in backups if b.options.progress or not wanted.progress]
-    for backup in usable:
-        if backup.options.content() == wanted.content():
-            return backup
-    for backup in usable:
-        if derivable(backup.options, wanted):
-            return backup
-    raise _unmatched(backups, wanted)
+    want = wanted.content()
+
+    def differences(backup: RecordedBackup) -> int:
+        return sum(v != want[k] for k, v in backup.options.content().items())
+
+    # The recorded backup that needs the fewest rewrites (none: sent as recorded).
+    usable = sorted(
+        (
+            b
+            for b in backups
+            if (b.options.progress or not wanted.progress)
+            and derivable(b.options, wanted, tablespaces=b.tablespaces)
+        ),
+        key=differences,
+    )
+    if not usable:
+        raise _unmatched(backups, wanted)
+    return usable[0]
 
 
 def replay_frames(backup: RecordedBackup, wanted: BackupOptions) -> Iterator[bytes]:
