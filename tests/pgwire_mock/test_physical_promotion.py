@@ -33,7 +33,14 @@ from codec.wal import (
     record_crc,
     with_header,
 )
-from codec.wire import CommandComplete, CopyBothResponse, CopyDone, DataRow, ReadyForQuery
+from codec.wire import (
+    CommandComplete,
+    CopyBothResponse,
+    CopyDone,
+    DataRow,
+    ErrorResponse,
+    ReadyForQuery,
+)
 from codec.wire import StartupMessage as Startup
 from pgwire_mock.server.faults import Fault, FaultError
 from pgwire_mock.server.physical import PhysicalRecording
@@ -388,3 +395,27 @@ def test_damaged_wal_reads_as_records_or_a_decode_error(
             assert len(record.data) >= 24 and record.end > record.lsn
     except DecodeError:
         pass
+
+
+def test_the_new_timeline_has_no_segment_before_the_one_holding_the_switch() -> None:
+    """After a switch in the recording's second segment, timeline 2 from the first one is
+    58P01 for 00000002's file of it (only timeline 1 has that segment); timeline 1 there
+    streams to the switch point, and timeline 2 from its first segment's start streams."""
+    wal, ends = _timeline_1(200)
+    at = next(end for end in ends if end > 0x1000000 + SMALL_SEGMENT + XLOG_BLCKSZ)
+    client, recording = _served(wal)
+    recording.promote(Fault("timeline_switch", lsn=at), 0)
+    replies = client.query("START_REPLICATION 0/1000000 TIMELINE 2")
+    assert isinstance(replies[0], CopyBothResponse)
+    (error,) = [r for r in replies if isinstance(r, ErrorResponse)]
+    assert dict(error.fields)["C"] == "58P01"
+    assert dict(error.fields)["M"] == (
+        "requested WAL segment 000000020000000000000200 has already been removed"
+    )
+    assert replies[-1] == ReadyForQuery("I")
+    second = 0x1000000 + SMALL_SEGMENT
+    assert isinstance(
+        client.query(f"START_REPLICATION {LSN(second)} TIMELINE 2")[0], CopyBothResponse
+    )
+    xlog = [r for r in client.pump() if isinstance(r, replication.XLogData)]
+    assert xlog[0].wal_start == second and xlog[-1].wal_end == recording.end_lsn

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from physical_wire import RawPhysical, physical_connection
+from physical_wire import RawPhysical, error_fields, physical_connection
 
 from codec import replication
 from codec.values import LSN
@@ -86,10 +86,18 @@ def promoted(pg_server: provision.Server, tmp_path: Path) -> Iterator[Promoted]:
             conn.execute(
                 "INSERT INTO pgwm_switch SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g"
             )
-            conn.execute(f"SELECT pg_create_physical_replication_slot('{SLOT}', true)")
+            row = conn.execute(
+                f"SELECT pg_create_physical_replication_slot('{SLOT}', true)::text"
+            ).fetchone()
+            # Timeline 1 goes on in the next segment: the slot keeps the one before it,
+            # which timeline 2 will not have.
+            conn.execute("SELECT pg_switch_wal()")
+            conn.execute("INSERT INTO pgwm_switch VALUES (0, 'next segment')")
+        assert row is not None
+        restart = int(LSN.parse(str(row[0]).strip("()").split(",")[1]))
         _restart_as_standby(server)
         path = tmp_path / "standby.jsonl"
-        recording = record_physical(server.dsn, path)
+        recording = record_physical(server.dsn, path, start_lsn=restart // SEGMENT * SEGMENT)
         with server.connect() as conn:
             conn.execute("SELECT pg_promote()")
             conn.execute(
@@ -146,6 +154,9 @@ def _follow(host: str, port: int, start: int, switch: int) -> dict[str, object]:
             data += message.data
         out["segment start"] = data
         conn.finish()
+        # The segment before: timeline 1 has it, timeline 2 does not.
+        conn.start(f"START_REPLICATION PHYSICAL {LSN(start - SEGMENT)} TIMELINE 2")
+        out["segment before"] = conn.until_ready()
     return out
 
 
@@ -164,14 +175,21 @@ def test_the_fakes_switch_answers_as_a_real_promotion(
     switch, recording = promoted.switch, promoted.recording
     assert recording.end_lsn == switch  # the standby's end of WAL is where it switched
     start = switch // SEGMENT * SEGMENT
+    assert recording.start_lsn == start - SEGMENT
     fake = make_walsender(
         script=promoted.path, pg_version=promoted.server.version, faults=["timeline_switch"]
     )
     server = promoted.server
     real = _follow(server.host, server.port, start, switch)
     ours = _follow("127.0.0.1", fake.port, start, switch)
-    for key in ("open", "timeline 1", "handshake", "history", "identify"):
+    for key in ("open", "timeline 1", "handshake", "history", "identify", "segment before"):
         assert ours[key] == real[key], key
+    before = real["segment before"]
+    assert isinstance(before, list)
+    assert error_fields(before)["M"] == (
+        f"requested WAL segment {segment_file_name(2, start - SEGMENT, SEGMENT)} has already "
+        "been removed"
+    )
     real_2, fake_2 = real["timeline 2"], ours["timeline 2"]
     assert isinstance(real_2, replication.XLogData)
     assert isinstance(fake_2, replication.XLogData)

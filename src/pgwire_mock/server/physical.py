@@ -216,6 +216,13 @@ class PhysicalRecording:
             raise FaultError(f"timeline_switch: {err}") from None
         return at
 
+    def timeline_first_segment(self) -> int:
+        """Where the current timeline's first segment starts (the one holding its switch
+        point; 0 on timeline 1): the server has no file of it for older segments."""
+        history = self.history(self.timeline)
+        begin = max(history.switch_points().values(), default=0) if history else 0
+        return begin - begin % self.segment_size
+
     def check_fault(self, fault: Fault) -> None:
         """FaultError now for a fault this recording cannot take (``serve --fault``,
         ``inject()``): a ``timeline_switch`` at no record's end."""
@@ -723,11 +730,14 @@ def start_physical(
             start=LSN(start_lsn),
             flush=LSN(recording.end_lsn),
         )
-    elif start_lsn < max(recording.start_lsn, recording.removed_before) or (
-        sent_timeline != current and not historic
+    elif (
+        start_lsn < max(recording.start_lsn, recording.removed_before)
+        or (sent_timeline != current and not historic)
+        or (sent_timeline == current and start_lsn < recording.timeline_first_segment())
     ):
-        # The recording holds no older WAL (nor another timeline's): as a server whose
-        # pg_wal no longer has the segment.
+        # The recording holds no older WAL (nor another timeline's, nor the current
+        # timeline's before its first segment, which exists only on the older one): as a
+        # server whose pg_wal has no such segment.
         segment = segment_file_name(sent_timeline, start_lsn, recording.segment_size)
         stream.error = error(major, "wal_segment_removed", segment=segment)
     return stream
