@@ -33,6 +33,7 @@ __all__ = [
     "decode_client_copy_data",
     "decode_server_copy_data",
     "encode",
+    "split_xlog_data",
 ]
 
 _INT64_MIN: Final = -(1 << 63)
@@ -43,6 +44,9 @@ _XLOG_HEADER: Final = struct.Struct("!BQQq")  # 25 bytes, then the WAL data
 _KEEPALIVE: Final = struct.Struct("!BQqB")  # 18 bytes
 _STATUS_UPDATE: Final = struct.Struct("!BQQQqB")  # 34 bytes
 _FEEDBACK: Final = struct.Struct("!BqIIII")  # 25 bytes
+# A CopyData ('d') frame carrying XLogData: 'd', length word, then the 25-byte header.
+_COPY_XLOG: Final = struct.Struct("!BIBQQq")
+_COPY_XLOG_MIN_LENGTH: Final = 4 + _XLOG_HEADER.size
 
 
 def _reply_flag(value: int, mt: str, offset: int) -> bool:
@@ -229,6 +233,45 @@ def decode_client_copy_data(payload: bytes | memoryview) -> ClientCopyData:
             f"expected 'r' or 'h', found {bytes((payload[0],))!r}",
         )
     return decoder(payload)
+
+
+XLogRun = list[tuple[int, int, int, bytes]]
+"""(wal_start, wal_end, send_time, data) of consecutive XLogData messages."""
+
+
+def split_xlog_data(
+    buffer: bytes | bytearray, start: int, max_message_size: int
+) -> tuple[XLogRun, int]:
+    """The fast path of a client's stream: the XLogData of the complete CopyData
+    messages at ``buffer[start:]`` (backend wire frames), and where they end.
+
+    It reads what ``BackendReader`` and :func:`decode_server_copy_data` read, as plain
+    tuples and without a message object per frame, and stops before the first frame it
+    does not read whole: another message, a PrimaryKeepalive, a partial frame, a length
+    word out of ``[4, max_message_size]`` or a header cut short. The normal path reads
+    (or rejects with its DecodeError) what is left, so the results are the same
+    (tests/codec/test_replication_split.py compares them)."""
+    data = bytes(buffer[start:]) if start or not isinstance(buffer, bytes) else buffer
+    size = len(data)
+    unpack = _COPY_XLOG.unpack_from
+    header = _COPY_XLOG.size
+    out: XLogRun = []
+    append = out.append
+    pos = 0
+    while size - pos >= header:
+        tag, length, kind, wal_start, wal_end, send_time = unpack(data, pos)
+        end = pos + 1 + length
+        if (
+            tag != 0x64  # 'd'
+            or kind != 0x77  # 'w'
+            or length < _COPY_XLOG_MIN_LENGTH
+            or length > max_message_size
+            or end > size
+        ):
+            break
+        append((wal_start, wal_end, send_time, data[pos + header : end]))
+        pos = end
+    return out, start + pos
 
 
 def encode(message: ReplicationMessage) -> bytes:

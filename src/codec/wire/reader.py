@@ -284,6 +284,7 @@ def encode(message: FrontendMessage | BackendMessage) -> bytes:
 
 
 M = TypeVar("M")
+T = TypeVar("T")
 
 
 class _Reader(Generic[M]):
@@ -389,6 +390,17 @@ class _Reader(Generic[M]):
 
     def _unknown(self, tag: int) -> str:
         return f"unknown message tag {_tag_name(tag)}"
+
+    def take_run(self, split: Callable[[bytearray, int, int], tuple[list[T], int]]) -> list[T]:
+        """A fast path's bulk read: ``split(buffer, start, max_message_size)`` reads a
+        run of complete messages from ``buffer[start:]`` (e.g.
+        :func:`codec.replication.split_xlog_data`) and says where the run ends; those
+        messages are consumed, the rest stays for :meth:`next_message`."""
+        if self._error is not None:
+            raise self._error
+        run, end = split(self._buf, self._pos, self.max_message_size)
+        self._pos = end
+        return run
 
     def _take(self, start: int, end: int) -> bytes:
         """Copy out one body (a single copy, via memoryview) and consume the message."""

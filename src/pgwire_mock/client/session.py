@@ -316,6 +316,9 @@ def _build_transitions() -> dict[State, dict[Key, State]]:
 TRANSITIONS: Final = _build_transitions()
 
 
+_lsn: Final = int.__new__
+
+
 def _pg_time(now: datetime | int) -> int:
     return now if isinstance(now, int) else _to_pg_timestamp(now)
 
@@ -520,8 +523,14 @@ class ReplicationSession:
             if not data:
                 self._state = self._next_state(Trigger.SERVER_EOF)
                 return [ConnectionClosed()]
-            self._reader.feed(data)
-            for message in self._reader:
+            reader = self._reader
+            reader.feed(data)
+            while True:
+                if self._state is State.STREAMING:
+                    self._receive_wal(reader.take_run(replication.split_xlog_data), events)
+                message = reader.next_message()
+                if message is None:
+                    break
                 self._receive(message, events, now)
         except CodecError as err:
             self._state = State.ERROR
@@ -533,6 +542,29 @@ class ReplicationSession:
             self._state = State.ERROR
             raise
         return events
+
+    def _receive_wal(self, run: replication.XLogRun, events: list[Event]) -> None:
+        """The fast path of STREAMING (where CopyData keeps the state): what
+        :meth:`_on_copy_data` does for each XLogData of ``run``, in one loop."""
+        if not run:
+            return
+        decode = self._decoder.decode if self.decode_pgoutput else None
+        append = events.append
+        received = int(self._received_lsn)
+        for wal_start, wal_end, send_time, data in run:
+            received = max(received, wal_end)
+            # Unpacked as unsigned 64-bit: in range, so LSN's own check is skipped.
+            append(
+                WalData(
+                    _lsn(LSN, wal_start),
+                    _lsn(LSN, wal_end),
+                    send_time,
+                    data,
+                    None if decode is None else decode(data),
+                )
+            )
+        if received > self._received_lsn:
+            self._received_lsn = _lsn(LSN, received)
 
     def _receive(
         self, message: wire.BackendMessage, events: list[Event], now: datetime | int | None
