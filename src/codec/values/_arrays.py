@@ -306,6 +306,11 @@ def _texts(elements: list[str]) -> list[str | None]:
     return list(map(text_of.__getitem__, elements))
 
 
+_NULL_SPELLINGS: Final[dict[str, None]] = dict.fromkeys(
+    "".join(spelling) for spelling in itertools.product(*zip("NULL", "null", strict=True))
+)
+
+
 def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str | None], str | None]:
     """The elements of a chunk without quotes at ``pos``..``end`` ("1,2, 3 ,4"), and
     the raw last piece if it runs into a backslash or quote (``tail``, "" after a
@@ -325,8 +330,8 @@ def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str |
         if spaced:  # else elements is pieces
             pieces.pop()
         tail = ""
-    if "NULL" in chunk.upper():
-        return _texts(elements), tail
+    if "NULL" in chunk.upper():  # each NULL spelling is None, in one C-level pass
+        return list(map(_NULL_SPELLINGS.get, elements, elements)), tail
     return elements, tail  # type: ignore[return-value]
 
 
@@ -586,7 +591,8 @@ def make_text_decoder(
             try:
                 return _each_once(flat, convert_all)
             except Invalid:
-                pass  # the token loop below finds the element's offset
+                # A flat array's elements are those of one run from offset 1.
+                raise _first_error(text, flat, [(0, 1, RUN)], decode) from None
         shape, texts, spans, sizes, bounds = _parse_text(text)
         if sizes is not None and bounds is not None:
             if shape and sizes != shape:

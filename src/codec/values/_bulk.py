@@ -20,12 +20,13 @@ import json
 import operator
 import re
 import struct
+from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from functools import partial
 from ipaddress import IPv4Interface, IPv4Network
-from itertools import repeat
+from itertools import compress, count, repeat
 from operator import itemgetter
 from socket import inet_aton
 from typing import Final, cast
@@ -181,9 +182,16 @@ _read_floats: Final = _json_numbers(_FLOAT_FORM, json.JSONDecoder(parse_int=floa
 
 def _whole_float4(text: str) -> list[object] | None:
     values = _read_floats(text)
-    if values is None or None in values:
+    if values is None or None not in values:
+        return values if values is None else _float4_narrowed(cast(list[float], values))
+    # With NULLs: the numbers are narrowed apart and put back where they were.
+    present = list(filter(_not_null, values))
+    narrowed = _float4_narrowed(cast(list[float], present)) if present else []
+    if narrowed is None:
         return None
-    return _float4_narrowed(cast(list[float], values))
+    places = compress(count(), map(_not_null, values))
+    deque(map(operator.setitem, repeat(values), places, narrowed), 0)
+    return values
 
 
 _read_numerics: Final = _json_numbers(
