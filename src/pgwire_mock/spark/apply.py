@@ -28,13 +28,14 @@ unrepresentable values, see :mod:`pgwire_mock.spark.types`) and ``_commit_lsn`` 
 commit LSN of the row's last change).
 
 A Spark DataFrame is applied on the executors: each change row gets a group (a hash of
-its identity), rows and the target's current rows are shuffled by group, sorted, and each
-partition is materialized by :func:`_materialize` in ``mapInArrow``; the result is
-written by the executors (``DataFrame.write`` for Parquet, per-partition Parquet files
-committed in one Delta transaction for Delta). The driver holds metadata: the last
+its identity) from Spark expressions (:mod:`pgwire_mock.spark.distributed`, the same
+routing as :func:`_route`), rows and the target's current rows are shuffled by group,
+sorted, and each partition is materialized by :func:`_materialize` in ``mapInArrow``; the
+result is written by the executors (``DataFrame.write`` for Parquet, per-partition Parquet
+files committed in one Delta transaction for Delta). The driver holds metadata: the last
 truncate's position, the identity changes that carry unchanged TOAST (they join two
-groups), file names and counts. An Arrow table is applied in this process, by the same
-code, as one partition.
+groups), file names and counts. An Arrow table is routed by :func:`_route` and applied in
+this process, as one partition.
 """
 
 from __future__ import annotations
@@ -216,21 +217,45 @@ def _specials_of(table: pa.Table, keys: Sequence[str]) -> list[tuple[tuple[str, 
     ]
 
 
+def _plain(t: pa.DataType) -> bool:
+    """Values of ``t`` are their own identity under ``=``: no float, list, struct or map
+    in them, so :func:`_norm` would return them as they are."""
+    return not (pa.types.is_floating(t) or pa.types.is_nested(t))
+
+
 @dataclass(slots=True)
 class _Identities:
-    """Each row's identity under ``=`` (norm) and bit for bit (exact)."""
+    """Each row's identity under ``=`` (norm) and, when asked for, bit for bit (exact:
+    only REPLICA IDENTITY FULL tells identical rows apart)."""
 
+    columns: list[list[object]]
     norm: list[tuple[object, ...]]
     exact: list[tuple[tuple[object, ...], Any]]  # (values, key columns' _special or None)
 
     @classmethod
-    def of(cls, values: list[tuple[object, ...]], specials: list[Any] | None) -> _Identities:
-        norm = [tuple(_norm(v) for v in row) for row in values]
-        exact = [
-            (tuple(_exact(v) for v in row), specials[i] if specials is not None else None)
-            for i, row in enumerate(values)
+    def of(
+        cls,
+        columns: list[list[object]],
+        types: Sequence[pa.DataType],
+        n: int,
+        specials: list[Any] | None,
+        *,
+        exact: bool,
+    ) -> _Identities:
+        normed = [
+            c if _plain(t) else [_norm(v) for v in c] for c, t in zip(columns, types, strict=True)
         ]
-        return cls(norm, exact)
+        norm = _key_rows(normed, n)
+        if not exact:
+            return cls(columns, norm, [])
+        same = [
+            (tuple(_exact(v) for v in row), specials[i] if specials is not None else None)
+            for i, row in enumerate(_key_rows(columns, n))
+        ]
+        return cls(columns, norm, same)
+
+    def values(self, i: int) -> list[object]:
+        return [c[i] for c in self.columns]
 
 
 # ---------------------------------------------------------------------------- routing
@@ -417,13 +442,14 @@ def _materialize(rows: pa.Table, schema: pa.Schema, keys: list[str]) -> pa.Table
     roles = rows.column(_ROLE).to_pylist()
     whole_row = bool(keys) and set(keys) >= {c for c in names if c not in _STATE_EXTRA}
     if keys:
-        new_values = _key_rows(_columns(rows, keys), n)
-        new = _Identities.of(new_values, _specials_of(rows, keys))
+        types = [rows.schema.field(k).type for k in keys]
+        specials = _specials_of(rows, keys) if whole_row else None
+        new = _Identities.of(_columns(rows, keys), types, n, specials, exact=whole_row)
         before = rows.column("_before")
         has_before = before.is_valid().to_pylist()
         # The old tuple carries no _special: its entries are unknown (None).
-        old_values = _key_rows([pc.struct_field(before, k).to_pylist() for k in keys], n)
-        old = _Identities.of(old_values, None)
+        old_columns = [pc.struct_field(before, k).to_pylist() for k in keys]
+        old = _Identities.of(old_columns, types, n, None, exact=whole_row)
     toast = rows.column("_toast_unchanged")
     toasted = pc.fill_null(pc.greater(pc.list_value_length(toast), 0), False).to_pylist()  # type: ignore[call-overload]
     lsns = rows.column("_commit_lsn")
@@ -434,7 +460,7 @@ def _materialize(rows: pa.Table, schema: pa.Schema, keys: list[str]) -> pa.Table
 
     def identity(i: int, use_old: bool) -> tuple[object, object]:
         ids = old if use_old else new
-        return ids.norm[i], ids.exact[i]
+        return ids.norm[i], ids.exact[i] if whole_row else None
 
     def add(k: object, r: int) -> None:
         if whole_row:
@@ -495,7 +521,7 @@ def _materialize(rows: pa.Table, schema: pa.Schema, keys: list[str]) -> pa.Table
         if toasted[i]:
             for column in toast[i].as_py():
                 if existing is None:
-                    shown = ", ".join(_short(v) for v in (old_values if use_old else new_values)[i])
+                    shown = ", ".join(_short(v) for v in (old if use_old else new).values(i))
                     raise ApplyError(
                         f"update at LSN {lsn_text(lsns[i].as_py())} leaves column {column} "
                         f"unchanged (TOAST) but the target has no row with key ({shown})"

@@ -1,7 +1,9 @@
-"""``apply_changes`` for a Spark DataFrame: routed, materialized and written on the
-executors (see :mod:`pgwire_mock.spark.apply`). The driver reads back metadata only: the
-position of the last truncate, the change count, the identity changes that join two
-groups (key changes leaving TOAST columns unchanged), written file names and sizes."""
+"""``apply_changes`` for a Spark DataFrame: routed (by Spark expressions, in the JVM),
+materialized (in ``mapInArrow``) and written on the executors (see
+:mod:`pgwire_mock.spark.apply`). The driver reads back metadata only, from one aggregate:
+the position of the last truncate, the change count, the identity changes that join two
+groups (key changes leaving TOAST columns unchanged), the first change it must refuse;
+then written file names and sizes."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ from deltalake.transaction import AddAction, RemoveAction
 from pyspark import StorageLevel
 from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
 
 from pgwire_mock.spark import apply as ap
+from pgwire_mock.spark.decode import SNAPSHOT_OP
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Row
 
 __all__ = ["apply"]
 
@@ -86,52 +90,29 @@ def _apply(
     spark = df.sparkSession
     change_schema = _clean(to_arrow_schema(df.schema, timezone="UTC"))
     state = ap.state_schema(change_schema)
-    whole_row = ap._whole_row(change_schema, keys)
-    routed_schema = pa.schema([*change_schema, *ap._ROUTING])
-    routed_spark = from_arrow_schema(routed_schema)
     state_spark = from_arrow_schema(state)
-    # What each executor gets back from Spark for these schemas (time zone included).
-    routed_arrow = _clean(to_arrow_schema(routed_spark, timezone=_tz(spark)))
+    # What each executor gets back from Spark for this schema (time zone included).
     state_arrow = _clean(to_arrow_schema(state_spark, timezone=_tz(spark)))
-
-    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            table = pa.Table.from_batches([batch])
-            yield from ap._route(table, keys, whole_row).cast(routed_arrow).to_batches()
-
-    routed = df.mapInArrow(route, routed_spark).persist(StorageLevel.MEMORY_AND_DISK)
+    router = _Router(df, state.names, keys, ap._whole_row(change_schema, keys))
+    routed = router.route(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        role = sf.col(ap._ROLE)
-        lsn, pos = sf.col("_commit_lsn"), sf.col("_position")
-        summary = routed.agg(
-            sf.max(sf.when(role == ap.TRUNCATE, sf.struct(lsn, pos))).alias("barrier"),
-            sf.count(sf.when(~role.isin(ap.INS, ap.EDGE), 1)).alias("changes"),
-        ).first()
+        # One pass over the routed rows for all the driver needs.
+        summary = routed.agg(*router.summary()).first()
         assert summary is not None
+        router.check(summary)
         barrier = summary["barrier"]
-        changes = int(summary["changes"])
-        edges = [
-            (int(r[0]), int(r[1]))
-            for r in routed.where(role == ap.EDGE).select(ap._G, ap._G2).toLocalIterator()
-        ]
-        rows = routed.where(role < ap.EDGE)
+        rows = routed.where(sf.col(ap._ROLE) < ap.EDGE)
         if barrier is not None:
+            lsn, pos = sf.col("_commit_lsn"), sf.col("_position")
             later = (lsn > barrier[0]) | ((lsn == barrier[0]) & (pos > barrier[1]))
             rows = rows.where(later & (sf.col(ap._RANK) == 2))
         else:
             current = _current(spark, target, state_spark)
             if current is not None:
-
-                def route_current(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                    for batch in batches:
-                        table = pa.Table.from_batches([batch])
-                        out = ap._route_current(table, routed_arrow, keys)
-                        yield from out.cast(routed_arrow).to_batches()
-
-                rows = current.mapInArrow(route_current, routed_spark).unionByName(rows)
+                rows = router.route_current(current).unionByName(rows)
+        edges = [(int(e[0]), int(e[1])) for e in summary["edges"]]
         if edges:
             rows = _join_groups(spark, rows, _union_find(edges))
-        n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
 
         def materialize(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             tables = [pa.Table.from_batches([b]) for b in batches]
@@ -143,18 +124,173 @@ def _apply(
             part = part.take(pc.sort_indices(part, sort_keys=ap._SORT))
             yield from ap._materialize(part, state_arrow, keys).to_batches()
 
-        result = rows.repartition(n, ap._G).mapInArrow(materialize, state_spark)
+        # Without a count: Spark's (adaptive execution coalesces small partitions).
+        shuffled = rows.repartition(partitions, ap._G) if partitions else rows.repartition(ap._G)
+        result = shuffled.mapInArrow(materialize, state_spark)
         if isinstance(target, ap.ParquetTarget):
             total = _write_parquet(spark, result, target, batch_id)
         else:
             total = _write_delta(result, target, batch_id, state)
     finally:
         routed.unpersist()
-    return ap.ApplyResult(True, total, changes)
+    return ap.ApplyResult(True, total, int(summary["changes"]))
 
 
 def _tz(spark: Any) -> str:
     return str(spark.conf.get("spark.sql.session.timeZone") or "UTC")
+
+
+class _Router:
+    """:func:`pgwire_mock.spark.apply._route` as Spark expressions, so the change rows
+    stay in the JVM until they are materialized. A group is Spark's ``xxhash64`` of the
+    identity: it hashes values Spark's ``=`` holds equal (NaN and NaN, -0 and +0, inside
+    arrays and structs too) equally, as PostgreSQL's ``=`` holds them equal; rows the
+    hash puts together are told apart by :func:`~pgwire_mock.spark.apply._materialize`.
+    The routed rows keep only what materializing reads: the state's columns, ``_op``,
+    ``_position``, ``_toast_unchanged`` and the identity of ``_before``."""
+
+    def __init__(self, df: DataFrame, columns: list[str], keys: list[str], whole_row: bool):
+        self.columns = columns  # the state's: the table's, _special, _commit_lsn
+        self.keys = keys
+        self.whole_row = whole_row
+        self.toast_type = df.schema["_toast_unchanged"].dataType
+
+    def route(self, df: DataFrame) -> DataFrame:
+        op, before, toast = sf.col("_op"), sf.col("_before"), sf.col("_toast_unchanged")
+        truncate = op == "truncate"
+        meta = [op, sf.col("_position")]
+        rank = sf.when(op == SNAPSHOT_OP, 1).otherwise(2).cast("byte").alias(ap._RANK)
+        if not self.keys:
+            # No identity: each row is its own group (updates and deletes are refused).
+            return df.select(
+                *self.columns,
+                *meta,
+                toast,
+                sf.when(truncate, 0).otherwise(sf.monotonically_increasing_id()).alias(ap._G),
+                sf.lit(0).cast("long").alias(ap._G2),
+                sf.when(truncate, ap.TRUNCATE).otherwise(ap.ROW).cast("byte").alias(ap._ROLE),
+                rank,
+            )
+        has_before = (op == "update") & before.isNotNull()
+        unchanged = sf.coalesce(sf.size(toast) > 0, sf.lit(False))
+        old = [before[k] for k in self.keys]
+        # Under REPLICA IDENTITY FULL the new tuple's unchanged columns are the old
+        # tuple's values (sent whole, detoasted: ExtractReplicaIdentity in heapam.c).
+        new = [self._filled(k) if self.whole_row else sf.col(k) for k in self.keys]
+        changed = has_before & ~sf.struct(*new).eqNullSafe(sf.struct(*old))
+        split = changed if self.whole_row else changed & ~unchanged  # DEL old + INS new
+        edge = sf.lit(False) if self.whole_row else changed & unchanged  # ROW old + EDGE
+        flagged = df.select(
+            "*",
+            has_before.alias("_pgwm_has_before"),
+            split.alias("_pgwm_split"),
+            edge.alias("_pgwm_edge"),
+            sf.explode(
+                sf.when(split | edge, sf.array(sf.lit(False), sf.lit(True))).otherwise(
+                    sf.array(sf.lit(False))
+                )
+            ).alias("_pgwm_second"),
+        )
+        second = sf.col("_pgwm_second")
+        split, edge = sf.col("_pgwm_split"), sf.col("_pgwm_edge")
+        ins = split & second
+        old_id, new_id = sf.xxhash64(*old), sf.xxhash64(*new)
+        group = (
+            sf.when(truncate, 0)
+            .when(ins, new_id)
+            .when(sf.col("_pgwm_has_before"), old_id)
+            .otherwise(new_id)
+        )
+        role = (
+            sf.when(truncate, ap.TRUNCATE)
+            .when(ins, ap.INS)
+            .when(split, ap.DEL)
+            .when(edge & second, ap.EDGE)
+            .otherwise(ap.ROW)
+        )
+        columns = [sf.col(c) for c in self.columns]
+        if self.whole_row:
+            # An INS row takes its unchanged columns from the old tuple. (It keeps its
+            # _toast_unchanged: materializing does not read it on an INS row, and the
+            # summary finds there a column the old tuple has no value for.)
+            filled = {k: sf.when(ins, self._filled(k)).otherwise(sf.col(k)) for k in self.keys}
+            columns = [filled[c].alias(c) if c in filled else sf.col(c) for c in self.columns]
+        return flagged.select(
+            *columns,
+            *meta,
+            toast.alias("_toast_unchanged"),
+            sf.when(before.isNotNull(), sf.struct(*[before[k].alias(k) for k in self.keys])).alias(
+                "_before"
+            ),
+            group.alias(ap._G),
+            sf.when(edge & second, new_id).otherwise(0).cast("long").alias(ap._G2),
+            role.cast("byte").alias(ap._ROLE),
+            rank,
+        )
+
+    def _filled(self, column: str) -> Column:
+        unchanged = sf.array_contains(sf.col("_toast_unchanged"), column)
+        return sf.when(unchanged, sf.col("_before")[column]).otherwise(sf.col(column))
+
+    def route_current(self, current: DataFrame) -> DataFrame:
+        """The target's rows as CURRENT rows, in their groups."""
+        group = sf.xxhash64(*[sf.col(k) for k in self.keys]) if self.keys else None
+        before: list[Column] = []
+        if self.keys:
+            before = [sf.lit(None).cast(self._before_type(current)).alias("_before")]
+        return current.select(
+            *self.columns,
+            sf.lit(ap._CURRENT_OP).alias("_op"),
+            sf.lit(0).cast("long").alias("_position"),
+            sf.array().cast(self.toast_type).alias("_toast_unchanged"),
+            *before,
+            (group if group is not None else sf.monotonically_increasing_id()).alias(ap._G),
+            sf.lit(0).cast("long").alias(ap._G2),
+            sf.lit(ap.CURRENT).cast("byte").alias(ap._ROLE),
+            sf.lit(0).cast("byte").alias(ap._RANK),
+        )
+
+    def _before_type(self, current: DataFrame) -> StructType:
+        return StructType([current.schema[k] for k in self.keys])
+
+    def summary(self) -> list[Column]:
+        """The last truncate, the change count, the edges, and the first row that
+        cannot be applied, in one aggregate."""
+        role, lsn, pos = sf.col(ap._ROLE), sf.col("_commit_lsn"), sf.col("_position")
+        out = [
+            sf.max(sf.when(role == ap.TRUNCATE, sf.struct(lsn, pos))).alias("barrier"),
+            sf.count(sf.when(~role.isin(ap.INS, ap.EDGE), 1)).alias("changes"),
+            sf.collect_list(sf.when(role == ap.EDGE, sf.struct(ap._G, ap._G2))).alias("edges"),
+        ]
+        op = sf.col("_op")
+        if not self.keys:
+            bad = ~op.isin("insert", SNAPSHOT_OP, "truncate")
+            out.append(sf.min(sf.when(bad, sf.struct(lsn, pos, op))).alias("keyless"))
+        elif self.whole_row:
+            # An INS row whose unchanged column the old tuple has no value for.
+            for i, k in enumerate(self.keys):
+                lost = (role == ap.INS) & sf.array_contains(sf.col("_toast_unchanged"), k)
+                lost = lost & sf.col("_before")[k].isNull()
+                out.append(sf.min(sf.when(lost, sf.struct(lsn, pos))).alias(f"lost{i}"))
+        return out
+
+    def check(self, summary: Row) -> None:
+        if not self.keys and summary["keyless"] is not None:
+            lsn, _, op = summary["keyless"]
+            raise ap.ApplyError(
+                f"{op} at LSN {ap.lsn_text(lsn)} on a table without replica identity key "
+                "columns (REPLICA IDENTITY NOTHING, or no key flags in the schema: "
+                "pass key=[...])"
+            )
+        if self.keys and self.whole_row:
+            lost = [(summary[f"lost{i}"], k) for i, k in enumerate(self.keys)]
+            found = sorted((tuple(at), k) for at, k in lost if at is not None)
+            if found:
+                (lsn, _), column = found[0]
+                raise ap.ApplyError(
+                    f"update at LSN {ap.lsn_text(lsn)} leaves column {column} "
+                    "unchanged (TOAST) and its old tuple has no value for it"
+                )
 
 
 def _join_groups(spark: Any, rows: DataFrame, roots: dict[int, int]) -> DataFrame:
