@@ -214,6 +214,48 @@ def test_physical_slot_restart_lsn_follows_the_flush_feedback(
     assert seen["real"].values[1] == str(LSN(flush)).encode()
 
 
+def test_a_reserve_wal_slot_starts_at_the_last_checkpoints_redo(
+    pg_server: provision.Server, tmp_path: Path
+) -> None:
+    """CREATE_REPLICATION_SLOT ... PHYSICAL RESERVE_WAL starts at the last checkpoint's
+    redo (GetRedoRecPtr), not at the end of WAL: READ_REPLICATION_SLOT (15+) shows the
+    same restart_lsn on the real server and on the fake serving a recording that holds
+    the checkpoint (17+: its XLOG_CHECKPOINT_REDO record)."""
+    if pg_server.version < 15:
+        pytest.skip("READ_REPLICATION_SLOT is 15+")
+    with pg_server.connect() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS pgwm_redo (id int, t text)")
+        conn.execute("SELECT pg_switch_wal()")  # the checkpoint lands in a new segment
+        conn.execute(
+            "INSERT INTO pgwm_redo SELECT g, repeat('r', 50) FROM generate_series(1, 500) g"
+        )
+        conn.execute("CHECKPOINT")
+        conn.execute(
+            "INSERT INTO pgwm_redo SELECT g, repeat('s', 50) FROM generate_series(1, 500) g"
+        )
+    path = tmp_path / "redo.jsonl"
+    recording = record_physical(pg_server.dsn, path)
+    fake = FakeServer(pg_server.version, path)
+    rows = {}
+    try:
+        for name, host, port in (
+            ("real", pg_server.host, pg_server.port),
+            ("fake", "127.0.0.1", fake.port),
+        ):
+            with physical_connection(host, port) as conn:
+                conn.command("CREATE_REPLICATION_SLOT pgwm_redo PHYSICAL RESERVE_WAL")
+                try:
+                    rows[name] = conn.command("READ_REPLICATION_SLOT pgwm_redo")[1]
+                finally:
+                    conn.command("DROP_REPLICATION_SLOT pgwm_redo")
+    finally:
+        fake.stop()
+    assert rows["fake"] == rows["real"]
+    assert isinstance(rows["real"], DataRow)
+    restart = LSN.parse(bytes(rows["real"].values[1] or b"").decode())
+    assert recording.start_lsn < restart < recording.end_lsn
+
+
 def test_base_backup_copy_data_round_trips_byte_for_byte(pg_server: provision.Server) -> None:
     """Every CopyData payload of a real 15+ BASE_BACKUP (tar, manifest, progress) decodes
     with codec.basebackup and encodes back to the same bytes, in the documented order."""

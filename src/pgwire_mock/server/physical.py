@@ -71,6 +71,7 @@ from pgwire_mock.server.promotion import (
     history_content,
     promote,
     record_ends,
+    redo_pointer,
     switch_index,
 )
 from pgwire_mock.server.source import StreamEvent
@@ -377,6 +378,19 @@ class PhysicalRecording:
                 return f.read(len(b'{"physical"')) == b'{"physical"'
         except OSError:
             return False
+
+
+def redo_pointer_of(source: object) -> int | None:
+    """Where a physical slot made with RESERVE_WAL starts on a physical recording: the
+    last checkpoint's redo in its WAL (GetRedoRecPtr), else the recording's start, the
+    oldest WAL the fake has. None for other sources (the slot starts as new slots do)."""
+    if not isinstance(source, PhysicalRecording):
+        return None
+    try:
+        redo = redo_pointer(record_ends(source.wal_data, source.start_lsn, source.segment_size))
+    except DecodeError:  # WAL that is not PostgreSQL's (a hand-made recording)
+        redo = None
+    return source.start_lsn if redo is None or redo < source.start_lsn else redo
 
 
 def timeline_of_point(source: object, lsn: int, current: int) -> int:

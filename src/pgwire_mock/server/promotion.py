@@ -35,6 +35,7 @@ from codec.wal import (
     SIZE_OF_XLOG_RECORD,
     XLOG_BLCKSZ,
     XLOG_CHECKPOINT_ONLINE,
+    XLOG_CHECKPOINT_REDO,
     XLOG_CHECKPOINT_SHUTDOWN,
     XLOG_END_OF_RECOVERY,
     Record,
@@ -53,6 +54,7 @@ __all__ = [
     "history_content",
     "promote",
     "record_ends",
+    "redo_pointer",
     "switch_index",
 ]
 
@@ -114,6 +116,23 @@ def _main_data_at(record: bytes) -> int | None:
 
 def _is_checkpoint(record: Record) -> bool:
     return record.is_xlog(XLOG_CHECKPOINT_ONLINE) or record.is_xlog(XLOG_CHECKPOINT_SHUTDOWN)
+
+
+def redo_pointer(records: list[Record]) -> int | None:
+    """GetRedoRecPtr at the end of ``records``: where the last checkpoint's redo starts
+    (a physical slot made with RESERVE_WAL starts there, ``ReplicationSlotReserveWal``).
+    On 17+ an online checkpoint marks it first with XLOG_CHECKPOINT_REDO, and the shared
+    pointer moves then; before 17 it moves when the checkpoint begins, which the WAL shows
+    only at its end record. None: no checkpoint in the records."""
+    redo = None
+    for record in records:
+        if record.is_xlog(XLOG_CHECKPOINT_REDO):
+            redo = record.lsn
+        elif _is_checkpoint(record):
+            at = _main_data_at(record.data)
+            if at is not None and len(record.data) >= at + 8:
+                redo = max(redo or 0, int(struct.unpack_from("<Q", record.data, at)[0]))
+    return redo
 
 
 def _wal_level(records: list[Record], major: int) -> int:

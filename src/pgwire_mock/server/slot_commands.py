@@ -22,7 +22,7 @@ from pgwire_mock.server.grammar import (
     format_lsn,
     parse_bool,
 )
-from pgwire_mock.server.physical import timeline_of_point
+from pgwire_mock.server.physical import redo_pointer_of, timeline_of_point
 from pgwire_mock.server.state import (
     ServerState,
     SlotActiveError,
@@ -137,6 +137,7 @@ class SlotCommands:
                 owner_pid=self.pid,
                 database=self.database,
                 reserve_wal=reserve_wal,
+                reserve_at=redo_pointer_of(self.config.source),
             )
         except SlotExistsError:
             raise error(self.major, "slot_already_exists", slot=command.slot_name) from None

@@ -271,11 +271,13 @@ class ServerState:
         owner_pid: int | None = None,
         database: str | None = None,
         reserve_wal: bool = False,
+        reserve_at: int | None = None,
     ) -> SlotState:
         """A new slot, released as CREATE_REPLICATION_SLOT leaves it. A logical slot
         starts at the end of WAL; a physical one reserves WAL only with ``reserve_wal``
-        (else restart_lsn stays invalid, 0). A temporary slot stays acquired by the
-        session that made it (``ReplicationSlotRelease`` keeps its active_pid)."""
+        (else restart_lsn stays invalid, 0), from ``reserve_at`` when given (the redo
+        pointer). A temporary slot stays acquired by the session that made it
+        (``ReplicationSlotRelease`` keeps its active_pid)."""
         if name in self.slots:
             raise SlotExistsError(name)
         start = self.wal_lsn if self.new_slot_lsn is None else self.new_slot_lsn
@@ -284,7 +286,11 @@ class ServerState:
             plugin=plugin,
             database=(database or self.database) if plugin is not None else None,
             confirmed_flush=start if plugin is not None else 0,
-            restart_lsn=start if plugin is not None or reserve_wal else 0,
+            restart_lsn=start
+            if plugin is not None
+            else (start if reserve_at is None else reserve_at)
+            if reserve_wal
+            else 0,
             two_phase=two_phase,
             two_phase_at=start if two_phase else None,
             temporary=temporary,
