@@ -19,7 +19,7 @@ from codec.pgoutput import (
 from pgwire_mock.spark import DecodeOptions
 from pgwire_mock.spark.decode import ChangeDecoder, decode_stream
 from pgwire_mock.spark.rows import RawRows
-from pgwire_mock.spark.stream import PgOutputStreamReader, _Unit
+from pgwire_mock.spark.stream import PgOutputStreamReader
 from spark.spark_helpers import TYPES_OPTIONS, entries, golden, same
 
 MAJOR = 17
@@ -45,7 +45,8 @@ def test_raw_rows_convert_to_what_the_decoder_makes(scenario: str, option_set: s
             for name in decoder.tables:
                 spec, taken = decoder.take_rows(name)
                 assert spec is not None
-                raw = pickle.loads(pickle.dumps(RawRows.of(taken)))
+                raw = pickle.loads(pickle.dumps(taken))
+                assert isinstance(raw, RawRows)
                 spec = pickle.loads(pickle.dumps(spec))
                 batches = list(spec.batches(raw))
                 assert all(b.num_rows <= 3 for b in batches)
@@ -108,8 +109,7 @@ def test_a_batch_is_split_into_runs_of_about_as_many_rows(
 ) -> None:
     """Units go to at most ``partitions`` runs, in order, none empty, each closed once
     it holds its share of the rows."""
-    units = [_Unit(i + 1, [("insert", 0, 0, 0, 0, None)] * n) for i, n in enumerate(rows)]  # type: ignore[list-item]
-    groups = _reader(partitions)._group(units)
-    assert [u for g in groups for u in g] == units
-    assert all(groups)
-    assert [sum(u.rows for u in g) for g in groups] == sizes
+    groups = _reader(partitions)._group(rows)
+    assert [i for lo, hi in groups for i in range(lo, hi)] == list(range(len(rows)))
+    assert all(lo < hi for lo, hi in groups)
+    assert [sum(rows[lo:hi]) for lo, hi in groups] == sizes

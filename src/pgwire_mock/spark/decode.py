@@ -46,7 +46,7 @@ from codec.pgoutput import (
     Update,
 )
 from pgwire_mock.spark.errors import SchemaChangeError, SparkSideError, StreamStateError
-from pgwire_mock.spark.rows import AFTER_OLD, Change, Entry, RawRows, TableRows
+from pgwire_mock.spark.rows import AFTER_OLD, Change, RawRows, TableRows
 from pgwire_mock.spark.types import PG_EPOCH_US, ColumnType, column_type
 
 __all__ = [
@@ -363,14 +363,13 @@ class ChangeDecoder:
                 self._done.append(table.flush())
         return self.take()
 
-    def take_rows(self, table: str) -> tuple[TableSpec | None, list[Entry]]:
+    def take_rows(self, table: str) -> tuple[TableSpec | None, RawRows]:
         """The rows of ``table`` committed since the last call, unconverted, with what
         converting them needs (None before the table's Relation message)."""
         state = self._tables.get(table)
         if state is None:
-            return None, []
-        entries, state.entries = state.entries, []
-        return self._specs[table], entries
+            return None, RawRows()
+        return self._specs[table], state.take()
 
     def column_types(self, table: str) -> dict[str, ColumnType]:
         """The :class:`ColumnType` of each column of ``table``, by column name."""
@@ -419,14 +418,14 @@ class ChangeDecoder:
             name = change.table
             if name is not None:  # the common case: one row of one table read
                 table = tables[name]
-                table.entries.append((change.op, commit_lsn, position, xid, commit_time, change))
-                if len(table.entries) >= batch_rows:
+                table.pending.add(change.op, commit_lsn, position, xid, commit_time, change)
+                if table.rows >= batch_rows:
                     self._done.append(table.flush())
                 continue
             for truncated in change.truncated:  # a Truncate: one row per table read
                 table = tables[truncated]
-                table.entries.append(("truncate", commit_lsn, position, xid, commit_time, _NO_ROW))
-                if len(table.entries) >= batch_rows:
+                table.pending.add("truncate", commit_lsn, position, xid, commit_time, _NO_ROW)
+                if table.rows >= batch_rows:
                     self._done.append(table.flush())
 
     # ---------------------------------------------------------------------- caches

@@ -55,7 +55,9 @@ query.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -107,7 +109,7 @@ from pgwire_mock.spark.options import (
     option_error,
     streaming_option,
 )
-from pgwire_mock.spark.rows import Entry, RawRows
+from pgwire_mock.spark.rows import RawRows
 
 __all__ = [
     "PgOutputStreamReader",
@@ -385,16 +387,55 @@ def _peek_schema(
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Unit:
-    """Rows committed up to ``end_lsn``, a point where no transaction is open."""
+class _Units:
+    """The units the pump holds, oldest first: a unit is the rows committed up to its
+    end LSN, a point where no transaction is open. Their rows sit in one
+    :class:`RawRows`; per unit there are two ints, its end LSN and the row count up to
+    its end, so a unit costs no object (the garbage collector scans a few lists, not one
+    object per unit or row)."""
 
-    end_lsn: int
-    entries: list[Entry]
+    def __init__(self) -> None:
+        self.raw = RawRows()
+        self.ends: list[int] = []
+        self.upto: list[int] = []  # rows of the units up to and including each
+
+    def __len__(self) -> int:
+        return len(self.ends)
 
     @property
     def rows(self) -> int:
-        return len(self.entries)
+        return len(self.raw)
+
+    @property
+    def last(self) -> int | None:
+        """The newest unit's end LSN."""
+        return self.ends[-1] if self.ends else None
+
+    def add(self, end_lsn: int, raw: RawRows) -> None:
+        self.raw.extend(raw)
+        self.ends.append(end_lsn)
+        self.upto.append(len(self.raw))
+
+    def index(self, lsn: int) -> int:
+        """How many units end at or below ``lsn``."""
+        return bisect.bisect_right(self.ends, lsn)
+
+    def rows_before(self, index: int) -> int:
+        """Rows of the first ``index`` units."""
+        return self.upto[index - 1] if index else 0
+
+    def rows_between(self, begin: int, end: int) -> int:
+        """Rows of the units in ``(begin, end]``."""
+        return self.rows_before(self.index(end)) - self.rows_before(self.index(begin))
+
+    def drop(self, lsn: int) -> None:
+        """Forget the units up to ``lsn``."""
+        count = self.index(lsn)
+        if count:
+            cut = self.upto[count - 1]
+            self.raw = self.raw.slice(cut, len(self.raw))
+            self.ends = self.ends[count:]
+            self.upto = [n - cut for n in self.upto[count:]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,8 +473,7 @@ class _Pump(threading.Thread):
         self.decoder = ChangeDecoder(options, convert=False)
         self.spec: TableSpec | None = None  # how to convert the table's rows, once known
         self.cond = threading.Condition()
-        self.units: list[_Unit] = []
-        self._buffered = 0  # rows in units
+        self.units = _Units()
         self.held = 0  # end of the newest unit ever buffered: a new connection resumes here
         self.error: BaseException | None = None
         self.failure = ""  # what check() says when error is set
@@ -456,13 +496,11 @@ class _Pump(threading.Thread):
             raise SparkSideError(self.failure) from self.error
 
     def buffered_rows(self) -> int:
-        return self._buffered
+        return self.units.rows
 
     def drop(self, lsn: int) -> None:
         """Forget the units up to ``lsn`` (Spark committed them); under ``cond``."""
-        if self.units and self.units[0].end_lsn <= lsn:
-            self.units = [u for u in self.units if u.end_lsn > lsn]
-            self._buffered = sum(u.rows for u in self.units)
+        self.units.drop(lsn)
 
     def stop(self) -> None:
         with self.cond:
@@ -579,7 +617,7 @@ class _Pump(threading.Thread):
         progress at once (one lock and one wake-up per read, not per message)."""
         decoder, table = self.decoder, self.table
         feed = decoder.feed
-        units: list[_Unit] = []
+        units: list[tuple[int, RawRows]] = []
         received = -1
         for event in events:
             if type(event) is WalData:
@@ -587,10 +625,10 @@ class _Pump(threading.Thread):
                 received = event.wal_end
                 end = decoder.ended
                 if end and decoder.open_transactions == 0:
-                    spec, entries = decoder.take_rows(table)
+                    spec, raw = decoder.take_rows(table)
                     if spec is not None:
                         self.spec = spec
-                    units.append(_Unit(end, entries))
+                    units.append((end, raw))
                 continue
             if units or received >= 0:
                 self._publish(units, received)
@@ -599,12 +637,12 @@ class _Pump(threading.Thread):
         if units or received >= 0:
             self._publish(units, received)
 
-    def _publish(self, units: list[_Unit], received: int) -> None:
+    def _publish(self, units: list[tuple[int, RawRows]], received: int) -> None:
         with self.cond:
             self.received = max(self.received, int(received))
             self.last_data = time.monotonic()
-            for unit in units:
-                self._close_unit(unit)
+            for end, raw in units:
+                self._close_unit(end, raw)
             self.cond.notify_all()
 
     def _on_event(self, conn: ReplicationConnection, event: object) -> None:
@@ -627,12 +665,11 @@ class _Pump(threading.Thread):
                 self.ended = True
                 self.cond.notify_all()
 
-    def _close_unit(self, unit: _Unit) -> None:
-        if unit.end_lsn <= max(self.held, self.committed):
+    def _close_unit(self, end_lsn: int, raw: RawRows) -> None:
+        if end_lsn <= max(self.held, self.committed):
             return  # already buffered or committed: a server that sent it again
-        self.units.append(unit)
-        self._buffered += unit.rows
-        self.held = unit.end_lsn
+        self.units.add(end_lsn, raw)
+        self.held = end_lsn
         self._progress = True
 
     def _send_status(self, conn: ReplicationConnection, *, force: bool = False) -> None:
@@ -717,24 +754,22 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with pump.cond:
             if ceiling is not None:
                 self._await_target(pump, begin, ceiling, cap)
-            end, rows = begin, 0
-            for unit in pump.units:
-                if unit.end_lsn <= begin:
-                    continue
-                if ceiling is not None and unit.end_lsn > ceiling:
-                    break
+            units = pump.units
+            first = units.index(begin)
+            stop = len(units) if ceiling is None else units.index(ceiling)
+            if cap is not None and stop > first:
                 # Whole units only; one at least, however big.
-                if cap is not None and rows and rows + unit.rows > cap:
-                    break
-                end, rows = unit.end_lsn, rows + unit.rows
+                most = bisect.bisect_right(units.upto, units.rows_before(first) + cap, first, stop)
+                stop = max(most, first + 1)
+            end = units.ends[stop - 1] if stop > first else begin
         return start if end == begin else format_offset(end)
 
     def reportLatestOffset(self) -> dict[str, str] | None:  # noqa: N802 - PySpark's name
         if self._pump is None:
             return None
         with self._pump.cond:
-            units = self._pump.units
-            return format_offset(units[-1].end_lsn) if units else None
+            last = self._pump.units.last
+            return None if last is None else format_offset(last)
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         begin, stop = parse_offset(start), parse_offset(end)
@@ -757,34 +792,40 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         f"{self.settings.slot} received up to {LSN(pump.received)})"
                     )
                 pump.cond.wait(_POLL)
-            units = [u for u in pump.units if begin < u.end_lsn <= stop]
+            units = pump.units
+            first, last = units.index(begin), units.index(stop)
+            before = units.rows_before
+            groups = self._group([before(i + 1) - before(i) for i in range(first, last)])
+            parts = [
+                (
+                    units.ends[first + lo],
+                    units.ends[first + hi - 1],
+                    units.raw.slice(before(first + lo), before(first + hi)),
+                )
+                for lo, hi in groups
+            ]
             spec = pump.spec
-        return [
-            UnitPartition(
-                group[0].end_lsn,
-                group[-1].end_lsn,
-                spec,
-                RawRows.of([e for u in group for e in u.entries]),
-                self.arrow,
-            )
-            for group in self._group(units)
-        ]
+        return [UnitPartition(start, end, spec, raw, self.arrow) for start, end, raw in parts]
 
-    def _group(self, units: list[_Unit]) -> list[list[_Unit]]:
-        """At most ``partitions`` runs of consecutive units, of about as many rows each."""
-        count = min(self.settings.partitions, len(units))
-        total = sum(u.rows for u in units)
-        groups: list[list[_Unit]] = [[] for _ in range(count)]
-        at, rows = 0, 0
-        for index, unit in enumerate(units):
+    def _group(self, counts: list[int]) -> list[tuple[int, int]]:
+        """At most ``partitions`` runs of consecutive units, of about as many rows each,
+        as ``(lo, hi)`` index ranges into ``counts`` (each unit's rows)."""
+        count = min(self.settings.partitions, len(counts))
+        total = sum(counts)
+        bounds = [0]
+        rows = 0
+        for index, unit_rows in enumerate(counts):
+            at = len(bounds) - 1
             # Each run gets at least one unit; a run is full at its share of the rows.
-            if groups[at] and (
-                len(units) - index <= count - 1 - at or rows >= total * (at + 1) / count
+            if (
+                at < count - 1
+                and index > bounds[-1]
+                and (len(counts) - index <= count - 1 - at or rows >= total * (at + 1) / count)
             ):
-                at = min(at + 1, count - 1)
-            groups[at].append(unit)
-            rows += unit.rows
-        return groups
+                bounds.append(index)
+            rows += unit_rows
+        bounds.append(len(counts))
+        return list(itertools.pairwise(bounds)) if counts else []
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, UnitPartition)
@@ -849,7 +890,7 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             pump.check()
             if pump.connected and pump.received >= target:
                 return
-            ready = sum(u.rows for u in pump.units if begin < u.end_lsn <= target)
+            ready = pump.units.rows_between(begin, target)
             if ready and (
                 (cap is not None and ready >= cap)
                 or pump.buffered_rows() >= self.settings.max_buffered_rows
