@@ -475,11 +475,30 @@ def test_whole_array_readers_decode_as_the_elements_do(type_name: str, data: st.
 
 @pytest.mark.parametrize("type_name", WHOLE_TYPES)
 @pytest.mark.parametrize(
-    "text", ["{}", "{1,,2}", "{+1}", "{007}", "{ 1}", "{{1}}", "[1:1]={1}", "{1e400}", "{-0.0}"]
+    "text",
+    [
+        "{}",
+        "{1,,2}",
+        "{+1}",
+        "{007}",
+        "{ 1}",
+        "{{1}}",
+        "[1:1]={1}",
+        "{1e400}",
+        "{-0.0}",
+        "{1,2,3}",
+        "{1e100,1e100}",
+        "{12345678901234567890}",
+        "{true,true}",
+        "{null,null}",
+        "{NULLNULL}",
+        '{"1234567"}',
+    ],
 )
 def test_whole_array_readers_leave_other_forms_to_the_parser(type_name: str, text: str) -> None:
-    """Empty, malformed, spaced, nested and bounded arrays, and numbers JSON spells
-    otherwise or that leave the type's range, are left to the general parser, which
+    """Empty, malformed, spaced, nested, bounded and quoted arrays, numbers JSON spells
+    otherwise or that leave the type's range or digit limits, JSON's own words, and
+    arrays of short elements (which repeat) are left to the general parser, which
     decodes them as before."""
     values = BULK_WHOLE[type_name](text)
     array_oid = type_by_name(type_name).array_oid
