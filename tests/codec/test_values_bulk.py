@@ -509,7 +509,8 @@ def test_whole_array_readers_leave_other_forms_to_the_parser(type_name: str, tex
     if values is not None:
         assert isinstance(decoded, list)
         assert all(_exact(v, d) for v, d in zip(values, decoded, strict=True))
-    assert text in ("{-0.0}",) or values is None
+    # float8 has a negative zero; numeric takes 20 digits: these two may be read whole.
+    assert text in ("{-0.0}", "{12345678901234567890}") or values is None
 
 
 def test_intervals_made_together_are_intervals() -> None:
