@@ -91,11 +91,14 @@ def test_a_dataframe_and_its_arrow_table_apply_to_the_same_table(
     spark: SparkSession, tmp_path: Path, kind: str
 ) -> None:
     """Every table of the recordings, in two batches (the second applied over the
-    first's rows) and in 3 partitions: the DataFrame path equals the Arrow path."""
+    first's rows) and in 3 partitions: the DataFrame path equals the Arrow path. (Delta
+    only differs in the writer: the TOAST tables are enough for it.)"""
     for i, (label, table, key) in enumerate(_cases()):
+        if kind == "delta" and "toast" not in label.lower():
+            continue
         keys = key or [f.name for f in table.schema if (f.metadata or {}).get(b"pgoutput.key")]
         first, second = _halves(table)
-        targets = []
+        targets, results = [], []
         for source in ("arrow", "spark"):
             where = str(tmp_path / f"{i}-{source}")
             target = ParquetTarget(where) if kind == "parquet" else DeltaTarget(where)
@@ -103,10 +106,12 @@ def test_a_dataframe_and_its_arrow_table_apply_to_the_same_table(
                 if not part.num_rows:  # createDataFrame refuses an empty Arrow table
                     continue
                 changes = part if source == "arrow" else _frame(spark, part)
-                apply_changes(changes, target, batch_id, key=keys, partitions=3)
+                results.append(apply_changes(changes, target, batch_id, key=keys, partitions=3))
             targets.append(target)
         arrow, spark_side = (_rows(_read(t)) for t in targets)
         assert spark_side == arrow, label
+        half = len(results) // 2
+        assert results[half:] == results[:half], label  # rows and changes counted alike
         if label == "key change keeping TOAST":
             inserted = next(r["big"] for r in table.to_pylist() if r["_op"] == "insert")
             assert [r["big"] for r in arrow if r["id"] == 10] == [inserted]
