@@ -403,10 +403,11 @@ def _flat_texts(text: str) -> list[str | None] | None:
     outside = "\x02".join(pieces[0::2])
     if _FLAT_OUTSIDE(outside) is None:
         return None
-    outside = _BARE_NULL.sub("\x03", outside)
-    outside = outside.replace(",", '","').replace("{", '["').replace("}", '"]')
-    pieces[0::2] = outside.split("\x02")
-    body = "".join(pieces).replace('"\x03"', "null")
+    outside, nulls = _BARE_NULL.subn("\x03", outside)
+    pieces[0::2] = ('["' + outside[1:-1].replace(",", '","') + '"]').split("\x02")
+    body = "".join(pieces)
+    if nulls:
+        body = body.replace('"\x03"', "null")
     if escaped:
         body = body.replace("\0", "\\\\").replace("\x01", '\\"')
     try:
