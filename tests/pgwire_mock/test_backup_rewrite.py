@@ -14,7 +14,14 @@ from dataclasses import replace
 import pytest
 
 from codec import basebackup as bb
-from codec.wire import BackendReader, CopyData, CopyDone, CopyOutResponse, DataRow
+from codec.wire import (
+    BackendReader,
+    CopyData,
+    CopyDone,
+    CopyOutResponse,
+    DataRow,
+    NoticeResponse,
+)
 from pgwire_mock.server.backup_options import BackupOptions
 from pgwire_mock.server.backup_rewrite import derivable, derive
 from pgwire_mock.server.basebackup import RecordedBackup, replay_frames
@@ -209,6 +216,41 @@ def test_wal_dropped_and_tablespace_map_added_or_dropped(
     assert len(archive) == len(expected)
     assert progress == [len(archive)]
     assert manifest == _manifest({k: v for k, v in _files("old", **want).items() if k != WAL})
+
+
+ARCHIVING_OFF = NoticeResponse(
+    (
+        ("S", "NOTICE"),
+        ("V", "NOTICE"),
+        ("C", "00000"),
+        (
+            "M",
+            "WAL archiving is not enabled; you must ensure that all required WAL segments "
+            "are copied through other means to complete the backup",
+        ),
+    )
+).encode()
+
+
+def test_wait_notice_stays_in_place_and_goes_without_wait() -> None:
+    """do_pg_backup_stop's notice comes inside the main archive's COPY, after pg_control:
+    a rewrite keeps it there; asked without WAIT, it goes."""
+    recorded = _recorded(wal=True)
+    messages = list(recorded.messages)
+    control = next(
+        i for i, m in enumerate(messages) if m[:1] == b"d" and b"global/pg_control" in m[:120]
+    )
+    messages.insert(control + 3, ARCHIVING_OFF)  # after its header, content and padding
+    options = replace(recorded.options, wait=True)
+    waited = RecordedBackup(options, options.command(15), tuple(messages))
+    relabelled = list(replay_frames(waited, replace(waited.options, label="new")))
+    at = relabelled.index(ARCHIVING_OFF)
+    assert b"global/pg_control" in relabelled[at - 3][:120]
+    assert _taken_apart(relabelled)[0] != _taken_apart(messages)[0]  # the label changed
+    no_wait = replace(waited.options, wait=False)
+    assert derivable(waited.options, no_wait, tablespaces=1)
+    assert not derivable(no_wait, waited.options, tablespaces=1)  # which notice: unknown
+    assert ARCHIVING_OFF not in list(replay_frames(waited, no_wait))
 
 
 def test_what_cannot_be_derived_is_not() -> None:

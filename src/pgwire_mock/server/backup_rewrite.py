@@ -11,6 +11,9 @@ What can be derived from a recording without guessing:
 * ``WAL`` dropped: the members after ``global/pg_control`` go (the WAL segments, their
   ``.done`` marks and the history files: ``perform_base_backup``'s last section). WAL
   added cannot be derived: a recording does not hold whole segment files.
+* ``WAIT`` dropped: the notices do_pg_backup_stop sends while it waits for the WAL to be
+  archived, or that archiving is off, go (they come inside the main archive's COPY, after
+  pg_control). WAIT added cannot be derived: which notice depends on archive_mode.
 * ``MANIFEST`` and ``MANIFEST_CHECKSUMS``: the manifest is built again from the archives
   as they are sent (:mod:`pgwire_mock.server.backup_manifest`), and sent where the server
   sends it (after the last archive: 14 in a COPY of its own, 15+ inside the one COPY),
@@ -30,17 +33,28 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from codec.values import LSN
-from codec.wire import DataRow
+from codec.wire import DataRow, NoticeResponse
 from pgwire_mock.server import backup_manifest as bm
 from pgwire_mock.server.backup_options import BackupOptions
 from pgwire_mock.server.backup_tar import BLOCK, members, with_name_and_size
 
 __all__ = ["derivable", "derive"]
 
-_DERIVED: Final = frozenset({"label", "manifest", "manifest_checksums", "tablespace_map", "wal"})
+_DERIVED: Final = frozenset(
+    {"label", "manifest", "manifest_checksums", "tablespace_map", "wal", "wait"}
+)
 _CHUNK_14: Final = 8192  # SendBackupManifest's buffer on 14 (BLCKSZ)
 _CHUNK: Final = 32768  # SINK_BUFFER_LENGTH on 15+
 _FRAME: Final = struct.Struct("!cI")
+_WAIT_NOTICES: Final = frozenset(
+    {
+        "WAL archiving is not enabled; you must ensure that all required WAL segments are "
+        "copied through other means to complete the backup",
+        "base backup done, waiting for required WAL segments to be archived",
+        "all required WAL segments have been archived",
+    }
+)
+_STILL_WAITING: Final = "still waiting for all required WAL segments to be archived"
 
 
 def derivable(have: BackupOptions, wanted: BackupOptions, *, tablespaces: int) -> bool:
@@ -50,7 +64,7 @@ def derivable(have: BackupOptions, wanted: BackupOptions, *, tablespaces: int) -
         return False
     if have.tablespace_map != wanted.tablespace_map and tablespaces > 1:
         return False
-    if wanted.wal and not have.wal:
+    if (wanted.wal and not have.wal) or (wanted.wait and not have.wait):
         return False
     a, b = have.content(), wanted.content()
     return all(a[k] == b[k] for k in a if k not in _DERIVED)
@@ -60,12 +74,32 @@ def _frame(kind: bytes, body: bytes) -> bytes:
     return _FRAME.pack(kind, len(body) + 4) + body
 
 
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """A message sent inside an archive's COPY as recorded (do_pg_backup_stop's notice
+    comes after pg_control, before the WAL section)."""
+
+    frame: bytes
+
+    @property
+    def waiting_notice(self) -> bool:
+        """One of the notices ``WAIT`` makes do_pg_backup_stop send (xlog.c)."""
+        if self.frame[:1] != b"N":
+            return False
+        text = NoticeResponse.decode_body(self.frame[5:]).get("M") or ""
+        return text in _WAIT_NOTICES or text.startswith(_STILL_WAITING)
+
+
+_Item = bytes | int | _Sent  # a chunk of the archive, a progress count, a message
+
+
 @dataclass(slots=True)
 class _Archive:
     opening: bytes  # 15+: the 'n' CopyData; 14: the CopyOutResponse
     oid: bytes | None  # None: the data directory (base.tar)
-    items: list[bytes | int] = field(default_factory=list)  # data chunks, progress counts
+    items: list[_Item] = field(default_factory=list)
     closing: bytes | None = None  # 14: the CopyDone
+    after: list[_Sent] = field(default_factory=list)  # 14: a notice after the CopyDone
 
 
 @dataclass(slots=True)
@@ -109,6 +143,8 @@ class _Parts:
                     manifest.append(body[1:])
                 else:
                     parts.archives[-1].items.append(body[1:])
+            elif state == "copy" and kind not in (b"d", b"c") and parts.archives:
+                parts.archives[-1].items.append(_Sent(frame))
             elif modern and kind == b"c" and state == "copy":
                 state = "after"
                 parts.after.append(frame)
@@ -125,6 +161,8 @@ class _Parts:
                 if manifest is None:
                     parts.archives[-1].closing = frame
                 state = "between"
+            elif state == "between" and kind == b"N":
+                parts.archives[-1].after.append(_Sent(frame))
             elif state == "between":
                 state = "after"
                 parts.after.append(frame)
@@ -164,9 +202,7 @@ def derive(
     return _frames(parts, recorded, have, wanted, reuse)
 
 
-def _edited(
-    items: list[bytes | int], have: BackupOptions, wanted: BackupOptions
-) -> list[bytes | int]:
+def _edited(items: list[_Item], have: BackupOptions, wanted: BackupOptions) -> list[_Item]:
     """The main archive's chunks with wanted's backup_label, tablespace_map and WAL, and
     its progress counts moved by what changed before each."""
     found = members(items)
@@ -200,7 +236,7 @@ def _edited(
         control = next(i for i, m in enumerate(found) if m.name == b"global/pg_control")
         for member in found[control + 1 :]:
             edits[member.start] = (member.end, [])
-    out: list[bytes | int] = []
+    out: list[_Item] = []
     delta = 0
     index = 0
     while index < len(items):
@@ -209,12 +245,15 @@ def _edited(
             removed = items[index:end]
             delta += sum(map(len, chunks)) - sum(len(i) for i in removed if isinstance(i, bytes))
             out.extend(chunks)
-            out.extend(i + delta for i in removed if isinstance(i, int))
+            kept = (i for i in removed if not isinstance(i, bytes))  # progress, messages
+            out.extend(i + delta if isinstance(i, int) else i for i in kept)
             index = end
             continue
         item = items[index]
         out.append(item + delta if isinstance(item, int) else item)
         index += 1
+    if have.wait and not wanted.wait:  # do_pg_backup_stop does not wait, nor say so
+        out = [i for i in out if not (isinstance(i, _Sent) and i.waiting_notice)]
     return out
 
 
@@ -241,11 +280,16 @@ def _frames(
             if isinstance(item, int):
                 yield _frame(b"d", b"p" + struct.pack("!Q", item))
                 continue
+            if isinstance(item, _Sent):
+                yield item.frame
+                continue
             if wanted.manifest != "no":
                 follower.feed(item)
             yield parts.data(item)
         if archive.closing is not None:
             yield archive.closing
+        quiet = have.wait and not wanted.wait
+        yield from (s.frame for s in archive.after if not (quiet and s.waiting_notice))
     if wanted.manifest != "no":
         text = bm.render(
             recorded.header if recorded is not None else _first_lines(parts),

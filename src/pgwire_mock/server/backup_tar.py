@@ -51,15 +51,15 @@ class Member:
     end: int
 
 
-def members(items: Sequence[bytes | int]) -> list[Member]:
-    """The members of an archive recorded as ``items`` (chunks, and the progress counts
-    sent between them, which belong to the member they follow); ValueError when a
+def members(items: Sequence[object]) -> list[Member]:
+    """The members of an archive recorded as ``items`` (its chunks, as bytes, and what
+    was sent between them, which belongs to the member it follows); ValueError when a
     member does not start at a chunk's start, which compressed archives do not."""
     out: list[Member] = []
     need = 0  # bytes of the current member still to come
     current: tuple[bytes, int, int] | None = None
     for index, item in enumerate(items):
-        if isinstance(item, int):
+        if not isinstance(item, bytes):
             continue
         if need:
             need -= len(item)
