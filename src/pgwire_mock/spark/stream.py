@@ -132,6 +132,7 @@ _TWO_PHASE_PROTO: Final = 3
 # PostgreSQL major that knows "parallel" (protocol 4).
 _STREAMING_PROTO: Final = {"off": 1, "on": 2, "parallel": 4}
 _PARALLEL_MAJOR: Final = 16
+_BATCH_ROWS: Final = 32768  # rows per Arrow record batch unless batch_rows says
 
 # Server errors worth another connection: the walsender goes away or cannot take us
 # yet, the data is fine. Class 08 (connection exception) is retried as a whole.
@@ -714,7 +715,13 @@ class PgOutputStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> None:
         self.settings = StreamSettings.from_options(options)
         self.table = qualified_name(table)
-        self.decode_options = replace(decode_options, tables=frozenset({self.table}))
+        # A micro-batch's partitions are converted whole, so bigger record batches than
+        # spark.read's default cost no more memory than the partition already takes,
+        # and convert a third faster (fewer Arrow calls per row).
+        batch_rows = decode_options.batch_rows if "batch_rows" in options else _BATCH_ROWS
+        self.decode_options = replace(
+            decode_options, tables=frozenset({self.table}), batch_rows=batch_rows
+        )
         self.arrow = arrow
         self._pump: _Pump | None = None
         self._target: int | None = None  # Trigger.AvailableNow: never go past this
