@@ -94,33 +94,25 @@ def _apply(
     # What each executor gets back from Spark for this schema (time zone included).
     state_arrow = _clean(to_arrow_schema(state_spark, timezone=_tz(spark)))
     router = _Router(df, state.names, keys, ap._whole_row(change_schema, keys))
-    routed = router.route(df)
-    current = _current(spark, target, state_spark)
-    if current is not None:
-        # Dropped below with the changes before a truncate, if the batch has one.
-        routed = router.route_current(current).unionByName(routed)
-
-    def shuffle(rows: DataFrame) -> DataFrame:
-        """Each group in one partition (without a count: Spark's, which adaptive
-        execution may coalesce; a coalesced partition still holds whole groups)."""
-        return rows.repartition(partitions, ap._G) if partitions else rows.repartition(ap._G)
-
-    # Shuffled once, and kept: the summary's pass fills the cache, materializing reads it
-    # in the same partitions (the source is read once).
-    grouped = shuffle(routed).persist(StorageLevel.MEMORY_AND_DISK)
+    routed = router.route(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        summary = grouped.agg(*router.summary()).first()
+        # One pass over the routed rows for all the driver needs.
+        summary = routed.agg(*router.summary()).first()
         assert summary is not None
         router.check(summary)
         barrier = summary["barrier"]
-        rows = grouped.where(sf.col(ap._ROLE) < ap.EDGE)
+        rows = routed.where(sf.col(ap._ROLE) < ap.EDGE)
         if barrier is not None:
             lsn, pos = sf.col("_commit_lsn"), sf.col("_position")
             later = (lsn > barrier[0]) | ((lsn == barrier[0]) & (pos > barrier[1]))
             rows = rows.where(later & (sf.col(ap._RANK) == 2))
+        else:
+            current = _current(spark, target, state_spark)
+            if current is not None:
+                rows = router.route_current(current).unionByName(rows)
         edges = [(int(e[0]), int(e[1])) for e in summary["edges"]]
         if edges:
-            rows = shuffle(_join_groups(spark, rows, _union_find(edges)))
+            rows = _join_groups(spark, rows, _union_find(edges))
 
         def materialize(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             tables = [pa.Table.from_batches([b]) for b in batches]
@@ -132,13 +124,15 @@ def _apply(
             part = part.take(pc.sort_indices(part, sort_keys=ap._SORT))
             yield from ap._materialize(part, state_arrow, keys).to_batches()
 
-        result = rows.mapInArrow(materialize, state_spark)
+        # Without a count: Spark's (adaptive execution coalesces small partitions).
+        shuffled = rows.repartition(partitions, ap._G) if partitions else rows.repartition(ap._G)
+        result = shuffled.mapInArrow(materialize, state_spark)
         if isinstance(target, ap.ParquetTarget):
             total = _write_parquet(spark, result, target, batch_id)
         else:
             total = _write_delta(result, target, batch_id, state)
     finally:
-        grouped.unpersist()
+        routed.unpersist()
     return ap.ApplyResult(True, total, int(summary["changes"]))
 
 
@@ -265,7 +259,7 @@ class _Router:
         role, lsn, pos = sf.col(ap._ROLE), sf.col("_commit_lsn"), sf.col("_position")
         out = [
             sf.max(sf.when(role == ap.TRUNCATE, sf.struct(lsn, pos))).alias("barrier"),
-            sf.count(sf.when(~role.isin(ap.CURRENT, ap.INS, ap.EDGE), 1)).alias("changes"),
+            sf.count(sf.when(~role.isin(ap.INS, ap.EDGE), 1)).alias("changes"),
             sf.collect_list(sf.when(role == ap.EDGE, sf.struct(ap._G, ap._G2))).alias("edges"),
         ]
         op = sf.col("_op")
