@@ -254,16 +254,17 @@ def test_wait_notice_stays_in_place_and_goes_without_wait() -> None:
 
 
 def test_what_cannot_be_derived_is_not() -> None:
-    """WAL added (no whole segments recorded), compression, another tablespace map with
-    tablespaces besides the data directory."""
+    """WAL added (no whole segments recorded), compression, the tablespace map dropped
+    when there are tablespaces besides the data directory."""
     have = BackupOptions(label="a")
     assert not derivable(have, BackupOptions(label="a", wal=True), tablespaces=1)
     assert derivable(BackupOptions(wal=True), BackupOptions(label="b"), tablespaces=1)
     gzip = BackupOptions(compression="gzip")
     assert not derivable(gzip, replace(gzip, label="b"), tablespaces=1)
-    mapped = BackupOptions(tablespace_map=True)
-    assert not derivable(have, mapped, tablespaces=2)
-    assert derivable(have, mapped, tablespaces=1)
+    mapped = BackupOptions(label="a", tablespace_map=True)
+    assert derivable(have, mapped, tablespaces=2)
+    assert derivable(mapped, have, tablespaces=1)
+    assert not derivable(mapped, have, tablespaces=2)  # the links' times are not recorded
     same = _recorded()
     assert list(derive(same.messages, same.options, same.options, modern=True)) == list(
         same.messages

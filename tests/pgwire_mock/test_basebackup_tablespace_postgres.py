@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from physical_wire import error_fields, physical_connection
 from test_basebackup_postgres import (
     LABEL,
     _answer,
@@ -27,9 +26,8 @@ from test_real_clients import FakeServer
 from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.record_backup import parse_backup_spec
-from pgwire_mock.server.backup_rewrite import derive
-from pgwire_mock.server.basebackup import RecordedBackup, choose
-from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.backup_rewrite import derivable, derive
+from pgwire_mock.server.basebackup import RecordedBackup, replay_frames
 from pgwire_mock.server.physical import PhysicalRecording
 
 SPEC = f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes'"  # pg_basebackup -Fp -X stream
@@ -129,17 +127,35 @@ def test_pg_basebackup_relocates_the_tablespace_from_both(
         assert checked.returncode == 0, (side, checked.stderr)
 
 
-def test_a_tablespace_map_is_not_derived_when_there_are_tablespaces(
+def test_a_tablespace_map_is_derived_for_a_server_with_tablespaces(
     with_tablespace: tuple[provision.Server, Path, PhysicalRecording, FakeServer],
+    tmp_path: Path,
 ) -> None:
-    """-Ft asks for TABLESPACE_MAP, which would list the tablespace and drop its
-    pg_tblspc link from base.tar: not derived from a -Fp recording, refused with 0A000
-    naming what was recorded (the real server sends the backup)."""
+    """-Ft asks for TABLESPACE_MAP, which no recorded backup has: the fake adds the map
+    (a line per tablespace) and drops the pg_tblspc links from base.tar, as the real
+    server does for the same request (raw, every major: the same members and the same
+    map); pg_basebackup 15 -Ft exits alike from both and writes the same members. The
+    map is not dropped from a -Ft recording (the links' times are not recorded)."""
     server, _, recording, fake = with_tablespace
+    backup = recording.backups[0]
     wanted = parse_backup_spec(f"{SPEC}, TABLESPACE_MAP")
-    with physical_connection("127.0.0.1", fake.port) as conn:
-        fields = error_fields(conn.command(wanted.command(server.version)))
-    assert fields["C"] == "0A000"
-    assert recording.backups[0].command in fields["D"]
-    with pytest.raises(ServerError, match="no base backup taken with these options"):
-        choose(recording.backups, wanted)
+    command = wanted.command(server.version)
+    ours = RecordedBackup(wanted, command, tuple(replay_frames(backup, wanted)))
+    real = RecordedBackup(wanted, command, tuple(_answer(server.host, server.port, command)))
+    (fake_archives, _), (real_archives, _) = _archives(ours), _archives(real)
+    fake_base, real_base = _members(fake_archives["base.tar"]), _members(real_archives["base.tar"])
+    assert sorted(fake_base) == sorted(real_base)
+    assert fake_base["tablespace_map"] == real_base["tablespace_map"] != b""
+    assert not any(n.startswith("pg_tblspc/") for n in fake_base)
+    assert not derivable(wanted, backup.options, tablespaces=backup.tablespaces)
+    results = {
+        side: _pg_basebackup(dsn, tmp_path / side, ("-Ft", "-X", "stream"))
+        for side, dsn in (("real", server.dsn), ("fake", fake.dsn()))
+    }
+    assert results["fake"].returncode == results["real"].returncode
+    if server.version > 15:
+        return  # pg_basebackup 15 refuses both
+    assert results["real"].returncode == 0, results["real"].stderr
+    for name in fake_archives:
+        written = {side: _members((tmp_path / side / name).read_bytes()) for side in results}
+        assert sorted(written["fake"]) == sorted(written["real"]), name

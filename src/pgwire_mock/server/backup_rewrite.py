@@ -5,9 +5,10 @@ What can be derived from a recording without guessing:
 * ``LABEL`` is one line of ``backup_label``, the first member of the main archive
   (``perform_base_backup`` sends it first, with ``sendFileWithContent``): its header
   (size, checksum), content and padding are sent anew.
-* ``TABLESPACE_MAP`` adds or drops ``tablespace_map``, sent right after backup_label;
-  without tablespaces besides the data directory it is empty (the map lists them, and
-  their ``pg_tblspc`` links would go), so only then.
+* ``TABLESPACE_MAP`` adds ``tablespace_map`` right after backup_label, a line per
+  tablespace from the tablespace list, and drops their ``pg_tblspc`` links from
+  base.tar; it drops the map only without tablespaces besides the data directory (the
+  links it replaced would come back, and their times are not recorded).
 * ``WAL`` dropped: the members after ``global/pg_control`` go (the WAL segments, their
   ``.done`` marks and the history files: ``perform_base_backup``'s last section). WAL
   added cannot be derived: a recording does not hold whole segment files.
@@ -62,8 +63,8 @@ def derivable(have: BackupOptions, wanted: BackupOptions, *, tablespaces: int) -
     data directory included) can be sent for ``wanted``: see the module docstring."""
     if have.compression != "none":
         return False
-    if have.tablespace_map != wanted.tablespace_map and tablespaces > 1:
-        return False
+    if have.tablespace_map and not wanted.tablespace_map and tablespaces > 1:
+        return False  # the links it replaced would come back, their times unrecorded
     if (wanted.wal and not have.wal) or (wanted.wait and not have.wait):
         return False
     a, b = have.content(), wanted.content()
@@ -114,6 +115,7 @@ class _Parts:
     manifest_chunk: int
     after: list[bytes]
     positions: list[tuple[bytes | None, ...]]
+    tablespaces: list[tuple[bytes | None, ...]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, messages: Sequence[bytes], modern: bool) -> _Parts:
@@ -121,6 +123,7 @@ class _Parts:
         spaces = [r[0] for r in rows if len(r) == 3]
         parts = cls(modern, [], [], None, _CHUNK if modern else _CHUNK_14, [], [])
         parts.positions = [r for r in rows if len(r) == 2]
+        parts.tablespaces = [r for r in rows if len(r) == 3]
         manifest: list[bytes] | None = None
         state = "before"
         copies = 0
@@ -196,15 +199,22 @@ def derive(
         main = next((a for a in parts.archives if a.oid is None), None)
         if main is None:
             raise ValueError("it has no base.tar")
-        main.items = _edited(main.items, have, wanted)
+        spaces = [(r[0], r[1]) for r in parts.tablespaces if r[0] is not None and r[1]]
+        main.items = _edited(main.items, have, wanted, spaces)
     except (KeyError, IndexError, TypeError, struct.error) as err:
         raise ValueError(f"{type(err).__name__}: {err}") from err
     return _frames(parts, recorded, have, wanted, reuse)
 
 
-def _edited(items: list[_Item], have: BackupOptions, wanted: BackupOptions) -> list[_Item]:
+def _edited(
+    items: list[_Item],
+    have: BackupOptions,
+    wanted: BackupOptions,
+    tablespaces: Sequence[tuple[bytes, bytes]],
+) -> list[_Item]:
     """The main archive's chunks with wanted's backup_label, tablespace_map and WAL, and
-    its progress counts moved by what changed before each."""
+    its progress counts moved by what changed before each. ``tablespaces``: (OID,
+    location) of each but the data directory."""
     found = members(items)
     if not found or found[0].name != b"backup_label" or found[0].end - found[0].start > 3:
         raise ValueError("base.tar does not start with backup_label in its own chunks")
@@ -222,11 +232,20 @@ def _edited(items: list[_Item], have: BackupOptions, wanted: BackupOptions) -> l
             chunks.append(bytes(-len(text) % BLOCK))
         edits[label.start] = (label.end, chunks)
     if wanted.tablespace_map and not have.tablespace_map:
-        # Empty: no tablespace besides the data directory (derivable checked it).
-        edits[label.start] = (
-            label.end,
-            [*chunks, with_name_and_size(header, 0, b"tablespace_map")],
-        )
+        # do_pg_backup_start: a line per tablespace, in the tablespace list's order (both
+        # read pg_tblspc once); base.tar then has no pg_tblspc links (sendtblspclinks).
+        text = b"".join(oid + b" " + _escaped(path) + b"\n" for oid, path in tablespaces)
+        map_file = [with_name_and_size(header, len(text), b"tablespace_map")]
+        if text:
+            map_file.append(text)
+            if len(text) % BLOCK:
+                map_file.append(bytes(-len(text) % BLOCK))
+        edits[label.start] = (label.end, [*chunks, *map_file])
+        for member in found:
+            head = items[member.start]
+            assert isinstance(head, bytes)
+            if member.name.startswith(b"pg_tblspc/") and head[156:157] == b"2":
+                edits[member.start] = (member.end, [])
     elif have.tablespace_map and not wanted.tablespace_map:
         mapped = found[1]
         if mapped.name != b"tablespace_map":
@@ -255,6 +274,16 @@ def _edited(items: list[_Item], have: BackupOptions, wanted: BackupOptions) -> l
     if have.wait and not wanted.wait:  # do_pg_backup_stop does not wait, nor say so
         out = [i for i in out if not (isinstance(i, _Sent) and i.waiting_notice)]
     return out
+
+
+def _escaped(path: bytes) -> bytes:
+    """A location as tablespace_map writes it: newline, CR and backslash escaped."""
+    out = bytearray()
+    for byte in path:
+        if byte in b"\n\r\\":
+            out += b"\\"
+        out.append(byte)
+    return bytes(out)
 
 
 def _frames(
