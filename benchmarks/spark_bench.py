@@ -29,7 +29,9 @@ as a JSON Lines recording, then measures:
     table of the same columns; against the decoder alone (``ChangeDecoder`` turning the
     same recording's rows into Arrow batches in this one process). Targets: >= 50,000
     changes/s from the fake, the decoder alone at most 1.5x as fast. The fake's rows
-    must equal the decoder's. SPARK_BENCH_PROGRESS=1 prints each batch's durations.
+    must equal the decoder's. The CPU time of each process during the stream from the
+    fake is printed (sampled from /proc). SPARK_BENCH_PROGRESS=1 prints each batch's
+    durations.
 """
 
 from __future__ import annotations
@@ -338,6 +340,60 @@ def stream_rate(spark, dsn: str, options: dict[str, str], checkpoint: Path) -> t
     return sum(counts), seconds
 
 
+# What each process of a local[2] stream does, by its command line.
+STREAM_ROLES = (
+    ("python_streaming_source_runner", "source runner (pump thread, planning, pickling)"),
+    ("pyspark.worker", "Python workers (unpickling, conversion to Arrow)"),
+    ("pyspark.daemon", "other Spark Python processes"),
+    ("java", "JVM (driver and executors, JIT, GC)"),
+    ("serve", "pgwire-mock serve"),
+)
+
+
+class CpuSampler(threading.Thread):
+    """CPU seconds (user + system) of each process under ``root`` while it runs, sampled
+    every 0.1 s (a process that ends loses at most its last 0.1 s), summed by role."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = root
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.names: dict[int, str] = {}
+        self._done = threading.Event()
+        self._sample(initial=True)
+
+    def _sample(self, initial: bool = False) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in _descendants(self.root):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                if pid not in self.names:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    self.names[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            cpu = (int(fields[11]) + int(fields[12])) / tick
+            self.first.setdefault(pid, cpu if initial else 0.0)
+            self.last[pid] = cpu
+
+    def run(self) -> None:
+        while not self._done.wait(0.1):
+            self._sample()
+
+    def stop(self) -> dict[str, float]:
+        self._done.set()
+        self.join()
+        self._sample()
+        out: dict[str, float] = {}
+        for pid, cpu in self.last.items():
+            name = self.names.get(pid, "")
+            role = "this process (foreachBatch)" if pid == self.root else "other"
+            role = next((r for key, r in STREAM_ROLES if key in name), role)
+            out[role] = out.get(role, 0.0) + cpu - self.first[pid]
+        return out
+
+
 def stream_case(spark, tmp: Path, args: argparse.Namespace) -> list[str]:  # type: ignore[no-untyped-def]
     """(e): readStream from the fake and from PostgreSQL, and the decoder alone."""
     from conformance import provision
@@ -361,7 +417,10 @@ def stream_case(spark, tmp: Path, args: argparse.Namespace) -> list[str]:  # typ
     server, port = serve_fake(recording)
     try:
         fake_dsn = f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+        sampler = CpuSampler(os.getpid())
+        sampler.start()
         fake_rows, fake_s = stream_rate(spark, fake_dsn, options, tmp / "ckpt-fake")
+        cpu = sampler.stop()
     finally:
         server.terminate()
         server.wait()
@@ -396,6 +455,14 @@ def stream_case(spark, tmp: Path, args: argparse.Namespace) -> list[str]:  # typ
     ratio = dec_rate / fake_rate
     lines.append(f"{'(e2) decoder alone / stream from the fake':<44}{ratio:>7.2f}x{'<= 1.5x':>12}")
     lines.append(f"{'(e3) stream from PostgreSQL / from the fake':<44}{pg_rate / fake_rate:>7.2f}x")
+    lines.append(
+        f"CPU seconds during the stream from the fake, by process ({os.cpu_count()} cores, "
+        f"{fake_s:.1f} s wall):"
+    )
+    for role, seconds in sorted(cpu.items(), key=lambda item: -item[1]):
+        if seconds >= 0.05:
+            lines.append(f"  {role:<52}{seconds:>6.2f}")
+    lines.append(f"  {'total':<52}{sum(cpu.values()):>6.2f}")
     return lines
 
 
