@@ -9,6 +9,7 @@ import io
 import json
 import tarfile
 import time
+import zlib
 from dataclasses import replace
 
 import pytest
@@ -253,6 +254,26 @@ def test_wait_notice_stays_in_place_and_goes_without_wait() -> None:
     assert ARCHIVING_OFF not in list(replay_frames(waited, no_wait))
 
 
+@pytest.mark.parametrize("detail", [None, "3", "level=9"])
+def test_gzip_compression_deflates_each_archive_as_bbsink_gzip(detail: str | None) -> None:
+    """COMPRESSION 'gzip': base.tar.gz, one gzip stream of the archive at the level asked
+    for, in 32 kB chunks with the rest at the end, then the archive's progress count; the
+    manifest lists the uncompressed files."""
+    recorded = _recorded()
+    wanted = replace(recorded.options, compression="gzip", compression_detail=detail)
+    assert derivable(recorded.options, wanted, tablespaces=1)
+    frames = list(replay_frames(recorded, wanted))
+    names = [bb.decode(f[5:]) for f in frames if f[:1] + f[5:6] == b"dn"]
+    assert names == [bb.NewArchive("base.tar.gz", "")]
+    compressed, progress, manifest = _taken_apart(frames)
+    archive, recorded_progress, recorded_manifest = _taken_apart(list(recorded.messages))
+    assert zlib.decompress(compressed, 31) == archive
+    level = int(detail.removeprefix("level=")) if detail else -1
+    deflate = zlib.compressobj(level, zlib.DEFLATED, 31)
+    assert compressed == deflate.compress(archive) + deflate.flush()
+    assert (progress, manifest) == (recorded_progress, recorded_manifest)
+
+
 def test_what_cannot_be_derived_is_not() -> None:
     """WAL added (no whole segments recorded), compression, the tablespace map dropped
     when there are tablespaces besides the data directory."""
@@ -261,6 +282,9 @@ def test_what_cannot_be_derived_is_not() -> None:
     assert derivable(BackupOptions(wal=True), BackupOptions(label="b"), tablespaces=1)
     gzip = BackupOptions(compression="gzip")
     assert not derivable(gzip, replace(gzip, label="b"), tablespaces=1)
+    assert not derivable(have, BackupOptions(label="a", compression="lz4"), tablespaces=1)
+    odd = BackupOptions(label="a", compression="gzip", compression_detail="workers=2")
+    assert not derivable(have, odd, tablespaces=1)
     mapped = BackupOptions(label="a", tablespace_map=True)
     assert derivable(have, mapped, tablespaces=2)
     assert derivable(mapped, have, tablespaces=1)

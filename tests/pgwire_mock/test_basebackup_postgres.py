@@ -17,6 +17,7 @@ import re
 import subprocess
 import tarfile
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -476,3 +477,60 @@ def test_manifests_built_again_from_the_archives_are_the_recorded_ones(
             backup.messages, backup.options, backup.options, modern=backup.modern, reuse=False
         )
         assert list(again) == list(backup.messages), backup.command
+
+
+def _data_chunks(frames: Sequence[bytes]) -> dict[str, list[bytes]]:
+    """15+: each archive's CopyData chunks, by archive name."""
+    out: dict[str, list[bytes]] = {}
+    current: list[bytes] | None = None
+    for frame in frames:
+        if frame[:1] != b"d":
+            continue
+        decoded = basebackup.decode(frame[5:])
+        if isinstance(decoded, basebackup.NewArchive):
+            current = out.setdefault(decoded.archive_name, [])
+        elif isinstance(decoded, basebackup.ManifestStart):
+            current = None
+        elif isinstance(decoded, basebackup.ArchiveData) and current is not None:
+            current.append(bytes(decoded.data))
+    return out
+
+
+def test_gzip_compression_is_derived_as_the_server_deflates(
+    recorded: tuple[provision.Server, PhysicalRecording, FakeServer], tmp_path: Path
+) -> None:
+    """COMPRESSION 'gzip' (15+), which no backup was recorded with: the fake's base.tar.gz
+    holds the members of the real server's answer to the same request, and the real
+    server's archive, decompressed and deflated as the fake deflates, is the real
+    server's bytes in the real server's chunks; pg_basebackup 15 --compress=server-gzip
+    -Ft exits alike from both and writes archives with the same members."""
+    server, recording, fake = recorded
+    if server.version < 15:
+        pytest.skip("server-side compression is 15+")
+    wanted = parse_backup_spec(f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes', COMPRESSION 'gzip'")
+    command = wanted.command(server.version)
+    ours = _data_chunks(list(replay_frames(recording.backups[0], wanted)))
+    real = _data_chunks(_answer(server.host, server.port, command))
+    assert list(ours) == list(real) == ["base.tar.gz"]
+    tars = {
+        side: zlib.decompress(b"".join(c["base.tar.gz"]), 31)
+        for side, c in (("ours", ours), ("real", real))
+    }
+    assert _lasting(_members(tars["ours"])) == _lasting(_members(tars["real"]))
+    deflate = zlib.compressobj(-1, zlib.DEFLATED, 31, 8, zlib.Z_DEFAULT_STRATEGY)
+    again = deflate.compress(tars["real"]) + deflate.flush()
+    assert [again[i : i + 32768] for i in range(0, len(again), 32768)] == real["base.tar.gz"]
+    args = ("-Ft", "-X", "stream", "--compress=server-gzip")
+    results = {
+        side: _pg_basebackup(dsn, tmp_path / side, args)
+        for side, dsn in (("real", server.dsn), ("fake", fake.dsn()))
+    }
+    assert results["fake"].returncode == results["real"].returncode
+    if server.version > 15:
+        return  # pg_basebackup 15 refuses both
+    assert results["real"].returncode == 0, results["real"].stderr
+    written = {
+        side: _members(zlib.decompress((tmp_path / side / "base.tar.gz").read_bytes(), 31))
+        for side in results
+    }
+    assert _lasting(written["fake"]) == _lasting(written["real"])

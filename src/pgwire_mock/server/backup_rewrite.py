@@ -12,6 +12,9 @@ What can be derived from a recording without guessing:
 * ``WAL`` dropped: the members after ``global/pg_control`` go (the WAL segments, their
   ``.done`` marks and the history files: ``perform_base_backup``'s last section). WAL
   added cannot be derived: a recording does not hold whole segment files.
+* ``COMPRESSION 'gzip'`` (15+, with or without a level): each archive deflated as
+  bbsink_gzip does, named ``.gz``; Python's zlib gives the server's bytes. lz4 and zstd
+  are not derived.
 * ``WAIT`` dropped: the notices do_pg_backup_stop sends while it waits for the WAL to be
   archived, or that archiving is off, go (they come inside the main archive's COPY, after
   pg_control). WAIT added cannot be derived: which notice depends on archive_mode.
@@ -22,13 +25,14 @@ What can be derived from a recording without guessing:
 
 Every progress count after a change moves by the bytes it added or removed. basebackup.c
 sends each member's header, content and padding as chunks of their own, so members are
-edited as runs of recorded chunks (:mod:`pgwire_mock.server.backup_tar`). Compressed
-archives are not rewritten.
+edited as runs of recorded chunks (:mod:`pgwire_mock.server.backup_tar`). Archives
+recorded compressed are not rewritten.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -42,7 +46,16 @@ from pgwire_mock.server.backup_tar import BLOCK, members, with_name_and_size
 __all__ = ["derivable", "derive"]
 
 _DERIVED: Final = frozenset(
-    {"label", "manifest", "manifest_checksums", "tablespace_map", "wal", "wait"}
+    {
+        "label",
+        "manifest",
+        "manifest_checksums",
+        "tablespace_map",
+        "wal",
+        "wait",
+        "compression",
+        "compression_detail",
+    }
 )
 _CHUNK_14: Final = 8192  # SendBackupManifest's buffer on 14 (BLCKSZ)
 _CHUNK: Final = 32768  # SINK_BUFFER_LENGTH on 15+
@@ -63,12 +76,56 @@ def derivable(have: BackupOptions, wanted: BackupOptions, *, tablespaces: int) -
     data directory included) can be sent for ``wanted``: see the module docstring."""
     if have.compression != "none":
         return False
+    try:
+        _gzip_level(wanted)
+    except ValueError:
+        return False
     if have.tablespace_map and not wanted.tablespace_map and tablespaces > 1:
         return False  # the links it replaced would come back, their times unrecorded
     if (wanted.wal and not have.wal) or (wanted.wait and not have.wait):
         return False
     a, b = have.content(), wanted.content()
     return all(a[k] == b[k] for k in a if k not in _DERIVED)
+
+
+def _gzip_level(wanted: BackupOptions) -> int | None:
+    """The gzip level asked for: None without compression, -1 (Z_DEFAULT_COMPRESSION)
+    when no level is given; ValueError for what is not derived: another algorithm (lz4
+    and zstd are not in Python's library), a detail other than a level from 1 to 9."""
+    if wanted.compression == "none":
+        return None
+    if wanted.compression != "gzip":
+        raise ValueError(f"{wanted.compression} compression is not derived")
+    detail = (wanted.compression_detail or "").strip().removeprefix("level=").strip()
+    if not detail:
+        return zlib.Z_DEFAULT_COMPRESSION
+    if not detail.isdigit() or not 1 <= int(detail) <= 9:
+        raise ValueError(f"gzip compression detail {wanted.compression_detail!r}")
+    return int(detail)
+
+
+class _Gzip:
+    """bbsink_gzip: the archive deflated as one gzip stream (deflateInit2 with windowBits
+    15 + 16, memLevel 8, the default strategy), sent in chunks of the next sink's buffer
+    as each fills, the rest at the archive's end. Python's zlib gives the same bytes
+    (checked against real 15-18)."""
+
+    def __init__(self, level: int) -> None:
+        self._stream = zlib.compressobj(level, zlib.DEFLATED, 31, 8, zlib.Z_DEFAULT_STRATEGY)
+        self._out = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._out += self._stream.compress(data)
+        return self._take(len(self._out) // _CHUNK * _CHUNK)
+
+    def finish(self) -> list[bytes]:
+        self._out += self._stream.flush(zlib.Z_FINISH)
+        return self._take(len(self._out))
+
+    def _take(self, size: int) -> list[bytes]:
+        chunks = [bytes(self._out[i : min(i + _CHUNK, size)]) for i in range(0, size, _CHUNK)]
+        del self._out[:size]
+        return chunks
 
 
 def _frame(kind: bytes, body: bytes) -> bytes:
@@ -193,6 +250,8 @@ def derive(
     framing (one COPY, typed CopyData); ``reuse``: take the recorded manifest's checksums
     where the algorithm is the same. The recording is taken apart here, so a malformed one
     raises ValueError before anything is sent; checksums are computed as it is sent."""
+    if have.compression != "none":
+        raise ValueError("archives recorded compressed are not rewritten")
     try:
         parts = _Parts.parse(messages, modern)
         recorded = None if parts.manifest is None else bm.parse(parts.manifest)
@@ -300,12 +359,20 @@ def _frames(
         if have.label != wanted.label:
             known.pop(b"backup_label", None)  # same length, other bytes: checksum it again
     entries: list[bm.Entry] = []
+    level = _gzip_level(wanted)
     yield from parts.before
     for archive in parts.archives:
-        yield archive.opening
         prefix = b"" if archive.oid is None else b"pg_tblspc/" + archive.oid + b"/"
         follower = bm.TarFollower(prefix, algorithm, known, entries.append)
-        for item in archive.items:
+        gzip = None
+        if level is not None:
+            gzip = _Gzip(level)
+            name, _, path = archive.opening[6:].partition(b"\0")
+            yield _frame(b"d", b"n" + name + b".gz\0" + path)
+        else:
+            yield archive.opening
+        last = max((i for i, v in enumerate(archive.items) if isinstance(v, bytes)), default=-1)
+        for index, item in enumerate(archive.items):
             if isinstance(item, int):
                 yield _frame(b"d", b"p" + struct.pack("!Q", item))
                 continue
@@ -314,7 +381,12 @@ def _frames(
                 continue
             if wanted.manifest != "no":
                 follower.feed(item)
-            yield parts.data(item)
+            if gzip is None:
+                yield parts.data(item)
+                continue
+            yield from map(parts.data, gzip.feed(item))
+            if index == last:  # end_archive: the rest, then its progress count
+                yield from map(parts.data, gzip.finish())
         if archive.closing is not None:
             yield archive.closing
         quiet = have.wait and not wanted.wait
