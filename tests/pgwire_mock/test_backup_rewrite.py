@@ -23,6 +23,7 @@ from codec.wire import (
     DataRow,
     NoticeResponse,
 )
+from conformance.physical import compare_backups
 from pgwire_mock.server.backup_options import BackupOptions
 from pgwire_mock.server.backup_rewrite import derivable, derive
 from pgwire_mock.server.basebackup import RecordedBackup, replay_frames
@@ -293,3 +294,17 @@ def test_what_cannot_be_derived_is_not() -> None:
     assert list(derive(same.messages, same.options, same.options, modern=True)) == list(
         same.messages
     )
+
+
+def test_the_physical_checks_comparison_catches_a_lost_member_or_message() -> None:
+    """conformance.physical.compare_backups: a backup against itself is the same; a copy
+    missing a tar member's chunks, or its last message, is not."""
+    backup = _recorded()
+    assert compare_backups(backup, backup) is None
+    messages = list(backup.messages)
+    header = next(i for i, m in enumerate(messages) if b"global/2" in m[:120])
+    lost = messages[:header] + messages[header + 3 :]  # header, content, padding
+    broken = RecordedBackup(backup.options, backup.command, tuple(lost))
+    assert "members" in (compare_backups(broken, backup) or "")
+    fewer = RecordedBackup(backup.options, backup.command, tuple(messages[:-1]))
+    assert "messages" in (compare_backups(fewer, backup) or "")

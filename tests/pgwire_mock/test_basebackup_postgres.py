@@ -11,14 +11,12 @@ fake's client wrote must be what the recorded server sent.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import subprocess
-import tarfile
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,8 @@ from physical_wire import error_fields, physical_connection
 from test_real_clients import FakeServer
 
 from codec import basebackup
-from codec.wire import BackendReader, CopyData, CopyOutResponse, DataRow, Query
+from codec.wire import Query
+from conformance import physical as ph
 from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.record_backup import parse_backup_spec
@@ -74,55 +73,6 @@ def recorded(
         yield pg_server, recording, fake
     finally:
         fake.stop()
-
-
-def _archives(backup: RecordedBackup) -> tuple[dict[str, bytes], bytes | None]:
-    """The archives and the manifest of a recorded backup, by either framing."""
-    reader = BackendReader()
-    reader.feed(b"".join(backup.messages))
-    messages = list(iter(reader.next_message, None))
-    names = [
-        "base.tar" if m.values[0] is None else f"{m.values[0].decode()}.tar"
-        for m in messages
-        if isinstance(m, DataRow) and len(m.values) == 3
-    ]
-    archives: dict[str, bytearray] = {}
-    current: bytearray | None = None
-    manifest: bytearray | None = None
-    copies = 0
-    for message in messages:
-        if isinstance(message, CopyOutResponse):
-            copies += 1
-            if backup.options.command(14) == backup.command:  # 14: one COPY each
-                if copies > len(names):
-                    manifest = current = bytearray()
-                else:
-                    current = archives.setdefault(names[copies - 1], bytearray())
-        elif isinstance(message, CopyData):
-            if backup.command.startswith("BASE_BACKUP ("):
-                decoded = basebackup.decode(message.data)
-                if isinstance(decoded, basebackup.NewArchive):
-                    current = archives.setdefault(decoded.archive_name, bytearray())
-                elif isinstance(decoded, basebackup.ManifestStart):
-                    manifest = current = bytearray()
-                elif isinstance(decoded, basebackup.ArchiveData):
-                    assert current is not None
-                    current += decoded.data
-            else:
-                assert current is not None
-                current += message.data
-    return {k: bytes(v) for k, v in archives.items()}, None if manifest is None else bytes(manifest)
-
-
-def _members(tar: bytes) -> dict[str, bytes | None]:
-    """Path -> bytes of each regular file (None for the rest) of a tar stream."""
-    out: dict[str, bytes | None] = {}
-    with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as archive:
-        for member in archive:
-            data = archive.extractfile(member) if member.isfile() else None
-            name = member.name.removeprefix("./").rstrip("/")
-            out[name] = None if data is None else data.read()
-    return out
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
@@ -186,17 +136,17 @@ def test_pg_basebackup_writes_the_same_files(
         # go ahead.
         rate = 32 << 20
         assert elapsed >= (sum(map(len, backup.messages)) - rate / 8) / rate
-    archives, manifest = _archives(backup)
+    archives, manifest = ph.archives(backup)
     if "-Ft" in args:
-        real_files = _members((tmp_path / "real" / "base.tar").read_bytes())
-        fake_files = _members((tmp_path / "fake" / "base.tar").read_bytes())
-        assert fake_files == _members(archives["base.tar"])
+        real_files = ph.members((tmp_path / "real" / "base.tar").read_bytes())
+        fake_files = ph.members((tmp_path / "fake" / "base.tar").read_bytes())
+        assert fake_files == ph.members(archives["base.tar"])
         manifest_file = tmp_path / "fake" / "backup_manifest"
         assert (manifest_file.read_bytes() if manifest_file.exists() else None) == manifest
     else:
         real_files = _tree(tmp_path / "real")
         fake_files = _tree(tmp_path / "fake")
-        for name, data in _members(archives["base.tar"]).items():
+        for name, data in ph.members(archives["base.tar"]).items():
             assert fake_files[name] == data, name
         assert (tmp_path / "fake" / "backup_manifest").read_bytes() == manifest
         # Files against the real server's manifest (-n), then the WAL too: pg_waldump 15
@@ -253,12 +203,12 @@ def test_raw_base_backup_is_the_recorded_answer_and_shaped_like_a_new_one(
     real = RecordedBackup(
         backup.options, backup.command, tuple(_answer(server.host, server.port, backup.command))
     )
-    real_archives, real_manifest = _archives(real)
-    fake_archives, fake_manifest = _archives(backup)
+    real_archives, real_manifest = ph.archives(real)
+    fake_archives, fake_manifest = ph.archives(backup)
     assert sorted(real_archives) == sorted(fake_archives) == ["base.tar"]
     assert real_manifest is not None and fake_manifest is not None
-    assert sorted(_members(real_archives["base.tar"])) == sorted(
-        _members(fake_archives["base.tar"])
+    assert sorted(ph.members(real_archives["base.tar"])) == sorted(
+        ph.members(fake_archives["base.tar"])
     )
 
     def kinds(frames: Sequence[bytes]) -> list[bytes]:
@@ -347,7 +297,7 @@ def _self_consistent(archives: dict[str, bytes], manifest: bytes, algorithm: str
     files = _manifest_files(manifest)
     members = {
         name: data
-        for name, data in _members(archives["base.tar"]).items()
+        for name, data in ph.members(archives["base.tar"]).items()
         if data is not None and not re.fullmatch(r"pg_wal/[0-9A-F]{24}", name)
     }
     assert sorted(files) == sorted(members)
@@ -359,11 +309,6 @@ def _self_consistent(archives: dict[str, bytes], manifest: bytes, algorithm: str
         elif algorithm != "CRC32C":  # CRC32C: pg_verifybackup checks it below, on 14/15
             assert entry["Checksum-Algorithm"] == algorithm
             assert entry["Checksum"] == hashlib.new(algorithm.lower(), data).hexdigest()
-
-
-def _lasting(names: Iterable[str]) -> list[str]:
-    """The names but the WAL files and their .done marks: each backup has its own."""
-    return sorted(n for n in names if not re.match(r"pg_wal/(archive_status/)?[0-9A-F]{24}", n))
 
 
 # Requests answered by rewriting a recorded backup: (the request, the SPECS entry).
@@ -411,10 +356,10 @@ def test_other_content_options_are_derived_like_a_new_backup(
     assert [f[:1] for f in ours.messages if f[:1] != b"d"] == [
         f[:1] for f in real.messages if f[:1] != b"d"
     ]
-    fake_archives, fake_manifest = _archives(ours)
-    real_archives, real_manifest = _archives(real)
-    fake_members, real_members = (_members(a["base.tar"]) for a in (fake_archives, real_archives))
-    assert _lasting(fake_members) == _lasting(real_members)
+    fake_archives, fake_manifest = ph.archives(ours)
+    real_archives, real_manifest = ph.archives(real)
+    fake_members, real_members = (ph.members(a["base.tar"]) for a in (fake_archives, real_archives))
+    assert ph.lasting(fake_members) == ph.lasting(real_members)
     label = re.search(rb"\nLABEL: (.*)\n", fake_members["backup_label"] or b"")
     assert label is not None and label[1] == re.search(r"LABEL '([^']*)'", options)[1].encode()
     if ours.modern:
@@ -427,7 +372,7 @@ def test_other_content_options_are_derived_like_a_new_backup(
     # The version line (17+: version 2 and the System-Identifier) as the real server's.
     assert fake_manifest.split(b'"Files"')[0] == real_manifest.split(b'"Files"')[0]
     theirs, mine = _manifest_files(real_manifest), _manifest_files(fake_manifest)
-    assert _lasting(theirs) == _lasting(mine)
+    assert ph.lasting(theirs) == ph.lasting(mine)
 
     def shapes(files: dict[str, dict[str, object]]) -> set[frozenset[str]]:
         return {frozenset(f) for f in files.values()}
@@ -516,7 +461,7 @@ def test_gzip_compression_is_derived_as_the_server_deflates(
         side: zlib.decompress(b"".join(c["base.tar.gz"]), 31)
         for side, c in (("ours", ours), ("real", real))
     }
-    assert _lasting(_members(tars["ours"])) == _lasting(_members(tars["real"]))
+    assert ph.lasting(ph.members(tars["ours"])) == ph.lasting(ph.members(tars["real"]))
     deflate = zlib.compressobj(-1, zlib.DEFLATED, 31, 8, zlib.Z_DEFAULT_STRATEGY)
     again = deflate.compress(tars["real"]) + deflate.flush()
     assert [again[i : i + 32768] for i in range(0, len(again), 32768)] == real["base.tar.gz"]
@@ -530,7 +475,7 @@ def test_gzip_compression_is_derived_as_the_server_deflates(
         return  # pg_basebackup 15 refuses both
     assert results["real"].returncode == 0, results["real"].stderr
     written = {
-        side: _members(zlib.decompress((tmp_path / side / "base.tar.gz").read_bytes(), 31))
+        side: ph.members(zlib.decompress((tmp_path / side / "base.tar.gz").read_bytes(), 31))
         for side in results
     }
-    assert _lasting(written["fake"]) == _lasting(written["real"])
+    assert ph.lasting(written["fake"]) == ph.lasting(written["real"])

@@ -14,15 +14,14 @@ import pytest
 from test_basebackup_postgres import (
     LABEL,
     _answer,
-    _archives,
     _comparable,
-    _members,
     _pg_basebackup,
     _tree,
     _verify,
 )
 from test_real_clients import FakeServer
 
+from conformance import physical as ph
 from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.record_backup import parse_backup_spec
@@ -78,12 +77,12 @@ def test_each_tablespace_is_an_archive_and_the_manifest_names_its_files(
         backup.options, backup.command, tuple(_answer("127.0.0.1", fake.port, backup.command))
     )
     assert ours.messages == backup.messages
-    real_archives, _ = _archives(real)
-    fake_archives, manifest = _archives(ours)
+    real_archives, _ = ph.archives(real)
+    fake_archives, manifest = ph.archives(ours)
     assert sorted(fake_archives) == sorted(real_archives)
     assert len(fake_archives) == 2 and backup.tablespaces == 2
     for name, archive in fake_archives.items():
-        assert sorted(_members(archive)) == sorted(_members(real_archives[name])), name
+        assert sorted(ph.members(archive)) == sorted(ph.members(real_archives[name])), name
     oid = next(n for n in fake_archives if n != "base.tar").removesuffix(".tar")
     assert manifest is not None and f'"Path": "pg_tblspc/{oid}/'.encode() in manifest
     again = derive(
@@ -142,8 +141,11 @@ def test_a_tablespace_map_is_derived_for_a_server_with_tablespaces(
     command = wanted.command(server.version)
     ours = RecordedBackup(wanted, command, tuple(replay_frames(backup, wanted)))
     real = RecordedBackup(wanted, command, tuple(_answer(server.host, server.port, command)))
-    (fake_archives, _), (real_archives, _) = _archives(ours), _archives(real)
-    fake_base, real_base = _members(fake_archives["base.tar"]), _members(real_archives["base.tar"])
+    (fake_archives, _), (real_archives, _) = ph.archives(ours), ph.archives(real)
+    fake_base, real_base = (
+        ph.members(fake_archives["base.tar"]),
+        ph.members(real_archives["base.tar"]),
+    )
     assert sorted(fake_base) == sorted(real_base)
     assert fake_base["tablespace_map"] == real_base["tablespace_map"] != b""
     assert not any(n.startswith("pg_tblspc/") for n in fake_base)
@@ -157,5 +159,5 @@ def test_a_tablespace_map_is_derived_for_a_server_with_tablespaces(
         return  # pg_basebackup 15 refuses both
     assert results["real"].returncode == 0, results["real"].stderr
     for name in fake_archives:
-        written = {side: _members((tmp_path / side / name).read_bytes()) for side in results}
+        written = {side: ph.members((tmp_path / side / name).read_bytes()) for side in results}
         assert sorted(written["fake"]) == sorted(written["real"]), name
