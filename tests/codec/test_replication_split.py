@@ -1,7 +1,7 @@
 """codec.replication.split_xlog_data, the client's fast path, reads what the normal path
 (BackendReader, then decode_server_copy_data) reads: the same XLogData in the same
 order, the rest left for the normal path, and the same DecodeError where the bytes
-are bad."""
+are bad; and the client session that uses it reports the same stream either way."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from codec import replication as rep
 from codec import wire
 from codec.errors import DecodeError
 from codec.wire import BackendReader, CopyData
+from pgwire_mock.client import ReplicationSession, State, WalData, WalRun, pgoutput_options
 from pgwire_mock.streamfile import read_stream
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden" / "pg17"
@@ -137,3 +138,48 @@ def test_a_frame_over_the_size_limit_is_left_to_the_normal_path() -> None:
     assert [x[3] for x in reader.take_run(rep.split_xlog_data)] == [b"a" * 10]
     with pytest.raises(DecodeError, match="length word"):
         reader.next_message()
+
+
+def streaming(**options: bool) -> ReplicationSession:
+    session = ReplicationSession(user="u", database="d", **options)
+    session.connect()
+    session.receive_data(
+        wire.AuthenticationOk().encode()
+        + wire.ParameterStatus("server_version", "17.2").encode()
+        + wire.ReadyForQuery("I").encode()
+    )
+    session.start_replication("s", "0/0", pgoutput_options("p"))
+    session.receive_data(wire.CopyBothResponse().encode())
+    session.data_to_send()
+    assert session.state is State.STREAMING
+    return session
+
+
+def session_items(session: ReplicationSession, data: bytes, chunk: int) -> list[object]:
+    """Every event, a WalRun's messages one by one as WalData's fields; then what the
+    session queued to send (keepalive answers, CopyDone) and the received LSN."""
+    out: list[object] = []
+    for at in range(0, len(data), chunk):
+        for event in session.receive_data(data[at : at + chunk], now=0):
+            if isinstance(event, WalRun):
+                out.extend(("w", *message) for message in event.messages)
+            elif isinstance(event, WalData):
+                out.append(("w", event.wal_start, event.wal_end, event.send_time, event.payload))
+            else:
+                out.append(event)
+    return [*out, session.data_to_send(), session.received_lsn, session.state]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_a_session_with_wal_runs_reports_what_a_session_with_wal_data_does(chunk: int) -> None:
+    """Client sessions read XLogData by the fast path while streaming: with
+    ``wal_runs`` they report the same messages, in the same places among keepalives and
+    the stream's end, as WalData events do without it; answers and positions agree."""
+    data = (
+        recorded("streaming.v4-parallel-2pc-bin.jsonl")
+        + wire.CommandComplete("COPY 0").encode()
+        + wire.ReadyForQuery("I").encode()
+    )
+    runs = session_items(streaming(wal_runs=True), data, chunk)
+    assert runs == session_items(streaming(), data, chunk)
+    assert sum(isinstance(item, tuple) for item in runs) > 20

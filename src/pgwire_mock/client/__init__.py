@@ -52,6 +52,7 @@ from pgwire_mock.client.session import (
     StreamStarted,
     Trigger,
     WalData,
+    WalRun,
 )
 from pgwire_mock.scram import saslprep
 
@@ -87,6 +88,7 @@ __all__ = [
     "SystemIdentity",
     "Trigger",
     "WalData",
+    "WalRun",
     "capture_via_walsender",
     "create_replication_slot_command",
     "drop_replication_slot_command",

@@ -102,6 +102,7 @@ class ReplicationConnection:
         application_name: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         decode_pgoutput: bool = False,
+        wal_runs: bool = False,
         auto_reply: bool = True,
         startup_options: Mapping[str, str] | None = None,
     ) -> ReplicationConnection:
@@ -130,6 +131,7 @@ class ReplicationConnection:
             application_name=params.application_name or "pgwire-mock",
             auto_reply=auto_reply,
             decode_pgoutput=decode_pgoutput,
+            wal_runs=wal_runs,
             startup_options=startup_options,
         )
         conn = cls(sock, session, read_timeout=timeout)

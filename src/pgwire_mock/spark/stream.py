@@ -90,6 +90,7 @@ from pgwire_mock.client import (
     State,
     StreamEnded,
     WalData,
+    WalRun,
     pgoutput_options,
 )
 from pgwire_mock.client.commands import OptionValue
@@ -263,7 +264,8 @@ class StreamSettings:
 
     def connect(self, *, decode: bool = False) -> ReplicationConnection:
         """A replication connection; ``decode`` puts the decoded pgoutput message on
-        each WalData (the stream's pump reads the raw payloads instead)."""
+        each WalData (the stream's pump reads the raw payloads in WalRun events
+        instead)."""
         return ReplicationConnection.connect(
             self.dsn,
             host=self.host,
@@ -274,6 +276,7 @@ class StreamSettings:
             application_name="pgwire-mock-spark",
             timeout=self.timeout,
             decode_pgoutput=decode,
+            wal_runs=not decode,
         )
 
     def backoff(self, failures: int) -> float:
@@ -614,22 +617,23 @@ class _Pump(threading.Thread):
             self._send_status(conn)
 
     def _on_events(self, conn: ReplicationConnection, events: Sequence[object]) -> None:
-        """Follow a run of WalData without the lock, then publish its units and
+        """Follow the WAL data of a read without the lock, then publish its units and
         progress at once (one lock and one wake-up per read, not per message)."""
         decoder, table = self.decoder, self.table
         feed = decoder.feed
         units: list[tuple[int, RawRows]] = []
         received = -1
         for event in events:
-            if type(event) is WalData:
-                feed(event.wal_start, event.payload)
-                received = event.wal_end
-                end = decoder.ended
-                if end and decoder.open_transactions == 0:
-                    spec, raw = decoder.take_rows(table)
-                    if spec is not None:
-                        self.spec = spec
-                    units.append((end, raw))
+            if type(event) is WalRun:
+                for wal_start, wal_end, _, payload in event.messages:
+                    feed(wal_start, payload)
+                    received = wal_end
+                    end = decoder.ended
+                    if end and decoder.open_transactions == 0:
+                        spec, raw = decoder.take_rows(table)
+                        if spec is not None:
+                            self.spec = spec
+                        units.append((end, raw))
                 continue
             if units or received >= 0:
                 self._publish(units, received)
