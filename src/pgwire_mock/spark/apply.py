@@ -674,7 +674,8 @@ def apply_changes(
 
     ``key`` overrides the key columns read from the change schema's metadata. A Spark
     DataFrame is applied on the executors in ``partitions`` partitions (default:
-    ``spark.sql.shuffle.partitions``); an Arrow table in this process.
+    ``spark.sql.shuffle.partitions``, which adaptive query execution may coalesce); an
+    Arrow table in this process.
     """
     if isinstance(changes, pa.Table):
         keys = _resolve_keys(changes.schema, key, None)
