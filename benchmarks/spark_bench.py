@@ -13,8 +13,8 @@ as a JSON Lines recording, then measures:
     over every payload). Both as committed changes/s; the ratio Spark / codec (target
     >= 1x). Spark reads one table per query, so each query decodes the whole file.
 (b) apply: the same reads followed by ``apply_changes`` to a Parquet target, one batch
-    per table (collect, materialise, write), against (a)'s read time: the ratio
-    materialise / read (target <= 2x).
+    per table (routed, materialised and written on the executors), against (a)'s read
+    time: the ratio materialise / read (target <= 2x).
 (c) proof: each materialised Parquet table is compared, key by key and value by value,
     with the generator's expected final state (``--no-verify`` skips it; not timed).
 (d) memory: the peak RSS of this process (``getrusage``), the JVM's peak (``VmHWM`` of
