@@ -16,10 +16,12 @@ from codec.pgoutput import (
     StreamAbort,
     StreamCommit,
 )
+from codec.values import LSN
+from pgwire_mock.client import WalData, WalRun
 from pgwire_mock.spark import DecodeOptions
 from pgwire_mock.spark.decode import ChangeDecoder, decode_stream
 from pgwire_mock.spark.rows import RawRows
-from pgwire_mock.spark.stream import PgOutputStreamReader
+from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, _Pump
 from spark.spark_helpers import TYPES_OPTIONS, entries, golden, same
 
 MAJOR = 17
@@ -140,3 +142,24 @@ def test_raw_rows_pickle_compressed() -> None:
     for i in range(1000):
         raw.extend(RawRows(["update"], [i], [0], [7], [0], [b"U" + b"note " * 40], [6], [-2]))
     assert len(pickle.dumps(raw)) < sum(map(len, raw.payloads)) / 4
+
+
+@pytest.mark.parametrize("option_set", ["v1", "v4-parallel-2pc-bin"])
+def test_the_pump_follows_wal_data_as_it_follows_wal_runs(option_set: str) -> None:
+    """The pump holds the same units, rows and received position whether the client
+    reports XLogData one WalData at a time or in WalRun events."""
+    stream = entries(golden(MAJOR, "streaming", option_set))
+    (table, *_) = decode_stream(stream)
+    messages = [(lsn, lsn + len(payload), 0, payload) for lsn, payload in stream]
+    runs = [WalRun(messages[at : at + 7]) for at in range(0, len(messages), 7)]
+    single = [WalData(LSN(a), LSN(b), c, d) for a, b, c, d in messages]
+
+    def held(events: list[object]) -> tuple[list[int], RawRows, int]:
+        settings = StreamSettings.from_options({"dsn": "host=x", "slot": "s", "publication": "p"})
+        pump = _Pump(settings, DecodeOptions(tables=frozenset({table})), None)
+        pump._on_events(None, events)  # type: ignore[arg-type]  # no other event: no connection
+        return pump.units.ends, pump.units.raw, pump.received
+
+    got = held(runs)  # type: ignore[arg-type]
+    assert got == held(single)  # type: ignore[arg-type]
+    assert len(got[1]) > 0 and got[2] == messages[-1][1]
