@@ -248,9 +248,26 @@ def _waldump(directory: Path, timeline: int, start: int, end: int) -> list[str]:
     return kinds
 
 
-def _fake_slot(port: int) -> None:
+def _fake_slot(port: int, restart: int) -> None:
+    """The fake's slot where the real one was made: RESERVE_WAL starts it at the
+    recording's last checkpoint, as on PostgreSQL; a status update's flush then moves its
+    restart_lsn back to ``restart`` (PhysicalConfirmReceivedLocation)."""
     with physical_connection("127.0.0.1", port) as conn:
         conn.command(f"CREATE_REPLICATION_SLOT {SLOT} PHYSICAL RESERVE_WAL")
+        conn.start(f"START_REPLICATION SLOT {SLOT} PHYSICAL {LSN(restart)} TIMELINE 1")
+        conn.xlog(1)
+        update = replication.StandbyStatusUpdate(restart, restart, 0, 0, True)
+        conn.send(CopyData(update.encode()))
+        while True:  # the keepalive it asked for: the update has been taken
+            message = conn.next()
+            assert isinstance(message, CopyData)
+            if isinstance(
+                replication.decode_server_copy_data(message.data), replication.PrimaryKeepalive
+            ):
+                break
+        conn.finish()
+        row = conn.command(f"READ_REPLICATION_SLOT {SLOT}")[1]
+        assert isinstance(row, DataRow) and row.values[1] == str(LSN(restart)).encode()
 
 
 def test_pg_receivewal_follows_the_fakes_switch_and_pg_waldump_reads_it(
@@ -271,7 +288,7 @@ def test_pg_receivewal_follows_the_fakes_switch_and_pg_waldump_reads_it(
     size = 42
     endpos = switch + size
     fake = make_walsender(script=promoted.path, pg_version=15, faults=["timeline_switch"])
-    _fake_slot(fake.port)
+    _fake_slot(fake.port, promoted.recording.start_lsn)
     real = _receivewal(server.dsn, tmp_path / "real", endpos)
     ours = _receivewal(f"host=127.0.0.1 port={fake.port} user=postgres", tmp_path / "fake", endpos)
     assert (ours.returncode, real.returncode) == (0, 0), (real.stderr, ours.stderr)
@@ -323,7 +340,7 @@ def test_a_switch_inside_the_recording_rechains_the_later_records(
     at = records[switch - 300].end
     fault = Fault.parse(f"timeline_switch:at={LSN(at)}")
     fake = make_walsender(script=path, pg_version=15, faults=[fault])
-    _fake_slot(fake.port)
+    _fake_slot(fake.port, recording.start_lsn)
     # The new end of WAL, as the fake will have it: the promotion is deterministic.
     copy = PhysicalRecording.from_file(path)
     copy.promote(fault, 0)
