@@ -255,14 +255,17 @@ def _fake_slot(port: int, restart: int) -> None:
     with physical_connection("127.0.0.1", port) as conn:
         conn.command(f"CREATE_REPLICATION_SLOT {SLOT} PHYSICAL RESERVE_WAL")
         conn.start(f"START_REPLICATION SLOT {SLOT} PHYSICAL {LSN(restart)} TIMELINE 1")
-        conn.xlog(1)
         update = replication.StandbyStatusUpdate(restart, restart, 0, 0, True)
         conn.send(CopyData(update.encode()))
-        while True:  # the keepalive it asked for: the update has been taken
+        while True:  # the keepalive it asked for, or the end of a timeline the fault ended
             message = conn.next()
+            if isinstance(message, CopyDone):
+                break
             assert isinstance(message, CopyData)
-            if isinstance(
-                replication.decode_server_copy_data(message.data), replication.PrimaryKeepalive
+            decoded = replication.decode_server_copy_data(message.data)
+            if (
+                isinstance(decoded, replication.PrimaryKeepalive)
+                and decoded.reply_requested is False
             ):
                 break
         conn.finish()
