@@ -1,17 +1,24 @@
-"""A raw physical-replication client for the differential tests (trust auth only).
+"""A raw physical-replication client for the differential tests (trust auth only), and
+the steps those tests share: Debian's pg_receivewal, a provisioned server restarted as a
+standby, the switch point of timeline 2.
 
-It speaks codec.wire over a blocking socket and returns every backend message as decoded,
-so that a test can compare the real server's answer and the fake's message by message.
+The client speaks codec.wire over a blocking socket and returns every backend message as
+decoded, so that a test can compare the real server's answer and the fake's message by
+message.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from codec import replication
+from codec.values import LSN
 from codec.wire import (
     AuthenticationOk,
     BackendMessage,
@@ -20,12 +27,16 @@ from codec.wire import (
     CopyBothResponse,
     CopyData,
     CopyDone,
+    DataRow,
     ErrorResponse,
     Query,
     ReadyForQuery,
     StartupMessage,
     Terminate,
 )
+from conformance import provision
+
+PG_RECEIVEWAL = Path("/usr/bin/pg_receivewal")
 
 
 class RawPhysical:
@@ -125,3 +136,42 @@ def error_fields(messages: list[BackendMessage]) -> dict[str, str]:
 
 def tags(messages: list[BackendMessage]) -> list[str]:
     return [m.command_tag for m in messages if isinstance(m, CommandComplete)]
+
+
+def receivewal(
+    dsn: str, directory: Path, endpos: int, slot: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Debian's pg_receivewal 15 into ``directory`` until it has WAL past ``endpos``."""
+    directory.mkdir(exist_ok=True)
+    command = [PG_RECEIVEWAL, "-D", directory, "-d", dsn, "-E", str(LSN(endpos))]
+    if slot is not None:
+        command += ["-S", slot]
+    return subprocess.run(
+        [*command, "-n", "--no-sync"], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def server_prefix(server: provision.Cluster) -> Path:
+    """Where ``server``'s binaries are: its staged copy when it runs as another user."""
+    assert server.run_dir is not None
+    staged = server.run_dir / "pg"
+    return staged if staged.exists() else server.installation.prefix
+
+
+def restart_as_standby(server: provision.Cluster) -> None:
+    """A fast shutdown (timeline 1 ends with its checkpoint), then a start with
+    ``standby.signal``: a standby with no primary, in recovery at the end of its WAL."""
+    server._terminate()
+    signal = server.data_dir / "standby.signal"
+    signal.write_text("")
+    if server._user is not None:
+        os.chown(signal, server._user.uid, server._user.gid)
+    server._launch(server_prefix(server))
+
+
+def switch_point(host: str, port: int) -> int:
+    """Where timeline 1 ends, from the server's ``TIMELINE_HISTORY 2``."""
+    with physical_connection(host, port) as conn:
+        row = conn.command("TIMELINE_HISTORY 2")[1]
+    assert isinstance(row, DataRow), row
+    return int(LSN.parse(bytes(row.values[1] or b"").decode().split()[1]))

@@ -12,13 +12,12 @@ connection drop is ``close_after:bytes=N``; the real run is interrupted with
 from __future__ import annotations
 
 import socket
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from physical_wire import RawPhysical, physical_connection
+from physical_wire import RawPhysical, physical_connection, receivewal
 
 from codec import replication
 from codec.values import LSN
@@ -33,7 +32,6 @@ from conformance import provision
 from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.record import record_physical
 
-PG_RECEIVEWAL = Path("/usr/bin/pg_receivewal")
 SEGMENT = 16 << 20
 
 Make = Callable[..., WalSender]
@@ -142,17 +140,6 @@ def test_wal_removed_under_a_stream_and_before_one_match_the_real_server(
     assert name in answers["real"][1]["M"]
 
 
-def _receivewal(dsn: str, directory: Path, endpos: int) -> subprocess.CompletedProcess[str]:
-    directory.mkdir(exist_ok=True)
-    return subprocess.run(
-        [PG_RECEIVEWAL, "-D", directory, "-d", dsn, "-E", str(LSN(endpos)), "-n", "--no-sync"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def _files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
@@ -179,17 +166,17 @@ def test_pg_receivewal_resumes_after_a_dropped_stream_to_the_same_files(
     fake_dsn = f"host=127.0.0.1 port={fake.port} user=postgres"
 
     runs: dict[str, dict[str, bytes]] = {}
-    whole = _receivewal(server.dsn, tmp_path / "real-whole", endpos)
+    whole = receivewal(server.dsn, tmp_path / "real-whole", endpos)
     assert whole.returncode == 0, whole.stderr
     runs["real-whole"] = _files(tmp_path / "real-whole")
-    first = _receivewal(server.dsn, tmp_path / "real-resumed", recording.start_lsn + 300_000)
+    first = receivewal(server.dsn, tmp_path / "real-resumed", recording.start_lsn + 300_000)
     assert first.returncode == 0, first.stderr
     assert [p.suffix for p in (tmp_path / "real-resumed").iterdir()] == [".partial"]
-    again = _receivewal(server.dsn, tmp_path / "real-resumed", endpos)
+    again = receivewal(server.dsn, tmp_path / "real-resumed", endpos)
     assert again.returncode == 0, again.stderr
     runs["real-resumed"] = _files(tmp_path / "real-resumed")
 
-    ours = _receivewal(fake_dsn, tmp_path / "fake-whole", endpos)
+    ours = receivewal(fake_dsn, tmp_path / "fake-whole", endpos)
     assert ours.returncode == 0, ours.stderr
     runs["fake-whole"] = _files(tmp_path / "fake-whole")
     # Slowed down, the drop comes a second after pg_receivewal's first status update
@@ -197,7 +184,7 @@ def test_pg_receivewal_resumes_after_a_dropped_stream_to_the_same_files(
     # could discard the WAL not yet read (as a real walsender's death can).
     fake.inject("slow:rate=256kb")
     fake.inject("close_after:bytes=300000")
-    cut = _receivewal(fake_dsn, tmp_path / "fake-resumed", endpos)
+    cut = receivewal(fake_dsn, tmp_path / "fake-resumed", endpos)
     assert cut.returncode == 1
     assert "server closed the connection unexpectedly" in cut.stderr, cut.stderr
     partial = list((tmp_path / "fake-resumed").iterdir())
@@ -207,7 +194,7 @@ def test_pg_receivewal_resumes_after_a_dropped_stream_to_the_same_files(
     # What arrived in whole messages before the cut was written; the rest is zeros.
     kept = partial[0].read_bytes()[offset : offset + size]
     assert 0 < len(kept.rstrip(b"\0")) < 300_000
-    again = _receivewal(fake_dsn, tmp_path / "fake-resumed", endpos)
+    again = receivewal(fake_dsn, tmp_path / "fake-resumed", endpos)
     assert again.returncode == 0, again.stderr
     runs["fake-resumed"] = _files(tmp_path / "fake-resumed")
 

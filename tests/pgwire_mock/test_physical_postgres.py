@@ -8,12 +8,11 @@ streams from 14 and 15 and refuses newer servers, which the fake must do alike.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from physical_wire import error_fields, physical_connection, tags
+from physical_wire import error_fields, physical_connection, receivewal, tags
 from test_real_clients import FakeServer
 
 from codec import basebackup, replication
@@ -22,8 +21,6 @@ from codec.wire import CopyData, CopyDone, CopyOutResponse, DataRow, Query, RowD
 from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.server.physical import PhysicalRecording
-
-PG_RECEIVEWAL = Path("/usr/bin/pg_receivewal")
 
 
 def _flush(server: provision.Server) -> int:
@@ -53,17 +50,6 @@ def recorded(
         fake.stop()
 
 
-def _receivewal(dsn: str, directory: Path, endpos: int) -> subprocess.CompletedProcess[str]:
-    directory.mkdir()
-    return subprocess.run(
-        [PG_RECEIVEWAL, "-D", directory, "-d", dsn, "-E", str(LSN(endpos)), "-n", "--no-sync"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_pg_receivewal_writes_the_same_segment_files(
     recorded: tuple[provision.Server, PhysicalRecording, FakeServer], tmp_path: Path
 ) -> None:
@@ -73,8 +59,8 @@ def test_pg_receivewal_writes_the_same_segment_files(
     server, recording, fake = recorded
     # pg_receivewal stops once it has received WAL *past* --endpos.
     endpos = recording.end_lsn - 1
-    real = _receivewal(server.dsn, tmp_path / "real", endpos)
-    ours = _receivewal(fake.dsn(), tmp_path / "fake", endpos)
+    real = receivewal(server.dsn, tmp_path / "real", endpos)
+    ours = receivewal(fake.dsn(), tmp_path / "fake", endpos)
     assert ours.returncode == real.returncode, (real.stderr, ours.stderr)
     if server.version > 15:
         assert real.returncode == 1

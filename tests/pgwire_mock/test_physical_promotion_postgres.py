@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from physical_wire import RawPhysical, error_fields, physical_connection
+from physical_wire import (
+    RawPhysical,
+    error_fields,
+    physical_connection,
+    receivewal,
+    restart_as_standby,
+    server_prefix,
+    switch_point,
+)
 
 from codec import replication
 from codec.values import LSN
@@ -44,7 +52,6 @@ from pgwire_mock.server.physical import PhysicalRecording, segment_file_name
 from pgwire_mock.server.promotion import record_ends
 
 SEGMENT = 16 << 20
-PG_RECEIVEWAL = Path("/usr/bin/pg_receivewal")
 PG_WALDUMP = Path("/usr/lib/postgresql/15/bin/pg_waldump")
 SLOT = "pgwm_switch"
 
@@ -57,21 +64,6 @@ class Promoted:
     recording: PhysicalRecording
     path: Path
     switch: int
-
-
-def _prefix(server: provision.Cluster) -> Path:
-    assert server.run_dir is not None
-    staged = server.run_dir / "pg"
-    return staged if staged.exists() else server.installation.prefix
-
-
-def _restart_as_standby(server: provision.Cluster) -> None:
-    server._terminate()  # a fast shutdown: timeline 1 ends with its checkpoint
-    signal = server.data_dir / "standby.signal"
-    signal.write_text("")
-    if server._user is not None:
-        os.chown(signal, server._user.uid, server._user.gid)
-    server._launch(_prefix(server))
 
 
 @pytest.fixture
@@ -95,7 +87,7 @@ def promoted(pg_server: provision.Server, tmp_path: Path) -> Iterator[Promoted]:
             conn.execute("INSERT INTO pgwm_switch VALUES (0, 'next segment')")
         assert row is not None
         restart = int(LSN.parse(str(row[0]).strip("()").split(",")[1]))
-        _restart_as_standby(server)
+        restart_as_standby(server)
         path = tmp_path / "standby.jsonl"
         recording = record_physical(server.dsn, path, start_lsn=restart // SEGMENT * SEGMENT)
         with server.connect() as conn:
@@ -103,11 +95,7 @@ def promoted(pg_server: provision.Server, tmp_path: Path) -> Iterator[Promoted]:
             conn.execute(
                 "INSERT INTO pgwm_switch SELECT g, repeat('z', 100) FROM generate_series(1, 3000) g"
             )
-        with physical_connection(server.host, server.port) as conn:
-            row = conn.command("TIMELINE_HISTORY 2")[1]
-        assert isinstance(row, DataRow)
-        switch = int(LSN.parse(bytes(row.values[1] or b"").decode().split()[1]))
-        yield Promoted(server, recording, path, switch)
+        yield Promoted(server, recording, path, switch_point(server.host, server.port))
     finally:
         server.stop()
 
@@ -211,18 +199,6 @@ def test_the_fakes_switch_answers_as_a_real_promotion(
     assert _without_time_and_crc(fake_seg[record]) == _without_time_and_crc(real_seg[record])
 
 
-def _receivewal(dsn: str, directory: Path, endpos: int) -> subprocess.CompletedProcess[str]:
-    directory.mkdir()
-    command = [PG_RECEIVEWAL, "-D", directory, "-d", dsn, "-S", SLOT]
-    return subprocess.run(
-        [*command, "-E", str(LSN(endpos)), "-n", "--no-sync"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def _waldump(directory: Path, timeline: int, start: int, end: int) -> list[str]:
     """pg_waldump 15 of ``directory``'s segments (``.partial`` ones renamed): each
     record's rmgr and the first word of its description; fails on any error."""
@@ -292,8 +268,9 @@ def test_pg_receivewal_follows_the_fakes_switch_and_pg_waldump_reads_it(
     endpos = switch + size
     fake = make_walsender(script=promoted.path, pg_version=15, faults=["timeline_switch"])
     _fake_slot(fake.port, promoted.recording.start_lsn)
-    real = _receivewal(server.dsn, tmp_path / "real", endpos)
-    ours = _receivewal(f"host=127.0.0.1 port={fake.port} user=postgres", tmp_path / "fake", endpos)
+    real = receivewal(server.dsn, tmp_path / "real", endpos, SLOT)
+    fake_dsn = f"host=127.0.0.1 port={fake.port} user=postgres"
+    ours = receivewal(fake_dsn, tmp_path / "fake", endpos, SLOT)
     assert (ours.returncode, real.returncode) == (0, 0), (real.stderr, ours.stderr)
     real_files = {p.name: p.read_bytes() for p in (tmp_path / "real").iterdir()}
     fake_files = {p.name: p.read_bytes() for p in (tmp_path / "fake").iterdir()}
@@ -349,7 +326,7 @@ def test_a_switch_inside_the_recording_rechains_the_later_records(
     copy.promote(fault, 0)
     end = copy.end_lsn
     dsn = f"host=127.0.0.1 port={fake.port} user=postgres"
-    proc = _receivewal(dsn, tmp_path / "wal", end - 1)
+    proc = receivewal(dsn, tmp_path / "wal", end - 1, SLOT)
     assert proc.returncode == 0, proc.stderr
     original = tmp_path / "timeline-1"
     original.mkdir()
@@ -380,7 +357,7 @@ def _primary_and_standby_copy(
     assert primary.run_dir is not None
     copy = primary.run_dir / "standby-data"
     shutil.copytree(primary.data_dir, copy, symlinks=True)
-    primary._launch(_prefix(primary))
+    primary._launch(server_prefix(primary))
     with primary.connect() as conn:
         row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
         assert row is not None
@@ -412,7 +389,7 @@ def _standby(installation: provision.Installation, data: Path, port: int) -> pro
                 )
         os.chown(standby.data_dir, standby._user.uid, standby._user.gid)
     standby.log_file.write_text("")  # the log of the standby alone, not of its initdb'd start
-    standby._launch(_prefix(standby))
+    standby._launch(server_prefix(standby))
     return standby
 
 

@@ -11,13 +11,17 @@ first segment is a copy of the old one's up to the switch).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from physical_wire import RawPhysical, physical_connection
+from physical_wire import (
+    RawPhysical,
+    physical_connection,
+    receivewal,
+    restart_as_standby,
+    switch_point,
+)
 
 from codec import replication
 from codec.values import LSN
@@ -27,7 +31,6 @@ from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.record import record_physical
 
 SEGMENT = 16 << 20
-PG_RECEIVEWAL = Path("/usr/bin/pg_receivewal")
 
 
 @pytest.fixture
@@ -44,15 +47,7 @@ def promoted(pg_server: provision.Server) -> Iterator[provision.Cluster]:
             )
             # A slot whose restart_lsn stays on timeline 1 (pg_receivewal --slot).
             conn.execute("SELECT pg_create_physical_replication_slot('pgwm_tli', true)")
-        assert server.run_dir is not None
-        staged = server.run_dir / "pg"
-        prefix = staged if staged.exists() else server.installation.prefix
-        server._terminate()  # a fast shutdown: a clean end of timeline 1's WAL
-        signal = server.data_dir / "standby.signal"
-        signal.write_text("")
-        if server._user is not None:
-            os.chown(signal, server._user.uid, server._user.gid)
-        server._launch(prefix)
+        restart_as_standby(server)
         with server.connect() as conn:
             conn.execute("SELECT pg_promote()")
             conn.execute(
@@ -108,9 +103,7 @@ def test_a_promotion_replays_with_the_same_end_of_timeline_handshake(
     point (the same bytes as far as recorded). From the switch point itself on timeline
     1: no CopyBothResponse, the next_tli row at once."""
     server = promoted
-    with physical_connection(server.host, server.port) as conn:
-        content = conn.command("TIMELINE_HISTORY 2")[1].values[1]  # type: ignore[attr-defined]
-    switch = int(LSN.parse(content.decode().split()[1]))
+    switch = switch_point(server.host, server.port)
     start = switch // SEGMENT * SEGMENT
     path = tmp_path / "promoted.jsonl"
     recording = record_physical(server.dsn, path, start_lsn=start)
@@ -133,24 +126,6 @@ def test_a_promotion_replays_with_the_same_end_of_timeline_handshake(
     assert fake_2.data == real_2.data[: len(fake_2.data)]
 
 
-def _switch(server: provision.Server) -> int:
-    with physical_connection(server.host, server.port) as conn:
-        content = conn.command("TIMELINE_HISTORY 2")[1].values[1]  # type: ignore[attr-defined]
-    return int(LSN.parse(content.decode().split()[1]))
-
-
-def _receivewal(dsn: str, directory: Path, endpos: int) -> subprocess.CompletedProcess[str]:
-    directory.mkdir()
-    command = [PG_RECEIVEWAL, "-D", directory, "-d", dsn, "-S", "pgwm_tli"]
-    return subprocess.run(
-        [*command, "-E", str(LSN(endpos)), "-n", "--no-sync"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_pg_receivewal_follows_the_switch_to_the_same_files(
     pg_server: provision.Server,
     request: pytest.FixtureRequest,
@@ -166,7 +141,7 @@ def test_pg_receivewal_follows_the_switch_to_the_same_files(
             "(test_physical_postgres.py); the raw client covers every major"
         )
     server: provision.Cluster = request.getfixturevalue("promoted")
-    switch = _switch(server)
+    switch = switch_point(server.host, server.port)
     start = switch // SEGMENT * SEGMENT
     path = tmp_path / "promoted.jsonl"
     recording = record_physical(server.dsn, path, start_lsn=start)
@@ -181,8 +156,9 @@ def test_pg_receivewal_follows_the_switch_to_the_same_files(
         lsn, tli = row.values[1:]  # type: ignore[attr-defined]
         assert (int(LSN.parse(lsn.decode())) // SEGMENT * SEGMENT, tli) == (start, b"1")
     endpos = recording.end_lsn - 1
-    real = _receivewal(server.dsn, tmp_path / "real", endpos)
-    ours = _receivewal(f"host=127.0.0.1 port={fake.port} user=postgres", tmp_path / "fake", endpos)
+    real = receivewal(server.dsn, tmp_path / "real", endpos, "pgwm_tli")
+    fake_dsn = f"host=127.0.0.1 port={fake.port} user=postgres"
+    ours = receivewal(fake_dsn, tmp_path / "fake", endpos, "pgwm_tli")
     assert (ours.returncode, real.returncode) == (0, 0), (real.stderr, ours.stderr)
     real_files = {p.name: p.read_bytes() for p in (tmp_path / "real").iterdir()}
     fake_files = {p.name: p.read_bytes() for p in (tmp_path / "fake").iterdir()}
