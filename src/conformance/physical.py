@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from codec import basebackup
+from codec.wire import BackendReader, CopyData, CopyOutResponse, DataRow
 from conformance import provision
 from pgwire_mock.client import ReplicationConnection
 from pgwire_mock.pytest_plugin import start_walsender
@@ -89,8 +90,6 @@ class Outcome:
 def archives(backup: RecordedBackup) -> tuple[dict[str, bytes], bytes | None]:
     """The archives (by name, gzip ones decompressed) and the manifest of a BASE_BACKUP
     answer, in 14's framing (a COPY per archive, then one for the manifest) or 15+'s."""
-    from codec.wire import BackendReader, CopyData, CopyOutResponse, DataRow  # noqa: PLC0415
-
     reader = BackendReader()
     reader.feed(b"".join(backup.messages))
     messages = list(iter(reader.next_message, None))

@@ -23,6 +23,16 @@ GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden" / "pg17"
 Item = tuple[object, ...]
 
 
+def _read_one(message: wire.BackendMessage, out: list[Item]) -> None:
+    """The normal path for one message: a CopyData of 'w' decoded as XLogData."""
+    if isinstance(message, CopyData) and message.data[:1] == b"w":
+        x = rep.decode_server_copy_data(message.data)
+        assert isinstance(x, rep.XLogData)
+        out.append(("w", x.wal_start, x.wal_end, x.send_time, x.data))
+    else:
+        out.append(("message", message))
+
+
 def normal(data: bytes, chunk: int, max_size: int) -> tuple[list[Item], str | None]:
     """Message by message: every CopyData decoded as a replication message."""
     reader = BackendReader(max_size)
@@ -31,12 +41,7 @@ def normal(data: bytes, chunk: int, max_size: int) -> tuple[list[Item], str | No
         for at in range(0, len(data), chunk):
             reader.feed(data[at : at + chunk])
             for message in reader:
-                if isinstance(message, CopyData) and message.data[:1] == b"w":
-                    x = rep.decode_server_copy_data(message.data)
-                    assert isinstance(x, rep.XLogData)
-                    out.append(("w", x.wal_start, x.wal_end, x.send_time, x.data))
-                else:
-                    out.append(("message", message))
+                _read_one(message, out)
     except DecodeError as err:
         return out, str(err)
     return out, None
@@ -55,12 +60,7 @@ def fast(data: bytes, chunk: int, max_size: int) -> tuple[list[Item], str | None
                 message = reader.next_message()
                 if message is None:
                     break
-                if isinstance(message, CopyData) and message.data[:1] == b"w":
-                    x = rep.decode_server_copy_data(message.data)
-                    assert isinstance(x, rep.XLogData)
-                    out.append(("w", x.wal_start, x.wal_end, x.send_time, x.data))
-                else:
-                    out.append(("message", message))
+                _read_one(message, out)
     except DecodeError as err:
         return out, str(err)
     return out, None
