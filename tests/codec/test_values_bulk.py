@@ -529,6 +529,7 @@ def test_intervals_made_together_are_intervals() -> None:
 # bits and host bits for inet and cidr, other jsonb versions, NUL and bad UTF-8.
 _TIMETZ = struct.Struct(">qi")
 _INTERVAL = struct.Struct(">qii")
+_NUMERIC = struct.Struct(">hhHH")
 EDGE_ELEMENTS: dict[str, list[bytes]] = {
     "timetz": [
         _TIMETZ.pack(86_400_000_000, 0),
@@ -558,6 +559,23 @@ EDGE_ELEMENTS: dict[str, list[bytes]] = {
     "json": [b" 1", b"\xff", b"1\x00", b"[1"],
     "text": [b"a\x00", b"\xc3", b""],
     "uuid": [bytes(15), bytes(17)],
+    "numeric": [
+        _NUMERIC.pack(0, 0, 0xC000, 0),  # NaN
+        _NUMERIC.pack(1, 7, 0xD000, 0x7FFF) + b"\xff\xff",  # +Infinity, any scale and digit
+        _NUMERIC.pack(0, 0, 0xF000, 0),  # -Infinity
+        _NUMERIC.pack(1, 0, 0x8000, 0) + b"\x00\x01",  # bad sign word
+        _NUMERIC.pack(1, 0, 0, 0) + b"\x27\x10",  # digit 10000
+        _NUMERIC.pack(1, 0, 0, 0) + b"\xff\xff",  # digit -1
+        _NUMERIC.pack(1, -1, 0x4000, 2) + b"\x00\x01",  # -0.0001 at scale 2: 0.00
+        _NUMERIC.pack(0, 5, 0x4000, 3),  # -0 with a weight: 0.000
+        _NUMERIC.pack(1, -32768, 0x4000, 0) + b"\x00\x07",  # cut past every digit
+        _NUMERIC.pack(1, 32767, 0, 0x3FFF) + b"\x00\x01",  # the longest padding
+        _NUMERIC.pack(1, 0, 0, 0x4000) + b"\x00\x01",  # scale over 0x3FFF
+        _NUMERIC.pack(2, 0, 0, 1) + b"\x00\x01",  # fewer digits than ndigits
+        _NUMERIC.pack(-1, 0, 0, 0),  # negative ndigits
+        _NUMERIC.pack(1, 0, 0, 0),  # ndigits says 1, no digit
+        b"\x00\x00\x00",  # short header
+    ],
 }
 
 
@@ -582,3 +600,42 @@ def test_binary_element_conversions_match_element_decoding(
         return
     expected = [_element_binary(type_name, raw) for raw in distinct]
     assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (distinct, values)
+
+
+@st.composite
+def _numeric_words(draw: st.DrawFn) -> bytes:
+    """A binary numeric element from drawn words: mostly well-formed (ndigits matching
+    the digits, a sign of the five, digits under 10000), sometimes any word, cut short
+    or over-long, so that every check of numeric_recv is met or failed."""
+    digits = draw(st.lists(st.integers(0, 9999) | st.integers(0, 0xFFFF), max_size=5))
+    ndigits = draw(st.just(len(digits)) | st.integers(-2, 8) | st.sampled_from([0x7FFF, -0x8000]))
+    weight = draw(st.integers(-3, 3) | st.integers(-0x8000, 0x7FFF))
+    sign = draw(st.sampled_from([0, 0x4000, 0xC000, 0xD000, 0xF000]) | st.integers(0, 0xFFFF))
+    dscale = draw(st.integers(0, 9) | st.sampled_from([0x3FFF, 0x4000, 0xFFFF]))
+    raw = _NUMERIC.pack(ndigits, weight, sign, dscale) + struct.pack(f">{len(digits)}H", *digits)
+    return raw[: draw(st.integers(0, len(raw)))] if draw(st.integers(0, 19)) == 0 else raw
+
+
+@SETTINGS
+@given(raws=st.lists(_numeric_words(), min_size=1, max_size=12, unique=True))
+def test_binary_numeric_conversion_matches_numeric_recv_on_any_words(raws: list[bytes]) -> None:
+    """Binary numeric elements made of drawn words are converted together exactly as
+    numeric_recv converts each (scale padding and cutting, weights at both ends,
+    negative zero, the infinities), and only a set holding an element numeric_recv
+    refuses is declined."""
+    values = BULK_BINARY_ELEMENTS["numeric"](raws)
+    expected = [_element_binary("numeric", raw) for raw in raws]
+    if values is None:
+        assert any(isinstance(e, DecodeError) for e in expected), raws
+        return
+    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
+
+
+def test_binary_numeric_work_does_not_grow_with_distinct_elements() -> None:
+    """1024 distinct numeric elements of one size (so that the lengths split at C
+    speed) take the Python-level work of 64: their digits are converted together."""
+    oid = type_by_name("numeric").array_oid
+    values = [decode_text(1700, f"-{i + 1}.{i % 9000 + 1000:04d}") for i in range(MANY)]
+    few = _work(oid, encode_binary(oid, values[:FEW]), decode_binary)
+    many = _work(oid, encode_binary(oid, values), decode_binary)
+    assert many <= few + FIXED_WORK, (few, many)

@@ -31,6 +31,7 @@ from operator import itemgetter
 from typing import Final, cast
 from uuid import UUID
 
+from codec.values._bulk_numeric import numerics_recv
 from codec.values._text import _JSON, jsonb_suspect
 from codec.values._time import (
     _EPOCH,
@@ -618,6 +619,7 @@ BULK_BINARY_ELEMENTS: Final[dict[str, BinaryElements]] = {
     "interval": _interval_recv,
     "inet": _ipv4_recv(cidr=False),
     "cidr": _ipv4_recv(cidr=True),
+    "numeric": numerics_recv,
 }
 """Element type name -> the conversion of all distinct binary elements of an array at
 once, for variable-sized or multi-field elements (see BULK_BINARY for single numbers)."""
