@@ -31,7 +31,6 @@ Facts reproduced (``walsender.c``, ``postgres.c``, ``postmaster.c``/``backend_st
 
 from __future__ import annotations
 
-import enum
 import secrets
 import struct
 from collections.abc import Callable, Iterator, Mapping
@@ -47,11 +46,6 @@ from codec.replication import (
 )
 from codec.replication import encode as encode_replication
 from codec.wire import (
-    PG_MAX_AUTH_TOKEN_LENGTH,
-    PROTOCOL_3_2,
-    AuthenticationOk,
-    AuthenticationSASLFinal,
-    BackendKeyData,
     Bind,
     CancelRequest,
     Close,
@@ -71,9 +65,6 @@ from codec.wire import (
     FrontendReader,
     FunctionCall,
     GSSENCRequest,
-    GSSENCResponse,
-    LegacyErrorResponse,
-    NegotiateProtocolVersion,
     NoticeResponse,
     ParameterStatus,
     Parse,
@@ -85,16 +76,14 @@ from codec.wire import (
     SASLResponse,
     SecretKey,
     SSLRequest,
-    SSLResponse,
     StartupMessage,
     Sync,
     Terminate,
     UnsupportedStartupMessage,
 )
-from pgwire_mock.server.auth import AuthFailedError, AuthMethod, Exchange, User, start_exchange
-from pgwire_mock.server.backup_options import in_transaction_block, parse_backup_options
-from pgwire_mock.server.basebackup import BackupReplay, choose, replay_frames
-from pgwire_mock.server.catalog import CatalogQueries, CopyOut, ServedTables
+from pgwire_mock.server.auth import AuthMethod, Exchange, User
+from pgwire_mock.server.basebackup import BackupReplay
+from pgwire_mock.server.catalog import CatalogQueries, CopyOut
 from pgwire_mock.server.errors import BackendCrashError, ServerError
 from pgwire_mock.server.extended import ExtendedQuery, Host
 from pgwire_mock.server.faults import ActiveFaults, Fault, FaultError
@@ -113,15 +102,14 @@ from pgwire_mock.server.grammar import (
     TimelineHistory,
     UploadManifest,
     format_lsn,
-    parse_bool,
     parse_command,
 )
+from pgwire_mock.server.phase import Phase, pg_time
 from pgwire_mock.server.physical import (
     PhysicalRecording,
     PhysicalStream,
-    start_physical,
-    timeline_history_result,
 )
+from pgwire_mock.server.physical_commands import PhysicalCommands
 from pgwire_mock.server.slot_commands import SlotCommands
 from pgwire_mock.server.source import (
     CaughtUp,
@@ -137,10 +125,10 @@ from pgwire_mock.server.sql import (
     CannedAnswer,
     Result,
     SqlLayer,
-    gucs_for,
     normalize,
     split_statements,
 )
+from pgwire_mock.server.startup import StartupHandling
 from pgwire_mock.server.state import (
     ServerState,
     SlotState,
@@ -151,7 +139,6 @@ from pgwire_mock.server.versions import (
     VERSIONS,
     PgOutputOptions,
     error,
-    parameter_status,
     validate_start_replication,
 )
 
@@ -163,28 +150,11 @@ __all__ = [
     "pg_time",
 ]
 
-POSTGRES_EPOCH: Final = 946_684_800  # 2000-01-01 00:00:00 UTC in Unix seconds
-
-
 # CopyData ('d', int32 length) around XLogData ('w', wal_start, wal_end, send_time): one
 # pack call makes the whole 30-byte header of a streamed message; the payload follows.
 _XLOG_FRAME: Final = struct.Struct("!cIcQQq")
 _XLOG_LENGTH: Final = _XLOG_FRAME.size - 1  # the length word counts itself, not the 'd'
 _XLOG_OVERHEAD: Final = _XLOG_FRAME.size
-
-
-def pg_time(now: float) -> int:
-    """Unix seconds → TimestampTz (microseconds since 2000-01-01 UTC)."""
-    return round((now - POSTGRES_EPOCH) * 1_000_000)
-
-
-class Phase(enum.Enum):
-    STARTUP = "startup"
-    AUTHENTICATING = "authenticating"
-    READY = "ready"
-    IGNORE_TILL_SYNC = "ignore till Sync"
-    STREAMING = "streaming"
-    CLOSED = "closed"
 
 
 _EXTENDED: Final = (Parse, Bind, Describe, Execute, Close)
@@ -274,7 +244,7 @@ class _Stream:
     caught_up: bool = False  # reached the end of WAL once: pg_stat_replication 'streaming'
 
 
-class WalSenderSession(SlotCommands):
+class WalSenderSession(StartupHandling, SlotCommands, PhysicalCommands):
     """One client connection to the fake walsender."""
 
     def __init__(
@@ -674,229 +644,6 @@ class WalSenderSession(SlotCommands):
             self.transaction_status = "E"
 
     # --- startup --------------------------------------------------------------------------
-
-    def _on_ssl_request(self, _: SSLRequest) -> None:
-        # ProcessStartupPacket: 'S' only when TLS is configured, not yet on, and the
-        # connection is not a Unix-domain socket (laddr family != AF_UNIX).
-        willing = self.config.tls and not self.tls_active and not self.unix_socket
-        self._send(SSLResponse(willing))
-        if willing:
-            if self._reader.buffered:
-                # CVE-2021-23214: bytes sent before the handshake were not encrypted.
-                self._fatal(
-                    ServerError(
-                        "FATAL",
-                        "08P01",
-                        "received unencrypted data after SSL request",
-                        "This could be either a client-software bug or evidence of an "
-                        "attempted man-in-the-middle attack.",
-                    )
-                )
-                return
-            self._start_tls = True
-
-    def _on_gssenc_request(self, _: GSSENCRequest) -> None:
-        self._send(GSSENCResponse(False))
-
-    def _on_cancel_request(self, message: CancelRequest) -> None:
-        # The postmaster signals the backend and closes this connection without a reply.
-        target = self.state.sessions.get(message.process_id)
-        if target is not None and target.secret_key == message.secret_key:
-            self._log(f"cancel request for PID {message.process_id}")
-            target.cancel()
-        self.phase = Phase.CLOSED
-        self.close_requested = True
-
-    def _on_unsupported_startup(self, message: UnsupportedStartupMessage) -> None:
-        """ProcessStartupPacket refuses a protocol major other than 3 before it reads the
-        parameters; below 3.0 in protocol 2.0's form, which such a client can read."""
-        err = error(
-            self.major,
-            "unsupported_frontend_protocol",
-            requested=f"{message.major_version}.{message.minor_version}",
-            latest=f"3.{self.facts.latest_protocol & 0xFFFF}",
-        )
-        if message.major_version < 3:
-            self._log(f"FATAL: {err.message}")
-            self._send(LegacyErrorResponse(f"FATAL:  {err.message}\n"))
-            self._finish()
-            return
-        self._fatal(err)
-
-    def _on_startup(self, message: StartupMessage) -> None:
-        latest = self.facts.latest_protocol
-        params = dict(message.parameters)
-        # 14-17 speak 3.0 only, 18 up to 3.2: a newer minor or any _pq_. option is answered.
-        negotiate = NegotiateProtocolVersion.for_startup(message, latest)
-        if negotiate is not None:
-            self._send(negotiate)
-        if latest >= PROTOCOL_3_2 and message.protocol_version >= PROTOCOL_3_2:
-            # PostgresMain (18): MAX_CANCEL_KEY_LENGTH bytes when the client *asked* for
-            # 3.2 or newer, the 4-byte Int32 key otherwise.
-            self.secret_key = self.config.random_bytes(32)
-        replication = params.get("replication")
-        if replication is not None:
-            if replication == "database":
-                self.replication = "database"
-            else:
-                flag = parse_bool(replication)
-                if flag is None:
-                    self._fatal(
-                        error(self.major, "invalid_replication_parameter", value=replication)
-                    )
-                    return
-                self.replication = "physical" if flag else "plain"
-        else:
-            self.replication = "plain"
-        user = params.get("user")
-        if not user:
-            self._fatal(
-                ServerError("FATAL", "28000", "no PostgreSQL user name specified in startup packet")
-            )
-            return
-        self.user = user
-        self.database = params.get("database") or user
-        self.application_name = params.get("application_name", "")
-        self._startup_params = params
-        self._log(
-            f"connection: user={user} database={self.database} replication={self.replication}"
-            f" application_name={self.application_name!r}"
-        )
-        if not self._admit():
-            return
-        exchange = start_exchange(
-            self.config.auth, user, self.config.users, self.config.random_bytes
-        )
-        if exchange is None:
-            self._authenticated()
-            return
-        self._exchange = exchange
-        self.phase = Phase.AUTHENTICATING
-        self._reader.expect_password_for(exchange.first)
-        self._send(exchange.first)
-
-    def _admit(self) -> bool:
-        """InitProcess: a free PGPROC, walsenders from their own max_wal_senders pool
-        (all roles are superusers, so no reserved slots apply). Before authentication."""
-        walsender = self.replication != "plain"
-        busy = sum(1 for w in self.state.backends.values() if w == walsender)
-        if walsender and busy >= self.config.max_wal_senders:
-            self._fatal(error(self.major, "too_many_walsenders", max=self.config.max_wal_senders))
-            return False
-        if not walsender and busy >= self.config.max_connections:
-            self._fatal(error(self.major, "too_many_clients"))
-            return False
-        self.state.backends[self.pid] = walsender
-        return True
-
-    def _on_password(self, message: PasswordMessage | SASLInitialResponse | SASLResponse) -> None:
-        assert self._exchange is not None
-        try:
-            reply = self._exchange.respond(message)
-        except AuthFailedError as failed:
-            self._fatal(failed.error)
-            return
-        if reply is not None:
-            self._reader.expect_password_for(reply)
-            self._send(reply)
-            if not isinstance(reply, AuthenticationSASLFinal):
-                return
-        self._authenticated()
-
-    def _refused_before_auth(self) -> bool:
-        """recv_password_packet (auth.c) and CheckSASLAuth (auth-sasl.c) read the type
-        byte first: anything but 'p' is FATAL 08P01 at once, whatever length follows. A
-        'p' longer than PG_MAX_AUTH_TOKEN_LENGTH is "invalid message length", a
-        COMMERROR: the connection closes, with 28P01 after SASL (checked on 14-18). So an
-        unauthenticated client cannot make the server buffer more than 64 KiB."""
-        head = self._reader.peek_header()
-        if head is None:
-            return False
-        tag, length = head
-        sasl = self._reader.password_kind is not PasswordMessage
-        if tag != ord("p"):
-            what = "SASL" if sasl else "password"
-            self._fatal(
-                ServerError("FATAL", "08P01", f"expected {what} response, got message type {tag}")
-            )
-            return True
-        if length is None or length <= PG_MAX_AUTH_TOKEN_LENGTH:
-            return False
-        self._log("invalid message length")
-        if sasl:
-            self._fatal(
-                ServerError(
-                    "FATAL", "28P01", f'password authentication failed for user "{self.user}"'
-                )
-            )
-        else:
-            self._finish()
-        return True
-
-    def _on_auth_violation(self, message: object) -> None:
-        self._fatal(
-            ServerError(
-                "FATAL",
-                "08P01",
-                f"expected password response, got message type {type(message).__name__}",
-            )
-        )
-
-    def _authenticated(self) -> None:
-        self._exchange = None
-        self._send(AuthenticationOk())
-        roles, users = self.config.roles, self.config.users
-        closed = roles is not None or bool(users)
-        if closed and self.user not in users and self.user not in (roles or ()):
-            # InitializeSessionUserId, after authentication succeeded (trust).
-            self._fatal(error(self.major, "role_does_not_exist", role=self.user))
-            return
-        if self.replication != "physical" and not self.state.has_database(self.database):
-            # InitPostgres; a physical walsender connects to no database.
-            self._fatal(error(self.major, "database_does_not_exist", database=self.database))
-            return
-        overrides = {"session_authorization": self.user}
-        reported = {name.lower(): name for name, _ in self.facts.parameter_status}
-        for name, given in self._startup_params.items():
-            canonical = reported.get(name.lower())
-            if canonical is None or canonical in ("server_version", "server_encoding"):
-                continue
-            value = given
-            if canonical == "client_encoding" and given.lower().replace("-", "") in (
-                "utf8",
-                "unicode",
-            ):
-                value = "UTF8"
-            if canonical == "DateStyle" and given.strip().upper() == "ISO":
-                value = "ISO, MDY"
-            overrides[canonical] = value
-        params = parameter_status(
-            self.major, overrides, replication_database=self.replication != "physical"
-        )
-        self._send(*(ParameterStatus(name, value) for name, value in params))
-        self._guc_reported = dict(params)
-        self._send(BackendKeyData(self.pid, self.secret_key))
-        self.phase = Phase.READY
-        self.state.sessions[self.pid] = self
-        settings = gucs_for(self.major, round(self.config.wal_sender_timeout * 1000))
-        settings.update(dict(params))
-        settings["max_connections"] = str(self.config.max_connections)
-        settings["max_wal_senders"] = str(self.config.max_wal_senders)
-        self._sql = SqlLayer(
-            self.major,
-            self.state,
-            canned=self.config.sql_answers,
-            settings=settings,
-            user=self.user,
-            database=self.database,
-            pid=self.pid,
-        )
-        tables = self.config.source if isinstance(self.config.source, ServedTables) else None
-        source = self.config.source
-        self._catalog = CatalogQueries(
-            self.major, self.state, tables, getattr(source, "next_xid", None)
-        )
-        self._ready()
 
     # --- the command loop -----------------------------------------------------------------
 
@@ -1516,170 +1263,6 @@ class WalSenderSession(SlotCommands):
         tag = getattr(type(message), "TAG", b"?")
         letter = tag.decode("latin-1") if isinstance(tag, bytes) else str(tag)
         self._fatal(error(self.major, "invalid_standby_message_type", type=letter))
-
-    # --- physical replication (pgwire_mock.server.physical) ----------------------------------
-
-    def _timeline_history(self, command: TimelineHistory) -> None:
-        recording = self.config.source
-        rows, err = timeline_history_result(
-            self.major,
-            recording if isinstance(recording, PhysicalRecording) else None,
-            command.timeline,
-        )
-        # 14/15 describe both text columns with typmod 0, 16+ with -1.
-        typmod = 0 if self.major < 16 else -1
-        self._send(
-            RowDescription(
-                tuple(
-                    FieldDescription(name, 0, 0, 25, -1, typmod, 0)
-                    for name in ("filename", "content")
-                )
-            )
-        )
-        if err is not None:
-            raise err
-        self._send(*(DataRow(tuple(None if v is None else v.encode() for v in r)) for r in rows))
-        self._send(CommandComplete("TIMELINE_HISTORY"))
-        self._ready()
-
-    def _start_physical_recording(
-        self, recording: PhysicalRecording, command: StartPhysicalReplication
-    ) -> None:
-        slot = None
-        if command.slot_name is not None:
-            try:
-                slot = self.state.acquire(command.slot_name, self.pid)
-            except StateError as err:
-                raise self._slot_error(err) from None
-        try:
-            stream = start_physical(
-                self.major,
-                recording,
-                self.state,
-                slot,
-                command.start_lsn,
-                command.timeline,
-                now=self._now,
-                wal_sender_timeout=self.config.wal_sender_timeout,
-            )
-        except ServerError:
-            if slot is not None:
-                self.state.release(slot.name, self.pid)
-            raise
-        if stream.switch_point == command.start_lsn and stream.error is None:
-            # StartReplication: at a historic timeline's end there is nothing to stream,
-            # so no COPY at all: the next timeline's row straight away.
-            stream.done_sending = True
-            self._out.extend(stream.end_messages())
-            if slot is not None:
-                self.state.release(slot.name, self.pid)
-            self._send(CommandComplete("START_REPLICATION"))
-            self._ready()
-            return
-        self._physical = stream
-        self._done_receiving = self._done_sending = False
-        self.phase = Phase.STREAMING
-        self._log(f"streaming WAL from {format_lsn(command.start_lsn)} (physical)")
-        self._send(CopyBothResponse(0, ()))
-        if stream.error is not None:
-            self._stream_error(stream.error)
-            return
-        faults = [*self.config.faults, *self.config.next_faults]
-        self.config.next_faults.clear()
-        self._physical_faults(stream, faults)
-
-    def _physical_faults(
-        self, stream: PhysicalStream, faults: list[Fault], *, injected: bool = False
-    ) -> None:
-        for fault in faults:
-            self._log(f"fault: {fault}")
-            frames = stream.activate(fault, self._now, pg_time(self._now), injected=injected)
-            if frames is None:
-                self._log(f"fault {fault.name} does not act on a physical stream")
-            else:
-                self._out.extend(frames)
-        self._physical_outcome(stream)
-
-    def _physical_outcome(self, stream: PhysicalStream) -> None:
-        """A fault or a removed segment ended the stream: the error, or a silent close."""
-        if stream.error is not None:
-            self._stream_error(stream.error)
-        elif stream.closing:
-            self._log("fault: closing the connection (close_after, or shutdown's COPY 0)")
-            self._finish()
-
-    def _physical_produce(self, stream: PhysicalStream, max_bytes: int, now: float) -> int:
-        if not self.can_produce:
-            return 0
-        frames = stream.produce(max_bytes, pg_time(now), now)
-        self._out.extend(frames)
-        self.state.advance_wal(stream.sent_ptr)
-        self._physical_outcome(stream)
-        return sum(len(f) for f in frames)
-
-    def _physical_tick(self, stream: PhysicalStream, now: float) -> None:
-        frames = stream.tick(now, pg_time(now))
-        if frames is None:
-            self._log("terminating walsender process due to replication timeout")
-            self._finish()
-            return
-        self._out.extend(frames)
-
-    def _physical_copy_data(self, stream: PhysicalStream, message: CopyData) -> None:
-        frames = stream.receive(bytes(message.data), self._now, pg_time(self._now))
-        if frames is None:
-            self._log("invalid standby message")
-            self._finish()
-            return
-        self._reported = stream.reported
-        self._out.extend(frames)
-        self._physical_outcome(stream)
-
-    def _physical_copy_done(self) -> None:
-        """StartReplication after WalSndLoop: CopyDone back, release the slot,
-        "START_STREAMING" then exec_replication_command's "START_REPLICATION"."""
-        self._log("client sent CopyDone")
-        if self._physical is not None:
-            self._out.extend(self._physical.end_messages())
-        self._physical_release()
-        self.phase = Phase.READY
-        self._send(CommandComplete("START_REPLICATION"))
-        self._ready()
-
-    def _base_backup(self, command: BaseBackup) -> None:
-        """SendBaseBackup from a recording (pgwire_mock.server.basebackup): the options
-        are checked as the real server checks them, then a recorded backup that answers
-        them is sent, throttled by MAX_RATE; ReadyForQuery after its last message."""
-        if self.transaction_status != "I":
-            raise in_transaction_block(self.major)
-        options = parse_backup_options(self.major, command.options)
-        source = self.config.source
-        recording = source if isinstance(source, PhysicalRecording) else None
-        backup = choose(
-            recording.backups if recording is not None else (),
-            options,
-            recorded_major=recording.major if recording is not None else None,
-            major=self.major,
-        )
-        self._log(f"sending the recorded base backup {backup.command}")
-        frames = replay_frames(backup, options)
-        self._backup = BackupReplay(frames, self._now, options.max_rate)
-
-    def _backup_produce(self, replay: BackupReplay, max_bytes: int, now: float) -> int:
-        frames = replay.produce(max_bytes, now)
-        self._out.extend(frames)
-        if replay.done:
-            self._backup = None
-            self._ready()
-            held, self._held = bytes(self._held), bytearray()
-            if held:
-                self.receive_data(held, now)
-        return sum(len(f) for f in frames)
-
-    def _physical_release(self) -> None:
-        stream, self._physical = self._physical, None
-        if stream is not None and stream.slot is not None:
-            self.state.release(stream.slot.name, self.pid)
 
 
 def _is_txn_end(statement: str) -> bool:
