@@ -3,6 +3,7 @@ array_send), per src/backend/utils/adt/arrayfuncs.c."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import operator
@@ -627,10 +628,24 @@ def _pairs(pair: str, count: int) -> struct.Struct:
     return struct.Struct("!" + pair * count)
 
 
+@functools.lru_cache(maxsize=256)
+def _run_of(length: int, count: int) -> struct.Struct:
+    return _pairs(f"i{length}s", count)
+
+
+_RUN_FIRST: Final = 8  # elements in the first guess of a run
+_RUN_MAX: Final = 4096  # elements split by one struct call at most
+_STEPS_MAX: Final = 1024  # single steps between guesses, when they keep failing
+
+
 def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
     """The ``total`` elements from ``pos`` on (None for NULL), checking every length
     against what is left. When all elements have the first one's length, the layout is
-    known in advance and struct splits it at C speed; otherwise one step per element."""
+    known in advance and struct splits it at C speed. Otherwise the lengths chain, but
+    sizes come in runs (numbers of one digit count, texts of one length): the next
+    elements are guessed to have the current one's length and split by one struct call,
+    as many as have it kept, the guess growing while it holds. Guesses that keep
+    failing (sizes that alternate) are spaced out by more and more single steps."""
     n = len(data)
     if n - pos >= 4:
         (first,) = INT32.unpack_from(data, pos)
@@ -639,9 +654,50 @@ def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
             if flat[0::2].count(first) == total:
                 return list(flat[1::2])
     items: list[bytes | None] = []
+    runs: dict[int, int] = {}  # element length -> the next guess for a run of it
+    index, steps = 0, 0
+    while index < total:
+        if steps:
+            count = min(steps, total - index)
+            pos = _steps(data, pos, index, count, items)
+            index += count
+            if index == total:
+                break
+        length = INT32.unpack_from(data, pos)[0] if n - pos >= 4 else -1
+        run = runs.get(length, _RUN_FIRST)
+        guess = min(run, total - index, (n - pos) // (4 + length)) if length >= 0 else 0
+        if guess < 2:  # NULL, or no room for two
+            steps = min(2 * steps, _STEPS_MAX) if steps else 1
+            continue
+        flat = _run_of(length, guess).unpack_from(data, pos)
+        lengths = flat[0::2]
+        kept = guess
+        if lengths.count(length) == guess:
+            runs[length], steps = min(2 * run, _RUN_MAX), 0
+        else:
+            # The first element of another length ends the run (the first has it).
+            other = map(operator.ne, lengths, itertools.repeat(length))
+            kept = next(itertools.compress(itertools.count(), other))
+            if kept < _RUN_FIRST:  # a guess that did not pay: step more before the next
+                runs[length] = _RUN_FIRST
+                steps = min(2 * steps, _STEPS_MAX) if steps else 1
+            else:  # the next run of this length is guessed one longer than this one
+                runs[length], steps = kept + 1, 0
+        items.extend(cast(tuple[bytes, ...], flat[1 : 2 * kept : 2]))
+        index += kept
+        pos += kept * (4 + length)
+    if pos != n:
+        raise Invalid(pos, f"expected end of array, found {n - pos} more bytes")
+    return items
+
+
+def _steps(data: bytes, pos: int, first: int, count: int, items: list[bytes | None]) -> int:
+    """Elements ``first`` to ``first + count`` read one by one into ``items``; the
+    position after them."""
+    n = len(data)
     append = items.append
     unpack_int = INT32.unpack_from
-    for index in range(total):
+    for index in range(first, first + count):
         if n - pos < 4:
             raise Invalid(pos, f"expected the length of element {index}, found end of data")
         (length,) = unpack_int(data, pos)
@@ -653,9 +709,7 @@ def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
             raise Invalid(pos - 4, f"element {index}: invalid length {length}")
         append(data[pos : pos + length])
         pos += length
-    if pos != n:
-        raise Invalid(pos, f"expected end of array, found {n - pos} more bytes")
-    return items
+    return pos
 
 
 def _first_binary_error(data: bytes, pos: int, total: int, decode: BinaryDecoder) -> Invalid:
