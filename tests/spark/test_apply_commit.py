@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     import pyarrow.compute as pc
-    from pgwire_mock.spark import apply as ap
+    from pgwire_mock.spark import targets
     from pgwire_mock.spark import DeltaTarget, ParquetTarget, apply_changes, decode_stream
     from spark.spark_helpers import entries, golden
 
@@ -45,12 +45,12 @@ CHILD = textwrap.dedent(
     if crash == "replace":  # the os.replace that switches versions
         def die(*args, **kwargs):
             os._exit(9)
-        ap.os.replace = die
+        targets.os.replace = die
     else:
         def hook(step):
             if step == crash:
                 os._exit(9)
-        ap._STEP_HOOK = hook
+        targets._STEP_HOOK = hook
     apply_changes(second, target, 1)
     """
 )

@@ -22,8 +22,10 @@ from pyspark.sql import functions as sf
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from pgwire_mock.spark import apply as ap
+from pgwire_mock.spark import materialize as mz
+from pgwire_mock.spark import targets as tg
 from pgwire_mock.spark.decode import SNAPSHOT_OP
+from pgwire_mock.spark.errors import ApplyError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Row
@@ -59,16 +61,16 @@ def _reraise(err: Exception) -> None:
     """An ApplyError raised on an executor, raised again here with its own message."""
     found = re.search(r"ApplyError: (.*)", str(err))
     if found:
-        raise ap.ApplyError(found.group(1)) from err
+        raise ApplyError(found.group(1)) from err
 
 
 def apply(
     df: DataFrame,
-    target: ap.ParquetTarget | ap.DeltaTarget,
+    target: tg.ParquetTarget | tg.DeltaTarget,
     batch_id: int,
     keys: list[str],
     partitions: int | None,
-) -> ap.ApplyResult:
+) -> tg.ApplyResult:
     try:
         return _apply(df, target, batch_id, keys, partitions)
     except Exception as err:
@@ -79,21 +81,21 @@ def apply(
 
 def _apply(
     df: DataFrame,
-    target: ap.ParquetTarget | ap.DeltaTarget,
+    target: tg.ParquetTarget | tg.DeltaTarget,
     batch_id: int,
     keys: list[str],
     partitions: int | None,
-) -> ap.ApplyResult:
-    applied = ap._applied_rows(target, batch_id)
+) -> tg.ApplyResult:
+    applied = tg.applied_rows(target, batch_id)
     if applied is not None:
-        return ap.ApplyResult(False, applied, 0)
+        return tg.ApplyResult(False, applied, 0)
     spark = df.sparkSession
     change_schema = _clean(to_arrow_schema(df.schema, timezone="UTC"))
-    state = ap.state_schema(change_schema)
+    state = mz.state_schema(change_schema)
     state_spark = from_arrow_schema(state)
     # What each executor gets back from Spark for this schema (time zone included).
     state_arrow = _clean(to_arrow_schema(state_spark, timezone=_tz(spark)))
-    router = _Router(df, state.names, keys, ap._whole_row(change_schema, keys))
+    router = _Router(df, state.names, keys, mz.whole_row(change_schema, keys))
     routed = router.route(df).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         # One pass over the routed rows for all the driver needs.
@@ -101,11 +103,11 @@ def _apply(
         assert summary is not None
         router.check(summary)
         barrier = summary["barrier"]
-        rows = routed.where(sf.col(ap._ROLE) < ap.EDGE)
+        rows = routed.where(sf.col(mz.ROLE) < mz.EDGE)
         if barrier is not None:
             lsn, pos = sf.col("_commit_lsn"), sf.col("_position")
             later = (lsn > barrier[0]) | ((lsn == barrier[0]) & (pos > barrier[1]))
-            rows = rows.where(later & (sf.col(ap._RANK) == 2))
+            rows = rows.where(later & (sf.col(mz.RANK) == 2))
         else:
             current = _current(spark, target, state_spark)
             if current is not None:
@@ -121,19 +123,21 @@ def _apply(
             part = pa.concat_tables(tables)
             if not part.num_rows:
                 return
-            part = part.take(pc.sort_indices(part, sort_keys=ap._SORT))
-            yield from ap._materialize(part, state_arrow, keys).to_batches()
+            part = part.take(pc.sort_indices(part, sort_keys=mz.SORT))
+            yield from mz.materialize(part, state_arrow, keys).to_batches()
 
         # Without a count: Spark's (adaptive execution coalesces small partitions).
-        shuffled = rows.repartition(partitions, ap._G) if partitions else rows.repartition(ap._G)
+        shuffled = (
+            rows.repartition(partitions, mz.GROUP) if partitions else rows.repartition(mz.GROUP)
+        )
         result = shuffled.mapInArrow(materialize, state_spark)
-        if isinstance(target, ap.ParquetTarget):
+        if isinstance(target, tg.ParquetTarget):
             total = _write_parquet(spark, result, target, batch_id)
         else:
             total = _write_delta(result, target, batch_id, state)
     finally:
         routed.unpersist()
-    return ap.ApplyResult(True, total, int(summary["changes"]))
+    return tg.ApplyResult(True, total, int(summary["changes"]))
 
 
 def _tz(spark: Any) -> str:
@@ -141,11 +145,11 @@ def _tz(spark: Any) -> str:
 
 
 class _Router:
-    """:func:`pgwire_mock.spark.apply._route` as Spark expressions, so the change rows
+    """:func:`pgwire_mock.spark.materialize.route` as Spark expressions, so the change rows
     stay in the JVM until they are materialized. A group is Spark's ``xxhash64`` of the
     identity: it hashes values Spark's ``=`` holds equal (NaN and NaN, -0 and +0, inside
     arrays and structs too) equally, as PostgreSQL's ``=`` holds them equal; rows the
-    hash puts together are told apart by :func:`~pgwire_mock.spark.apply._materialize`.
+    hash puts together are told apart by :func:`~pgwire_mock.spark.materialize.materialize`.
     The routed rows keep only what materializing reads: the state's columns, ``_op``,
     ``_position``, ``_toast_unchanged`` and the identity of ``_before``."""
 
@@ -159,16 +163,16 @@ class _Router:
         op, before, toast = sf.col("_op"), sf.col("_before"), sf.col("_toast_unchanged")
         truncate = op == "truncate"
         meta = [op, sf.col("_position")]
-        rank = sf.when(op == SNAPSHOT_OP, 1).otherwise(2).cast("byte").alias(ap._RANK)
+        rank = sf.when(op == SNAPSHOT_OP, 1).otherwise(2).cast("byte").alias(mz.RANK)
         if not self.keys:
             # No identity: each row is its own group (updates and deletes are refused).
             return df.select(
                 *self.columns,
                 *meta,
                 toast,
-                sf.when(truncate, 0).otherwise(sf.monotonically_increasing_id()).alias(ap._G),
-                sf.lit(0).cast("long").alias(ap._G2),
-                sf.when(truncate, ap.TRUNCATE).otherwise(ap.ROW).cast("byte").alias(ap._ROLE),
+                sf.when(truncate, 0).otherwise(sf.monotonically_increasing_id()).alias(mz.GROUP),
+                sf.lit(0).cast("long").alias(mz.GROUP2),
+                sf.when(truncate, mz.TRUNCATE).otherwise(mz.ROW).cast("byte").alias(mz.ROLE),
                 rank,
             )
         has_before = (op == "update") & before.isNotNull()
@@ -202,11 +206,11 @@ class _Router:
             .otherwise(new_id)
         )
         role = (
-            sf.when(truncate, ap.TRUNCATE)
-            .when(ins, ap.INS)
-            .when(split, ap.DEL)
-            .when(edge & second, ap.EDGE)
-            .otherwise(ap.ROW)
+            sf.when(truncate, mz.TRUNCATE)
+            .when(ins, mz.INS)
+            .when(split, mz.DEL)
+            .when(edge & second, mz.EDGE)
+            .otherwise(mz.ROW)
         )
         columns = [sf.col(c) for c in self.columns]
         if self.whole_row:
@@ -222,9 +226,9 @@ class _Router:
             sf.when(before.isNotNull(), sf.struct(*[before[k].alias(k) for k in self.keys])).alias(
                 "_before"
             ),
-            group.alias(ap._G),
-            sf.when(edge & second, new_id).otherwise(0).cast("long").alias(ap._G2),
-            role.cast("byte").alias(ap._ROLE),
+            group.alias(mz.GROUP),
+            sf.when(edge & second, new_id).otherwise(0).cast("long").alias(mz.GROUP2),
+            role.cast("byte").alias(mz.ROLE),
             rank,
         )
 
@@ -240,14 +244,14 @@ class _Router:
             before = [sf.lit(None).cast(self._before_type(current)).alias("_before")]
         return current.select(
             *self.columns,
-            sf.lit(ap._CURRENT_OP).alias("_op"),
+            sf.lit(mz.CURRENT_OP).alias("_op"),
             sf.lit(0).cast("long").alias("_position"),
             sf.array().cast(self.toast_type).alias("_toast_unchanged"),
             *before,
-            (group if group is not None else sf.monotonically_increasing_id()).alias(ap._G),
-            sf.lit(0).cast("long").alias(ap._G2),
-            sf.lit(ap.CURRENT).cast("byte").alias(ap._ROLE),
-            sf.lit(0).cast("byte").alias(ap._RANK),
+            (group if group is not None else sf.monotonically_increasing_id()).alias(mz.GROUP),
+            sf.lit(0).cast("long").alias(mz.GROUP2),
+            sf.lit(mz.CURRENT).cast("byte").alias(mz.ROLE),
+            sf.lit(0).cast("byte").alias(mz.RANK),
         )
 
     def _before_type(self, current: DataFrame) -> StructType:
@@ -256,11 +260,13 @@ class _Router:
     def summary(self) -> list[Column]:
         """The last truncate, the change count, the edges, and the first row that
         cannot be applied, in one aggregate."""
-        role, lsn, pos = sf.col(ap._ROLE), sf.col("_commit_lsn"), sf.col("_position")
+        role, lsn, pos = sf.col(mz.ROLE), sf.col("_commit_lsn"), sf.col("_position")
         out = [
-            sf.max(sf.when(role == ap.TRUNCATE, sf.struct(lsn, pos))).alias("barrier"),
-            sf.count(sf.when(~role.isin(ap.INS, ap.EDGE), 1)).alias("changes"),
-            sf.collect_list(sf.when(role == ap.EDGE, sf.struct(ap._G, ap._G2))).alias("edges"),
+            sf.max(sf.when(role == mz.TRUNCATE, sf.struct(lsn, pos))).alias("barrier"),
+            sf.count(sf.when(~role.isin(mz.INS, mz.EDGE), 1)).alias("changes"),
+            sf.collect_list(sf.when(role == mz.EDGE, sf.struct(mz.GROUP, mz.GROUP2))).alias(
+                "edges"
+            ),
         ]
         op = sf.col("_op")
         if not self.keys:
@@ -269,7 +275,7 @@ class _Router:
         elif self.whole_row:
             # An INS row whose unchanged column the old tuple has no value for.
             for i, k in enumerate(self.keys):
-                lost = (role == ap.INS) & sf.array_contains(sf.col("_toast_unchanged"), k)
+                lost = (role == mz.INS) & sf.array_contains(sf.col("_toast_unchanged"), k)
                 lost = lost & sf.col("_before")[k].isNull()
                 out.append(sf.min(sf.when(lost, sf.struct(lsn, pos))).alias(f"lost{i}"))
         return out
@@ -277,8 +283,8 @@ class _Router:
     def check(self, summary: Row) -> None:
         if not self.keys and summary["keyless"] is not None:
             lsn, _, op = summary["keyless"]
-            raise ap.ApplyError(
-                f"{op} at LSN {ap.lsn_text(lsn)} on a table without replica identity key "
+            raise ApplyError(
+                f"{op} at LSN {mz.lsn_text(lsn)} on a table without replica identity key "
                 "columns (REPLICA IDENTITY NOTHING, or no key flags in the schema: "
                 "pass key=[...])"
             )
@@ -287,8 +293,8 @@ class _Router:
             found = sorted((tuple(at), k) for at, k in lost if at is not None)
             if found:
                 (lsn, _), column = found[0]
-                raise ap.ApplyError(
-                    f"update at LSN {ap.lsn_text(lsn)} leaves column {column} "
+                raise ApplyError(
+                    f"update at LSN {mz.lsn_text(lsn)} leaves column {column} "
                     "unchanged (TOAST) and its old tuple has no value for it"
                 )
 
@@ -296,21 +302,21 @@ class _Router:
 def _join_groups(spark: Any, rows: DataFrame, roots: dict[int, int]) -> DataFrame:
     """Groups joined by key changes that carry unchanged TOAST: one group per chain."""
     mapping = spark.createDataFrame(list(roots.items()), "pgwm_g long, pgwm_root long")
-    joined = rows.join(sf.broadcast(mapping), rows[ap._G] == mapping["pgwm_g"], "left")
-    group: Column = sf.coalesce(sf.col("pgwm_root"), sf.col(ap._G))
-    return joined.withColumn(ap._G, group).drop("pgwm_g", "pgwm_root")
+    joined = rows.join(sf.broadcast(mapping), rows[mz.GROUP] == mapping["pgwm_g"], "left")
+    group: Column = sf.coalesce(sf.col("pgwm_root"), sf.col(mz.GROUP))
+    return joined.withColumn(mz.GROUP, group).drop("pgwm_g", "pgwm_root")
 
 
 def _current(
-    spark: Any, target: ap.ParquetTarget | ap.DeltaTarget, schema: Any
+    spark: Any, target: tg.ParquetTarget | tg.DeltaTarget, schema: Any
 ) -> DataFrame | None:
     """The target's current rows, read by the executors."""
-    if isinstance(target, ap.ParquetTarget):
-        pointer = ap._read_pointer(Path(target.path))
+    if isinstance(target, tg.ParquetTarget):
+        pointer = tg.read_pointer(Path(target.path))
         if pointer is None:
             return None
         return spark.read.schema(schema).parquet(str(Path(target.path) / pointer["version"]))  # type: ignore[no-any-return]
-    dt = ap._delta(target)
+    dt = tg.delta_table(target)
     if dt is None:
         return None
     uris = dt.file_uris()
@@ -319,9 +325,9 @@ def _current(
     return spark.read.schema(schema).parquet(*uris)  # type: ignore[no-any-return]
 
 
-def _write_parquet(spark: Any, result: DataFrame, target: ap.ParquetTarget, batch_id: int) -> int:
+def _write_parquet(spark: Any, result: DataFrame, target: tg.ParquetTarget, batch_id: int) -> int:
     """Spark writes the new version; the pointer switch commits it."""
-    version = ap._new_version(target, batch_id)
+    version = tg.new_version(target, batch_id)
     conf = "spark.sql.parquet.outputTimestampType"
     before = spark.conf.get(conf)
     spark.conf.set(conf, "TIMESTAMP_MICROS")  # what pyarrow and Delta write, not INT96
@@ -329,13 +335,13 @@ def _write_parquet(spark: Any, result: DataFrame, target: ap.ParquetTarget, batc
         result.write.parquet(str(version))
     finally:
         spark.conf.set(conf, before)
-    total = ap._parquet_rows(version)
-    ap._commit_parquet(target, batch_id, version)
+    total = tg.parquet_rows(version)
+    tg.commit_parquet(target, batch_id, version)
     return total
 
 
 def _write_delta(
-    result: DataFrame, target: ap.DeltaTarget, batch_id: int, schema: pa.Schema
+    result: DataFrame, target: tg.DeltaTarget, batch_id: int, schema: pa.Schema
 ) -> int:
     """Each executor streams its partition into one Parquet file under the table; the
     driver commits the files it is told about in one Delta transaction."""
@@ -364,7 +370,7 @@ def _write_delta(
 
     files = result.mapInArrow(write, "name string, rows long").collect()
     actions: list[AddAction | RemoveAction] = [
-        ap._add_action(root, r["name"], int(r["rows"])) for r in files
+        tg.add_action(root, r["name"], int(r["rows"])) for r in files
     ]
-    ap._commit_delta(target, batch_id, schema, actions)
+    tg.commit_delta(target, batch_id, schema, actions)
     return sum(int(r["rows"]) for r in files)

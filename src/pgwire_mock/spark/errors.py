@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["SchemaChangeError", "SparkSideError", "StreamStateError"]
+__all__ = ["ApplyError", "SchemaChangeError", "SparkSideError", "StreamStateError"]
 
 
 class SparkSideError(Exception):
@@ -16,3 +16,8 @@ class SchemaChangeError(SparkSideError):
 class StreamStateError(SparkSideError):
     """Messages in an order no walsender sends (a change outside a transaction, ...),
     or a tuple whose column count disagrees with its Relation message."""
+
+
+class ApplyError(SparkSideError):
+    """A batch that cannot be applied faithfully (a TOAST value with no row to take it
+    from, an update or delete on a table without a replica identity...)."""
