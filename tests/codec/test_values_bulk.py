@@ -5,7 +5,9 @@ element were decoded on its own, errors included."""
 
 from __future__ import annotations
 
+import pickle
 import struct
+from uuid import UUID
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -522,6 +524,22 @@ def test_intervals_made_together_are_intervals() -> None:
     assert hash(made) == hash(Interval(14, -3, 5_000_000))
     with pytest.raises(AttributeError):
         made.days = 1  # type: ignore[misc]
+
+
+def test_uuids_made_together_are_uuids() -> None:
+    """uuid elements made by filling empty instances' slots are UUIDs as UUID() makes
+    them: equal, same hash, repr, is_safe and pickling, from text and binary."""
+    texts = ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12"]
+    expected = [UUID(text) for text in texts]
+    for made in (
+        BULK_TEXT["uuid"](texts),
+        BULK_BINARY_ELEMENTS["uuid"]([u.bytes for u in expected]),
+    ):
+        assert made is not None
+        for value, want in zip(made, expected, strict=True):
+            assert type(value) is UUID and value == want and hash(value) == hash(want)
+            assert (repr(value), value.is_safe) == (repr(want), want.is_safe)
+            assert pickle.loads(pickle.dumps(value)) == want
 
 
 # Raw elements at the edges of what the binary conversions take: 24:00:00 and zones at

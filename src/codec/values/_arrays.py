@@ -126,7 +126,11 @@ def _each_once(
         return convert(cast(list[_Item], items))
     table.pop(None, None)
     distinct = cast(list[_Item], list(table))
-    table = dict(zip(distinct, convert(distinct) if distinct else [], strict=True))
+    values = convert(distinct) if distinct else []
+    if all(map(operator.is_, values, distinct)):
+        # Each value is its own text (text, "char", bytea's bytes): no table needed.
+        return cast(list[object], items)
+    table = dict(zip(distinct, values, strict=True))
     table[None] = None
     return list(map(table.__getitem__, items))
 
