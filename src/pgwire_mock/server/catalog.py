@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from codec.copy import BINARY_TRAILER, binary_header, encode_binary_row, encode_text_row
 from codec.pgoutput import UNCHANGED_TOAST
+from codec.values import encode_text
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.jdbc_catalog import JdbcCatalog
-from pgwire_mock.server.pg_type import TypeQueries
+from pgwire_mock.server.pg_type import NAMES_OID, TypeQueries
 from pgwire_mock.server.sql import Column, Result, pg_class_attnum
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
@@ -97,13 +98,6 @@ def _literals(text: str) -> list[str]:
 
 def _ident(quoted: str | None, bare: str | None) -> str:
     return quoted.replace('""', '"') if quoted is not None else (bare or "")
-
-
-def _array_element(name: str) -> str:
-    """array_out's quoting of one element."""
-    if name == "" or name.upper() == "NULL" or any(c in name for c in '{},"\\ \t\n\r\v\f'):
-        return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return name
 
 
 _Handler = Callable[..., Result | CopyOut | None]
@@ -419,7 +413,7 @@ class CatalogQueries:
             row: tuple[str | None, ...] = (version.namespace, version.relname)
             if with_names:
                 sent = self._columns_of(publication, name)
-                row += ("{" + ",".join(_array_element(c.name) for c in sent) + "}",)
+                row += (encode_text(NAMES_OID, [c.name for c in sent]),)
             rows[row] = None
         return Result(f"SELECT {len(rows)}", tuple(columns), tuple(rows))
 

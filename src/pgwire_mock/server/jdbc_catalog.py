@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.pg_type import builtin_name, type_and_parts
 from pgwire_mock.server.sql import Column, Result, pg_class_attnum
 
 if TYPE_CHECKING:
@@ -440,14 +441,12 @@ class JdbcCatalog:
 
         for state in self._states().values():
             for c in state.version.columns:
-                for t in _type_and_parts(c.ctype):
+                for t in type_and_parts(c.ctype):
                     if t.oid == oid:
                         return t
         info = TYPES.get(oid)
         if info is not None:
             return ColumnType(oid, info.name, "", info.name, "builtin", info=info)
-        from pgwire_mock.server.pg_type import builtin_name  # noqa: PLC0415 - import cycle
-
         name = builtin_name(oid)  # xid8 of Debezium's transaction ID query, pg_lsn, xid
         if name is not None:
             return ColumnType(oid, name, "", name, "builtin")
@@ -487,12 +486,3 @@ class JdbcCatalog:
 
 def _typtype(ctype: ColumnType) -> str:
     return {"enum": "e", "domain": "d", "composite": "c"}.get(ctype.kind, "b")
-
-
-def _type_and_parts(ctype: ColumnType) -> list[ColumnType]:
-    """A column's type and the types it is made of (element, base, fields)."""
-    out = [ctype]
-    for part in (ctype.element, ctype.base, *(t for _, t in ctype.fields)):
-        if part is not None:
-            out.extend(_type_and_parts(part))
-    return out

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from codec.values import TYPES
+from codec.values import TYPES, encode_text
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.sql import Column, Result
 
@@ -36,7 +36,11 @@ if TYPE_CHECKING:
     from pgwire_mock.script.tables import TableState
     from pgwire_mock.script.types import ColumnType
 
-__all__ = ["TypeQueries", "builtin_name"]
+__all__ = ["NAMES_OID", "TypeQueries", "builtin_name", "type_and_parts"]
+
+# array_out of the name[] array_agg collects: quoted as text[] is, without name's check of
+# NAMEDATALEN (a script's names are not truncated as CREATE would).
+NAMES_OID: Final = 1009
 
 _PG_TYPE: Final = 1247
 _PG_NAMESPACE: Final = 2615
@@ -147,6 +151,15 @@ def _builtins() -> Iterator[_Type]:
 _BUILTINS: Final = {t.oid: t for t in _builtins()}
 
 
+def type_and_parts(ctype: ColumnType) -> list[ColumnType]:
+    """A column's type and the types it is made of (element, base, fields)."""
+    out = [ctype]
+    for part in (ctype.element, ctype.base, *(t for _, t in ctype.fields)):
+        if part is not None:
+            out.extend(type_and_parts(part))
+    return out
+
+
 def builtin_name(oid: int) -> str | None:
     """The name of a built-in type the fake knows (None: not one)."""
     known = _BUILTINS.get(oid)
@@ -169,13 +182,6 @@ def _user_type(ctype: ColumnType) -> _Type:
     base = ctype.base.oid if ctype.base is not None else 0
     category = _BUILTINS[root.oid].category if root.oid in _BUILTINS else _user_type(root).category
     return _Type(ctype.oid, ctype.typname, namespace, "d", 0, base, category)
-
-
-def _array_literal(labels: tuple[str, ...]) -> str:
-    """array_out of a name[] (the enum labels array_agg collects)."""
-    from pgwire_mock.server.catalog import _array_element  # noqa: PLC0415 - import cycle
-
-    return "{" + ",".join(_array_element(label) for label in labels) + "}"
 
 
 def _c_order(name: str) -> bytes:
@@ -206,14 +212,12 @@ class TypeQueries:
         return None
 
     def _known(self) -> dict[int, _Type]:
-        from pgwire_mock.server.jdbc_catalog import _type_and_parts  # noqa: PLC0415
-
         known = dict(_BUILTINS)
         if self.major < 15:
             known[18] = dataclasses.replace(known[18], category=_CHAR_CATEGORY_14)
         for state in self._states().values():
             for c in state.version.columns:
-                for t in _type_and_parts(c.ctype):
+                for t in type_and_parts(c.ctype):
                     if t.oid not in known and t.kind != "builtin":
                         known[t.oid] = _user_type(t)
         return known
@@ -259,7 +263,7 @@ class TypeQueries:
                 str(t.base),
                 "-1",
                 t.category,
-                None if t.labels is None else _array_literal(t.labels),
+                None if t.labels is None else encode_text(NAMES_OID, list(t.labels)),
             )
             for t in rows
         )
