@@ -33,7 +33,7 @@ import psycopg
 from conformance import provision
 from conformance.scenarios import EXPECTED_TAGS, SCENARIOS, OptionSet, Scenario, option_sets
 from pgwire_mock import cli as pgwire_cli
-from pgwire_mock.cli import CommandError
+from pgwire_mock.cli_common import CommandError
 
 __all__ = [
     "CaptureError",

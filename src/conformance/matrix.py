@@ -30,7 +30,7 @@ from conformance import docker, provision
 from conformance.checks import CHECKS, Check, CheckContext, CheckResult, SparkTables
 from conformance.scenarios import SCENARIOS, OptionSet, Scenario, option_sets
 from conformance.subjects import SUBJECTS, ScenarioError, Subject, ordered, prepare_scenario
-from pgwire_mock.cli import CommandError
+from pgwire_mock.cli_common import CommandError
 
 __all__ = [
     "CellResult",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from importlib.metadata import entry_points
@@ -18,6 +17,7 @@ from typing import IO, NoReturn
 from codec import CodecError
 from codec.values import LSN
 from pgwire_mock import __version__
+from pgwire_mock.cli_common import CommandError
 from pgwire_mock.describe import StreamDescriber
 from pgwire_mock.recvlogical import TAGS as RECVLOGICAL_TAGS
 from pgwire_mock.recvlogical import read_recvlogical
@@ -28,30 +28,9 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
-class CommandError(Exception):
-    """A failure to report as one line and exit status 1."""
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def check_output(path: str | Path, option: str) -> None:
-    """Raise :class:`CommandError` now if ``path`` (``-``: standard output) cannot be
-    written, so that a command fails before its work rather than after it."""
-    if str(path) == "-":
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise CommandError(f"{option} {target}: is a directory")
-    folder = target.parent
-    if not folder.is_dir():
-        raise CommandError(f"{option} {target}: directory {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK) or (
-        target.exists() and not os.access(target, os.W_OK)
-    ):
-        raise CommandError(f"{option} {target}: permission denied")
 
 
 def _open_input(name: str) -> tuple[IO[bytes], str]:
@@ -155,8 +134,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m pgwire_mock.cli`: run the imported module's main, whose CommandError is
-    # the one the subcommands raise (this __main__ module's is another class).
-    from pgwire_mock.cli import main as imported_main
-
-    sys.exit(imported_main())
+    sys.exit(main())

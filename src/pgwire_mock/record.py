@@ -39,6 +39,7 @@ from typing import Any, Final
 
 from codec.pgoutput import Begin, BeginPrepare, Commit, Decoder, Prepare, StreamStart, StreamStop
 from codec.values import LSN
+from pgwire_mock.cli_common import CommandError, check_output
 from pgwire_mock.client import (
     ErrorReceived,
     ReplicationClientError,
@@ -499,8 +500,6 @@ def _idle(text: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pgwire_mock.cli import CommandError, check_output  # noqa: PLC0415 - cli imports us
-
     check_output(args.out, "--out")  # before streaming (and confirming) anything
     if args.physical:
         return _run_physical(args)
@@ -550,8 +549,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_physical(args: argparse.Namespace) -> int:
-    from pgwire_mock.cli import CommandError  # noqa: PLC0415 - cli imports us
-
     logical = [
         f"--{name.replace('_', '-')}"
         for name in ("slot", "publication", "create_slot", "snapshot", "binary", "messages")

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from codec import CodecError
 from codec.values import encode_text
-from pgwire_mock.cli import CommandError, check_output
+from pgwire_mock.cli_common import CommandError, check_output
 from pgwire_mock.synth.generator import Shard, StreamItem, Synth, SynthError
 from pgwire_mock.synth.output import snapshot_lines, write_expected, write_recording
 from pgwire_mock.synth.spec import SpecError, load_spec
