@@ -56,8 +56,8 @@ from pgwire_mock.record_backup import (
 )
 from pgwire_mock.server.backup_options import BackupOptions
 from pgwire_mock.server.basebackup import RecordedBackup
+from pgwire_mock.server.pgoutput_options import split_identifier_string
 from pgwire_mock.server.physical import HistoryFile, PhysicalRecording
-from pgwire_mock.server.versions import split_identifier_string
 from pgwire_mock.streamfile import read_stream
 
 __all__ = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from pgwire_mock.server.pgoutput_options import PgOutputOptions
 from pgwire_mock.server.source import RecordingSource, SourceError
 from pgwire_mock.server.sql import SqlLayer, gucs_for
 from pgwire_mock.server.state import (
@@ -16,7 +17,6 @@ from pgwire_mock.server.state import (
     WalSenderStatus,
     wal_file_name,
 )
-from pgwire_mock.server.versions import PgOutputOptions
 from pgwire_mock.streamfile import StreamEntry
 
 

@@ -35,6 +35,11 @@ from pgwire_mock.server.grammar import (
     quote_identifier,
     quote_literal,
 )
+from pgwire_mock.server.pgoutput_options import (
+    PgOutputOptions,
+    split_identifier_string,
+    validate_start_replication,
+)
 from pgwire_mock.server.session import TRANSITIONS, Phase, SessionConfig, WalSenderSession
 from pgwire_mock.server.source import RecordingSource, ScriptSource, StreamSource, load_source
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
@@ -42,12 +47,9 @@ from pgwire_mock.server.versions import (
     ERRORS,
     MAJORS,
     VERSIONS,
-    PgOutputOptions,
     VersionFacts,
     error,
     parameter_status,
-    split_identifier_string,
-    validate_start_replication,
 )
 
 __all__ = [

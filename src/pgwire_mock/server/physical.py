@@ -66,6 +66,7 @@ from codec.wire import (
 from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault, FaultError
+from pgwire_mock.server.pgoutput_options import PgOutputOptions
 from pgwire_mock.server.promotion import (
     PromotionError,
     history_content,
@@ -76,7 +77,7 @@ from pgwire_mock.server.promotion import (
 )
 from pgwire_mock.server.source import StreamEvent
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
-from pgwire_mock.server.versions import ErrorFact, PgOutputOptions, error, format_error
+from pgwire_mock.server.versions import ErrorFact, error, format_error
 
 __all__ = [
     "FORMAT",

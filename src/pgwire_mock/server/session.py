@@ -104,6 +104,7 @@ from pgwire_mock.server.grammar import (
     format_lsn,
     parse_command,
 )
+from pgwire_mock.server.pgoutput_options import PgOutputOptions, validate_start_replication
 from pgwire_mock.server.phase import Phase, pg_time
 from pgwire_mock.server.physical import (
     PhysicalRecording,
@@ -137,9 +138,7 @@ from pgwire_mock.server.state import (
 )
 from pgwire_mock.server.versions import (
     VERSIONS,
-    PgOutputOptions,
     error,
-    validate_start_replication,
 )
 
 __all__ = [

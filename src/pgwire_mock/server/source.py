@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from codec import DecodeError
 from pgwire_mock.server.errors import ServerError
+from pgwire_mock.server.pgoutput_options import PgOutputOptions, split_identifier_string
 from pgwire_mock.server.resume import RecordedStream, resume
 from pgwire_mock.server.state import PublicationState, SlotState, wal_file_name
-from pgwire_mock.server.versions import PgOutputOptions, error, split_identifier_string
+from pgwire_mock.server.versions import error
 from pgwire_mock.streamfile import StreamEntry, read_meta, read_snapshot, read_stream
 
 if TYPE_CHECKING:  # scripts load YAML: only recordings with a snapshot need them
