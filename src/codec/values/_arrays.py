@@ -637,7 +637,7 @@ def _run_of(length: int, count: int) -> struct.Struct:
     return _pairs(f"i{length}s", count)
 
 
-_RUN_FIRST: Final = 8  # elements in the first guess of a run
+_RUN_FIRST: Final = 16  # elements in the first guess of a run, and fewest kept to pay
 _RUN_MAX: Final = 4096  # elements split by one struct call at most
 _STEPS_MAX: Final = 1024  # single steps between guesses, when they keep failing
 
