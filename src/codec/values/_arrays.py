@@ -408,7 +408,9 @@ def _flat_texts(text: str) -> list[str | None] | None:
     outside = "\x02".join(pieces[0::2])
     if _FLAT_OUTSIDE(outside) is None:
         return None
-    outside, nulls = _BARE_NULL.subn("\x03", outside)
+    nulls = 0
+    if "NULL" in outside.upper():  # one C pass; the regex stops at every n and N
+        outside, nulls = _BARE_NULL.subn("\x03", outside)
     pieces[0::2] = ('["' + outside[1:-1].replace(",", '","') + '"]').split("\x02")
     body = "".join(pieces)
     if nulls:
