@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
@@ -21,9 +21,11 @@ from codec.errors import DecodeError
 from codec.pgoutput import UNCHANGED_TOAST, Delete, Insert, Relation, TupleData, Update
 from codec.pgoutput.tuples import read_tuple
 from pgwire_mock.spark.columnar import KIND_TOAST, ParsedTuples, concat, parse_tuples
-from pgwire_mock.spark.convert import RawValue, Specials, convert_column
 from pgwire_mock.spark.errors import StreamStateError
 from pgwire_mock.spark.types import ColumnType
+
+if TYPE_CHECKING:
+    from pgwire_mock.spark.convert import RawValue, Specials
 
 __all__ = [
     "AFTER_OLD",
@@ -42,7 +44,7 @@ NO_TUPLE: Final = -2
 
 _NEW: Final = ord("N")
 
-RawColumn = pa.StringArray | list[RawValue]
+RawColumn: TypeAlias = "pa.StringArray | list[RawValue]"
 """One column's raw values: text values as an Arrow string array, or a list."""
 # DecodeError names a message as the codec does.
 _MESSAGE_NAMES: Final = {"insert": Insert.NAME, "update": Update.NAME, "delete": Delete.NAME}
@@ -360,6 +362,10 @@ class TableRows:
     # ---------------------------------------------------------------- converting
 
     def _convert(self, columns: Sequence[RawColumn]) -> tuple[list[pa.Array[Any]], list[Specials]]:
+        # Imported here: convert pulls in pandas (pyarrow's time zone scalars), ~0.3 s
+        # that readStream's source runner, which only buffers raw rows, never needs.
+        from pgwire_mock.spark.convert import convert_column  # noqa: PLC0415
+
         arrays: list[pa.Array[Any]] = []
         specials: list[Specials] = []
         for column, raws in zip(self.types, columns, strict=True):

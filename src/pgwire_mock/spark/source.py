@@ -48,7 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -88,24 +88,15 @@ from pgwire_mock.spark.decode import (
     table_schema,
 )
 from pgwire_mock.spark.options import int_option
-from pgwire_mock.spark.snapshot import (
-    RecordedSnapshot,
-    SnapshotPartition,
-    check_same_table,
-    plan_snapshot,
-    read_snapshot_partition,
-    scan_snapshot,
-)
 from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
-from pgwire_mock.spark.synthetic import (
-    SynthPartition,
-    SynthSnapshotPartition,
-    is_synthetic,
-    plan_synthetic,
-    read_synthetic,
-)
 from pgwire_mock.spark.types import to_spark_type
 from pgwire_mock.streamfile import StreamFileError, json_line_hex, read_wire
+
+# snapshot and synthetic convert values (convert.py, which pulls in pandas through
+# pyarrow's time zone scalars, ~0.3 s): they are imported where spark.read uses them,
+# so readStream's source runner, a fresh process per query, starts without them.
+if TYPE_CHECKING:
+    from pgwire_mock.spark.snapshot import RecordedSnapshot
 
 __all__ = ["PgOutputDataSource", "StreamPartition", "plan_partitions", "register", "spark_schema"]
 
@@ -349,6 +340,8 @@ def _scan(path: str) -> _Scan:
             scanner.entry(at, data)
         scanner.scan.end = size
         return scanner.scan
+    from pgwire_mock.spark.snapshot import scan_snapshot  # noqa: PLC0415 - see the imports
+
     # A snapshot's lines come first; the stream's scan starts where they end.
     snapshot = scan_snapshot(path)
     start = 0 if snapshot is None else snapshot.end
@@ -477,6 +470,8 @@ def _file_relation(
     first = scan.first.get(table)
     described = scan.snapshot.relations.get(table) if scan.snapshot is not None else None
     if first is not None and described is not None:
+        from pgwire_mock.spark.snapshot import check_same_table  # noqa: PLC0415 - as above
+
         check_same_table(first[0], described, path)
     if first is not None:
         return first
@@ -508,9 +503,14 @@ def _options(options: Mapping[str, str]) -> tuple[str, DecodeOptions]:
         type_overrides=json.loads(options.get("type_overrides", "{}")),
         # A synthetic shard makes its rows a block at a time: bigger batches cost the JVM
         # less per row (measured: 1,000,000 changes in 1.80 s instead of 2.15 s).
-        batch_rows=int(options.get("batch_rows", "32768" if is_synthetic(options) else "4096")),
+        batch_rows=int(options.get("batch_rows", "32768" if _is_synthetic(options) else "4096")),
     )
     return table, decode_options
+
+
+def _is_synthetic(options: Mapping[str, str]) -> bool:
+    """synthetic.is_synthetic, without importing the generator (see the imports)."""
+    return "synth_spec" in options
 
 
 def _from_walsender(options: Mapping[str, str]) -> bool:
@@ -539,7 +539,9 @@ class PgOutputDataSource(DataSource):
             return spark_schema(self._arrow)
         partitions = int_option(self.options, "partitions", 2, 1)
         self._plans: list[InputPartition] = []
-        if is_synthetic(self.options):  # a generator spec: no file at all
+        if _is_synthetic(self.options):  # a generator spec: no file at all
+            from pgwire_mock.spark.synthetic import plan_synthetic  # noqa: PLC0415 - see the imports
+
             synth_plans, first, first_types = plan_synthetic(self.options, table, partitions)
             self._plans.extend(synth_plans)
             self._arrow = table_schema(first, first_types, options)
@@ -552,6 +554,8 @@ class PgOutputDataSource(DataSource):
             found = _file_relation(scan, table, path)
             if found is not None and scan.snapshot is not None:
                 # The table's snapshot rows first: its initial state (snapshot.py).
+                from pgwire_mock.spark.snapshot import plan_snapshot  # noqa: PLC0415 - as above
+
                 self._plans.extend(plan_snapshot(path, scan.snapshot, table, *found, partitions))
             self._plans.extend(parts)
             if found is None:
@@ -633,7 +637,19 @@ class _Reader(DataSourceReader):
         _, options = _options(self.options)
         if isinstance(partition, StreamPartition):
             yield from read_partition(partition, options, self.arrow)
-        elif isinstance(partition, SnapshotPartition):
+            return
+        # Imported here, see the imports (an executor converting has them anyway).
+        from pgwire_mock.spark.snapshot import (  # noqa: PLC0415
+            SnapshotPartition,
+            read_snapshot_partition,
+        )
+        from pgwire_mock.spark.synthetic import (  # noqa: PLC0415
+            SynthPartition,
+            SynthSnapshotPartition,
+            read_synthetic,
+        )
+
+        if isinstance(partition, SnapshotPartition):
             yield from read_snapshot_partition(partition, options, self.arrow)
         else:
             assert isinstance(partition, SynthPartition | SynthSnapshotPartition)
