@@ -413,13 +413,14 @@ class ChangeDecoder:
         commit_time = commit_timestamp + PG_EPOCH_US
         xid = txn.xid
         batch_rows = self._batch_rows
+        converting = batch_rows < sys.maxsize  # else rows wait for take_rows, unconverted
         tables = self._tables
         for position, change in enumerate(txn.changes):
             name = change.table
             if name is not None:  # the common case: one row of one table read
                 table = tables[name]
                 table.pending.add(change.op, commit_lsn, position, xid, commit_time, change)
-                if table.rows >= batch_rows:
+                if converting and table.rows >= batch_rows:
                     self._done.append(table.flush())
                 continue
             for truncated in change.truncated:  # a Truncate: one row per table read
@@ -479,8 +480,12 @@ class ChangeDecoder:
         oid = _UINT32.unpack_from(payload, pos)[0]
         kind = payload[pos + 4]
         tag = payload[0]
-        txn = self._open_txn(_CHANGE_NAMES[tag])
-        name = self._name_of(oid)
+        # _open_txn and _name_of inlined: this runs once per change, in readStream's
+        # pump too.
+        txn = self._txn if self._stream_xid is None else self._streamed[self._stream_xid]
+        if txn is None:
+            raise StreamStateError(f"{_CHANGE_NAMES[tag]} outside a transaction")
+        name = self._names.get(oid) or self._name_of(oid)  # the latter raises
         if name not in self._tables:
             txn.changes.append(_skipped(subxid))
             return
