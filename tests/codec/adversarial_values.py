@@ -79,5 +79,9 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
     "array element, spaces": lambda n: "{1" + _rep(" ", n) + "x}",
     "array of empty quotes": lambda n: _array_of('""', n),
     "array of NULLs": lambda n: _array_of("NULL", n),
+    # 9 characters that numeric_out would print as 131,000 digits, each one different.
+    "array of huge exponents": lambda n: (
+        "{" + ",".join(f"{i}e131000" for i in range(1, max(2, n // 10))) + "}"
+    ),
 }
 """Input name -> maker(size) -> text of about ``size`` characters."""

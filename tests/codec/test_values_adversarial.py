@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import re
+import struct
 import sys
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,7 +21,15 @@ from adversarial_values import MAKERS
 
 import codec.values
 from codec.errors import DecodeError
-from codec.values import TYPES, Interval, decode_text, type_by_name
+from codec.values import (
+    TYPES,
+    Interval,
+    decode_binary,
+    decode_text,
+    encode_binary,
+    encode_text,
+    type_by_name,
+)
 
 ALL_OIDS = sorted(TYPES)
 # The regex parser and its opcodes (stdlib, private; typeshed has no stubs for them).
@@ -32,6 +42,8 @@ VALUES_DIR = str(Path(codec.values.__file__).resolve().parent)
 # where a maker rounds the small input down to whole units), plus a fixed cost; the
 # quadratic float parsing this replaced grew 256x, the cubic timestamp parsing 4096x.
 SMALL = 256
+NUMERIC, NUMERIC_ARRAY = 1700, 1231
+NUMERIC_HEAD = struct.Struct("!hhHH")  # ndigits, weight, sign, dscale
 LARGE = 16 * SMALL
 SLACK = 1.1
 FIXED_WORK = 200
@@ -299,6 +311,38 @@ def test_jsonb_numbers_overflow_where_numeric_does(text: str, ok: bool) -> None:
         assert decode_text(3802, text) == text
     else:
         assert "overflows numeric" in _rejected("jsonb", text).reason
+
+
+@pytest.mark.parametrize("text", ["1e131071", "-12.5e1000", "7e165", "-0.001e170"])
+def test_numeric_zeros_the_input_does_not_spell_stay_an_exponent(text: str) -> None:
+    """A numeric whose zeros come from an exponent (text) or the weight (binary) is
+    decoded with them as the Decimal's exponent: the same value, and the same text and
+    binary form once encoded, but a few digits instead of up to 131,072 each (a 1 MB
+    array of "Ne131000" held gigabytes and took a minute)."""
+    value = decode_text(NUMERIC, text)
+    assert value == Decimal(text)
+    assert len(value.as_tuple().digits) <= len(text)
+    assert decode_text(NUMERIC, encode_text(NUMERIC, value)) == value
+    binary = encode_binary(NUMERIC, value)
+    again = decode_binary(NUMERIC, binary)
+    assert again == value
+    assert len(again.as_tuple().digits) <= len(text)
+    assert encode_binary(NUMERIC, again) == binary
+
+
+def test_numeric_arrays_of_huge_weights_stay_small() -> None:
+    """Binary elements of 10-12 bytes with weight 32767 (values of 131,069+ digits),
+    each different: the decoded array is about as many digits as the input has bytes."""
+    elements = [
+        NUMERIC_HEAD.pack(2, 32767, 0x4000 if i % 2 else 0, 0) + struct.pack("!hh", i, 7)
+        for i in range(1, 2000)
+    ]
+    array = struct.pack("!iiIii", 1, 0, NUMERIC, len(elements), 1) + b"".join(
+        struct.pack("!i", len(e)) + e for e in elements
+    )
+    values = decode_binary(NUMERIC_ARRAY, array)
+    assert values[:2] == [-Decimal("1.0007E+131068"), Decimal("2.0007E+131068")]
+    assert sum(len(v.as_tuple().digits) for v in values) < len(array)
 
 
 # --------------------------------------------------------------------------- bytea

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from decimal import Decimal
 from uuid import UUID
 
 import pytest
@@ -71,6 +72,26 @@ def test_fast_path_decodes_exactly_as_the_input_function(
     _check_bulk(type_name, texts)
 
 
+@SETTINGS
+@given(
+    texts=st.lists(
+        st.builds(
+            "{}{}{}e{}".format,
+            st.sampled_from(["", "-"]),
+            st.from_regex(r"[0-9]{1,4}", fullmatch=True),
+            st.sampled_from(["", ".0", ".5", ".250"]),
+            st.integers(-16390, 131075) | st.integers(-3, 70) | st.integers(160, 170),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_numeric_exponents_decode_exactly_as_numeric_in(texts: list[str]) -> None:
+    """Numeric texts with exponents (which numeric_out never writes) at and around the
+    limits and COMPACT_ZEROS: the array path declines or gives what numeric_in gives."""
+    _check_bulk("numeric", texts)
+
+
 @pytest.mark.parametrize(
     ("type_name", "text"),
     [
@@ -85,6 +106,21 @@ def test_fast_path_decodes_exactly_as_the_input_function(
         ("float8", "-0.0"),
         ("numeric", "-0.00"),
         ("numeric", "007.50"),
+        ("numeric", "1e131071"),
+        ("numeric", "1e131072"),
+        ("numeric", "-12.5e1000"),
+        ("numeric", "1e64"),
+        ("numeric", "1e65"),
+        ("numeric", "10e64"),
+        ("numeric", "0e99"),
+        ("numeric", "-0e99"),
+        ("numeric", "1e-16383"),
+        ("numeric", "1e-16384"),
+        ("numeric", "1.50e-2"),
+        ("numeric", "1e164"),
+        ("numeric", "1e165"),
+        ("numeric", "1." + "0" * 100 + "e165"),
+        ("numeric", "1e-9999"),
         ("date", "2024-02-30"),
         ("date", "0000-01-01"),
         ("time", "23:59:60"),
@@ -640,11 +676,15 @@ def test_binary_numeric_conversion_matches_numeric_recv_on_any_words(raws: list[
     """Binary numeric elements made of drawn words are converted together exactly as
     numeric_recv converts each (scale padding and cutting, weights at both ends,
     negative zero, the infinities), and only a set holding an element numeric_recv
-    refuses is declined."""
+    refuses, or one whose zeros it keeps as an exponent, is declined."""
     values = BULK_BINARY_ELEMENTS["numeric"](raws)
     expected = [_element_binary("numeric", raw) for raw in raws]
     if values is None:
-        assert any(isinstance(e, DecodeError) for e in expected), raws
+        refused = any(isinstance(e, DecodeError) for e in expected)
+        exponent = any(
+            isinstance(e, Decimal) and e.is_finite() and e.as_tuple().exponent > 0 for e in expected
+        )
+        assert refused or exponent, raws
         return
     assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
 

@@ -32,6 +32,7 @@ from typing import Final, cast
 from uuid import UUID, SafeUUID
 
 from codec.values._bulk_numeric import numerics_recv
+from codec.values._numbers import MAX_INT_DIGITS
 from codec.values._text import _JSON, jsonb_suspect
 from codec.values._time import (
     _EPOCH,
@@ -121,16 +122,36 @@ def _float4_narrowed(values: list[float]) -> list[object] | None:
 
 
 _numeric_forms: Final = _all_match(r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?")
+# numeric_out never writes an exponent; a text that does ("1e131000", hostile or by
+# hand) gets from Decimal() what numeric_in gives when the exponent leaves no zeros to
+# write out: a negative one (down to -9999, within the scale limit with 100 fraction
+# digits), or one of 165 or more, which with at most 100 fraction digits leaves more
+# than COMPACT_ZEROS zeros, kept as an exponent. Zeros ("0e5" is 0) are checked after.
+_numeric_exponent_forms: Final = _all_match(
+    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?[eE]"
+    r"(?:-[0-9]{1,4}|\+?(?:16[5-9]|1[7-9][0-9]|[2-9][0-9]{2}|[1-9][0-9]{3,5}))"
+)
 
 
 def _numeric(texts: list[str]) -> list[object] | None:
-    if not _numeric_forms(texts):
+    plain = _numeric_forms(texts)
+    if not plain and not _numeric_exponent_forms(texts):
         return None
     values = list(map(Decimal, texts))
     # numeric has no negative zero: "-0.00" is 0.00, which Decimal keeps signed.
     if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
         return None
+    if not plain and not _exponents_kept(values):
+        return None
     return values  # type: ignore[return-value]
+
+
+def _exponents_kept(values: list[Decimal]) -> bool:
+    """No zero (numeric_in writes "0e5" as 0, not 0E+5) and no more digits before the
+    point than numeric holds."""
+    return not any(map(Decimal.is_zero, values)) and (
+        max(map(Decimal.adjusted, values)) < MAX_INT_DIGITS
+    )
 
 
 # --------------------------------------------------------------------------- whole arrays

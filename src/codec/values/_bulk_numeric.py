@@ -10,7 +10,8 @@ numeric_recv gives: the same digit string is built and read by Decimal().
 Anything numeric_recv refuses (short data, a length other than its digit count says,
 a bad sign word, a scale over 0x3FFF, a digit of 10000 or more) makes the conversion
 decline, and the array decoder then runs the receive function on each element, which
-gives the exact error.
+gives the exact error; so does an element of scale 0 with more than COMPACT_ZEROS zeros
+after its digits, which numeric_recv keeps as an exponent.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import struct
 from collections import deque
 from decimal import Decimal
 from itertools import accumulate, chain, compress, count, repeat
-from operator import add, and_, itemgetter, mul, not_, rshift, setitem, sub
+from operator import add, and_, gt, itemgetter, mul, not_, rshift, setitem, sub
 from typing import Final
 
 from codec.values._numbers import (
     _NAN,
     _NINF,
     _PINF,
+    COMPACT_ZEROS,
     NUMERIC_DSCALE_MAX,
     NUMERIC_NAN,
     NUMERIC_NEG,
@@ -75,6 +77,8 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     # Zeros to append (numeric_recv pads to the scale) or, negative, digits to cut
     # (it truncates digits the scale hides): 4 * (weight + 1 - ndigits) + dscale.
     pads = list(map(sub, map(add, map(_BEFORE_POINT.__getitem__, weights), scales), lengths))
+    if max(pads) > COMPACT_ZEROS and 0 in compress(scales, map(gt, pads, repeat(COMPACT_ZEROS))):
+        return None  # numeric_recv keeps those zeros as an exponent, element by element
     # min(pad, 0) without a call: pad >> 31 is -1 for a negative pad, else 0.
     stops = list(map(add, ends, map(and_, pads, map(rshift, pads, repeat(31)))))
     starts = chain((0,), ends)

@@ -460,7 +460,14 @@ NUMERIC_DSCALE_MAX: Final = 0x3FFF
 _MAX_EXPONENT: Final = (2**31 - 1) // 2
 # The largest weight a numeric can have (int16) is 32767 base-10000 digits before the
 # point: 131072 decimal digits, the documented limit.
-_MAX_INT_DIGITS: Final = 131072
+MAX_INT_DIGITS: Final = 131072
+# Zeros a value's input does not spell out (an exponent in text, the weight in binary:
+# "1e131000" is 8 characters, 131,000 zeros in numeric_out) and its display scale does
+# not need: beyond this many, the Decimal keeps them as a positive exponent. The value,
+# its hash and what encode_text/encode_binary give are the same; the decoded object
+# stays a few bytes instead of ~55 kB per such element, and a 1 MB array of them takes
+# milliseconds instead of a minute.
+COMPACT_ZEROS: Final = 64
 
 # Possessive for the same reason as _FLOAT_RE.
 _NUMERIC_RE: Final = re.compile(
@@ -471,6 +478,7 @@ _NUMERIC_RE: Final = re.compile(
 _NAN: Final = Decimal("NaN")
 _PINF: Final = Decimal("Infinity")
 _NINF: Final = Decimal("-Infinity")
+_ZERO: Final = Decimal(0)
 
 
 def _numeric_in(text: str) -> Decimal:
@@ -502,11 +510,13 @@ def _numeric_in(text: str) -> Decimal:
         raise Invalid(0, f"{text.strip(PG_SPACE)[:50]!r}: numeric scale is out of range")
     significant = (whole + frac).lstrip("0")
     # Checked before the zeros are appended: a zero takes any exponent ("0e99999999").
-    if significant and len(significant) - len(frac) + exp > _MAX_INT_DIGITS:
+    if significant and len(significant) - len(frac) + exp > MAX_INT_DIGITS:
         raise Invalid(0, "value overflows numeric format")
     coefficient = significant or "0"
     # value = coefficient * 10**(exp - len(frac)); rescale to exactly -dscale.
     shift = exp - len(frac) + dscale
+    if dscale == 0 and shift > COMPACT_ZEROS and significant:
+        return Decimal(f"{'-' if sign == '-' else ''}{significant}E+{shift}")
     if shift > 0 and significant:
         coefficient += "0" * shift
     negative = sign == "-" and coefficient.strip("0") != ""
@@ -530,7 +540,7 @@ def _numeric_parts(value: object) -> tuple[bool, str, int] | str:
     assert isinstance(exp, int)
     if exp < -NUMERIC_DSCALE_MAX:
         raise EncodeError(f"numeric display scale {-exp} exceeds {NUMERIC_DSCALE_MAX}")
-    if len(digit_tuple) + exp > _MAX_INT_DIGITS:
+    if len(digit_tuple) + exp > MAX_INT_DIGITS:
         raise EncodeError("numeric value has too many digits before the decimal point")
     digits = "".join(map(str, digit_tuple))
     if exp > 0:
@@ -610,6 +620,11 @@ def _numeric_recv(data: bytes) -> Decimal:
     digits = "".join([f"{g:04d}" for g in groups])
     # value = digits * 10**exp10
     exp10 = 4 * (weight + 1 - ndigits)
+    if dscale == 0 and exp10 > COMPACT_ZEROS:
+        significant = digits.lstrip("0")
+        if not significant:
+            return _ZERO
+        return Decimal(f"{'-' if sign == NUMERIC_NEG else ''}{significant}E+{exp10}")
     if exp10 >= -dscale:
         coefficient = digits + "0" * (exp10 + dscale)
     else:
