@@ -21,7 +21,7 @@ from codec.values import decode_binary, decode_text, encode_binary, encode_text,
 from codec.values._arrays import _binary_elements, _flat_texts, _parse_text, _steps
 from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
 from codec.values._common import Invalid
-from codec.values._time import Interval, intervals
+from codec.values._interval import Interval, intervals
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BULK_TYPES = sorted(BULK_TEXT)

@@ -88,6 +88,7 @@ from codec.values._catalogue import (
     encode_text,
     type_by_name,
 )
+from codec.values._interval import Interval
 from codec.values._lsn import INVALID_LSN, LSN
 from codec.values._time import (
     DT_NOBEGIN,
@@ -95,7 +96,6 @@ from codec.values._time import (
     INFINITY,
     NEG_INFINITY,
     EndOfDay,
-    Interval,
     PgDate,
     PgInfinity,
     PgTimestamp,

@@ -32,6 +32,7 @@ from typing import Final, cast
 from uuid import UUID, SafeUUID
 
 from codec.values._bulk_numeric import numerics_recv
+from codec.values._interval import intervals
 from codec.values._numbers import MAX_INT_DIGITS
 from codec.values._text import _JSON, jsonb_suspect
 from codec.values._time import (
@@ -48,7 +49,6 @@ from codec.values._time import (
     USECS_PER_HOUR,
     USECS_PER_MINUTE,
     USECS_PER_SEC,
-    intervals,
 )
 
 BulkDecoder = Callable[[list[str]], list[object] | None]

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Final, cast
 
 from codec.errors import DecodeError, EncodeError
-from codec.values import _arrays, _numbers, _text, _time
+from codec.values import _arrays, _interval, _numbers, _text, _time
 from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
 from codec.values._common import (
     BinaryDecoder,
@@ -53,6 +53,7 @@ SCALARS: Final[tuple[Converter, ...]] = (
     *_text.CONVERTERS,
     *_text.CONVERTERS_NET,
     *_time.CONVERTERS,
+    *_interval.CONVERTERS,
 )
 
 
