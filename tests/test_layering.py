@@ -73,3 +73,62 @@ def test_package_imports_only_what_its_layer_allows(package: str) -> None:
             if module not in allowed:
                 problems.append(f"{relative}:{line} imports {module}")
     assert not problems, "\n".join(problems)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _load_time_imports(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports when it is loaded: not inside a function
+    (a lazy import) nor under ``if TYPE_CHECKING``. ``from package import name`` counts
+    the package, and the submodule when ``name`` is one."""
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            for field in ("body", "orelse", "handlers", "finalbody"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    visit(inner)
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body)
+    return found & known
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """No module imports, when loaded, one that imports it back (directly or through
+    others): each file can be read after what it depends on. Imports inside functions
+    (kept for start-up time or optional extras) are not counted."""
+    paths = {_module_name(p): p for p in SRC.rglob("*.py") if ".egg-info" not in p.as_posix()}
+    graph = {name: _load_time_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def walk(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                walk(target)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name)
+    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)

@@ -14,7 +14,12 @@ from types import MappingProxyType
 from typing import Final, cast
 
 from codec.errors import DecodeError, EncodeError
-from codec.values import _arrays, _interval, _numbers, _text, _time
+from codec.values._arrays import (
+    make_binary_decoder,
+    make_binary_encoder,
+    make_text_decoder,
+    make_text_encoder,
+)
 from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
 from codec.values._common import (
     BinaryDecoder,
@@ -26,6 +31,11 @@ from codec.values._common import (
     lone_surrogate,
     surrogate_reason,
 )
+from codec.values._interval import CONVERTERS as INTERVAL_CONVERTERS
+from codec.values._numbers import CONVERTERS as NUMBER_CONVERTERS
+from codec.values._text import CONVERTERS as TEXT_CONVERTERS
+from codec.values._text import CONVERTERS_NET as NETWORK_CONVERTERS
+from codec.values._time import CONVERTERS as TIME_CONVERTERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +59,11 @@ class TypeInfo:
 
 
 SCALARS: Final[tuple[Converter, ...]] = (
-    *_numbers.CONVERTERS,
-    *_text.CONVERTERS,
-    *_text.CONVERTERS_NET,
-    *_time.CONVERTERS,
-    *_interval.CONVERTERS,
+    *NUMBER_CONVERTERS,
+    *TEXT_CONVERTERS,
+    *NETWORK_CONVERTERS,
+    *TIME_CONVERTERS,
+    *INTERVAL_CONVERTERS,
 )
 
 
@@ -66,18 +76,16 @@ def _array_converter(element: Converter) -> Converter:
         f"list[{element.python_type} | None]",
         cast(
             TextDecoder,
-            _arrays.make_text_decoder(
-                element, BULK_TEXT.get(element.name), BULK_WHOLE.get(element.name)
-            ),
+            make_text_decoder(element, BULK_TEXT.get(element.name), BULK_WHOLE.get(element.name)),
         ),
-        cast(TextEncoder, _arrays.make_text_encoder(element, name)),
+        cast(TextEncoder, make_text_encoder(element, name)),
         cast(
             BinaryDecoder,
-            _arrays.make_binary_decoder(
+            make_binary_decoder(
                 element, BULK_BINARY.get(element.name), BULK_BINARY_ELEMENTS.get(element.name)
             ),
         ),
-        cast(BinaryEncoder, _arrays.make_binary_encoder(element, name)),
+        cast(BinaryEncoder, make_binary_encoder(element, name)),
     )
 
 

@@ -37,9 +37,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import pgwire_mock.server.backup_manifest as bm
 from codec.values import LSN
 from codec.wire import DataRow, NoticeResponse
-from pgwire_mock.server import backup_manifest as bm
 from pgwire_mock.server.backup_options import BackupOptions
 from pgwire_mock.server.backup_tar import BLOCK, members, with_name_and_size
 
