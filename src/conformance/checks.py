@@ -41,7 +41,7 @@ from typing import ClassVar, Final, Protocol
 from codec import CodecError
 from codec import pgoutput as po
 from codec.pgoutput import ColumnValue
-from codec.values import TYPES, decode_binary, decode_text
+from codec.values import TYPES, decode_binary, decode_text, encode_text
 from conformance.replay import ReplayError, Row, replay
 from conformance.replies import Replies
 from conformance.scenarios import OptionSet, Scenario
@@ -63,6 +63,8 @@ __all__ = [
     "same_value",
     "walsender_position_ok",
 ]
+
+_NUMERIC = 1700
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +268,9 @@ def same_value(a: object, b: object) -> bool:
             return math.isnan(a) and math.isnan(b)
         return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
     if isinstance(a, Decimal) and isinstance(b, Decimal):
-        return a.as_tuple() == b.as_tuple()
+        # The same numeric_out text: digits and display scale, however the value holds
+        # them (a ScaledDecimal keeps its scale's zeros unwritten).
+        return encode_text(_NUMERIC, a) == encode_text(_NUMERIC, b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if type(a) is not type(b):

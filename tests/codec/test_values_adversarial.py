@@ -24,6 +24,7 @@ from codec.errors import DecodeError
 from codec.values import (
     TYPES,
     Interval,
+    ScaledDecimal,
     decode_binary,
     decode_text,
     encode_binary,
@@ -343,6 +344,70 @@ def test_numeric_arrays_of_huge_weights_stay_small() -> None:
     values = decode_binary(NUMERIC_ARRAY, array)
     assert values[:2] == [-Decimal("1.0007E+131068"), Decimal("2.0007E+131068")]
     assert sum(len(v.as_tuple().digits) for v in values) < len(array)
+
+
+def _numeric_array(elements: list[bytes]) -> bytes:
+    return struct.pack("!iiIii", 1, 0, NUMERIC, len(elements), 1) + b"".join(
+        struct.pack("!i", len(e)) + e for e in elements
+    )
+
+
+@pytest.mark.parametrize(
+    ("weight", "dscale", "printed"),
+    [(32767, 1, 131_072), (32767, 0x3FFF, 147_454), (0, 0x3FFF, 16_386), (-1, 100, 103)],
+)
+def test_numeric_display_scales_the_bytes_do_not_spell_stay_unwritten(
+    weight: int, dscale: int, printed: int
+) -> None:
+    """A binary numeric's display scale pads it with zeros its 10 bytes do not hold
+    (-7 at weight 32767 and scale 1: 131,072 characters in numeric_out). Decoded, it holds its
+    spelled digits and the scale beside them; encoded, every zero comes back."""
+    raw = NUMERIC_HEAD.pack(1, weight, 0x4000, dscale) + struct.pack("!h", 7)
+    value = decode_binary(NUMERIC, raw)
+    assert isinstance(value, ScaledDecimal)
+    assert value.dscale == dscale
+    assert len(value.as_tuple().digits) == 1
+    assert value == -7 * Decimal(10000) ** weight
+    text = encode_text(NUMERIC, value)
+    assert len(text) == printed
+    assert text == encode_text(NUMERIC, value.expanded())
+    assert value.expanded().as_tuple().exponent == -dscale
+    assert encode_binary(NUMERIC, value) == raw
+    assert decode_text(NUMERIC, text) == value
+
+
+def test_numeric_arrays_of_huge_display_scales_stay_small() -> None:
+    """2,000 distinct 10-byte elements of weight 32767 or scale 16383 decoded from an
+    array: about as many digits as the array has bytes (131,069 or 16,384 each before),
+    each exactly what numeric_recv gives for it alone, and encoded back to the array."""
+    elements = [
+        NUMERIC_HEAD.pack(1, 32767 if i % 2 else 0, 0x4000 if i % 3 else 0, 1 if i % 2 else 0x3FFF)
+        + struct.pack("!h", i)
+        for i in range(1, 2001)
+    ]
+    array = _numeric_array(elements)
+    values = decode_binary(NUMERIC_ARRAY, array)
+    assert sum(len(v.as_tuple().digits) for v in values) < len(array)
+    singles = [decode_binary(NUMERIC, e) for e in elements]
+    assert [(type(v), repr(v)) for v in values] == [(type(v), repr(v)) for v in singles]
+    assert encode_binary(NUMERIC_ARRAY, values) == array
+
+
+def test_scaled_decimal_is_a_decimal_that_keeps_its_scale() -> None:
+    """Equal and hashed as its value, pickled and printed with its scale, refused when
+    the scale cannot hold its digits; arithmetic gives plain Decimals."""
+    import pickle
+
+    value = ScaledDecimal("1.25", 100)
+    assert value == Decimal("1.25") and hash(value) == hash(Decimal("1.25"))
+    assert repr(value) == "ScaledDecimal('1.25', dscale=100)"
+    again = pickle.loads(pickle.dumps(value))
+    assert (type(again), again.dscale, again) == (ScaledDecimal, 100, value)
+    assert type(value + 1) is Decimal
+    assert encode_text(NUMERIC, value) == "1.25" + "0" * 98
+    for bad, dscale in [("1.25", 1), ("1", 0x4000), ("1", -1), ("NaN", 5), ("Infinity", 5)]:
+        with pytest.raises(ValueError, match=r"ScaledDecimal|display scale"):
+            ScaledDecimal(bad, dscale)
 
 
 # --------------------------------------------------------------------------- bytea

@@ -11,7 +11,7 @@ import pytest
 from test_values_adversarial import BUFFER_EDGES, INTERVAL_25_FIELDS
 
 from codec.errors import DecodeError
-from codec.values import decode_text, encode_text, type_by_name
+from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
 
 pytestmark = pytest.mark.postgres
 
@@ -114,3 +114,37 @@ def test_postgres_accepts_exactly_what_decode_text_accepts(
     assert (ours is None) == (theirs is None), (ours, theirs)
     if type_name != "jsonb":  # jsonb re-prints numbers its own way; json keeps the text
         assert ours == theirs
+
+
+# Numerics whose display scale asks for zeros their binary form does not hold.
+SCALED = [
+    "1.5::numeric(200,100)",
+    "(1e131068::numeric + 0.0)",
+    "round(-7::numeric, 16383)",
+    "round(1e131068::numeric, 16383)",
+    "0::numeric(200,100)",
+    "(-25e1000::numeric + 0.000)",
+    "12345.678::numeric(1000,900)",
+]
+
+
+def test_postgres_prints_and_sends_display_scales_as_we_encode_them(conn: Any) -> None:
+    """numeric_out and numeric_send of values whose scale pads them with zeros the bytes
+    do not spell: decoded from the bytes (alone and in an array), they encode to the
+    server's own text and bytes, and equal what its text decodes to."""
+    values = ", ".join(SCALED)
+    rows = conn.execute(
+        f"SELECT v::text, numeric_send(v) FROM unnest(ARRAY[{values}]) WITH ORDINALITY AS t(v, i)"
+        " ORDER BY i"
+    ).fetchall()
+    (array,) = conn.execute(f"SELECT array_send(ARRAY[{values}])").fetchone()
+    singles = []
+    for text, binary in rows:
+        value = decode_binary(1700, binary)
+        assert encode_text(1700, value) == text
+        assert encode_binary(1700, value) == binary
+        assert value == decode_text(1700, text)
+        singles.append(value)
+    elements = decode_binary(1231, array)
+    assert [repr(v) for v in elements] == [repr(v) for v in singles]
+    assert encode_binary(1231, elements) == array

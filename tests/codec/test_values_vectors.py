@@ -31,7 +31,8 @@ def same(a: object, b: object) -> bool:
     if isinstance(a, Decimal) and isinstance(b, Decimal):
         if a.is_nan() or b.is_nan():
             return a.is_nan() and b.is_nan()
-        return a == b and (not a.is_finite() or a.as_tuple().exponent == b.as_tuple().exponent)
+        # The same numeric_out text: the value and its display scale, however held.
+        return encode_text(1700, a) == encode_text(1700, b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, BoundedArray) and isinstance(b, BoundedArray):

@@ -53,6 +53,12 @@ round-trips exactly, none raises:
   always ``date`` / ``datetime``.
 * ``24:00:00``, a valid time and timetz, decodes as :class:`EndOfDay` (with the timetz
   offset, if any). Offsets with seconds (``+05:30:15``) are plain ``datetime.timezone``.
+* A binary numeric whose display scale asks for more than 64 zeros its bytes do not
+  spell (``numeric(200,100)`` prints 1.5 with 99 zeros; weight 32767 and scale 1 print
+  131,074 digits from 12 bytes) decodes as :class:`ScaledDecimal`: a ``Decimal`` of the
+  same value holding only the spelled digits, the scale in ``dscale``, ``expanded()``
+  giving every digit. A scale-0 value keeps such zeros as a positive exponent
+  (``1E+131000``). Neither holds the zeros in memory; both encode to every digit.
 * Arrays whose lower bounds are not all 1 (``[0:1]={a,b}``) decode as
   :class:`BoundedArray`; arrays with all lower bounds 1 are always plain lists.
 * ``name`` longer than 63 bytes: the server truncates it on input, so ``decode_text``
@@ -90,6 +96,7 @@ from codec.values._catalogue import (
 )
 from codec.values._interval import Interval
 from codec.values._lsn import INVALID_LSN, LSN
+from codec.values._numbers import ScaledDecimal
 from codec.values._time import (
     DT_NOBEGIN,
     DT_NOEND,
@@ -117,6 +124,7 @@ __all__ = [
     "PgDate",
     "PgInfinity",
     "PgTimestamp",
+    "ScaledDecimal",
     "TypeInfo",
     "datetime_to_pg_timestamp",
     "decode_binary",

@@ -10,8 +10,8 @@ numeric_recv gives: the same digit string is built and read by Decimal().
 Anything numeric_recv refuses (short data, a length other than its digit count says,
 a bad sign word, a scale over 0x3FFF, a digit of 10000 or more) makes the conversion
 decline, and the array decoder then runs the receive function on each element, which
-gives the exact error; so does an element of scale 0 with more than COMPACT_ZEROS zeros
-after its digits, which numeric_recv keeps as an exponent.
+gives the exact error. Zeros past an element's digits that its bytes do not spell are
+kept as its exponent beyond COMPACT_ZEROS, as numeric_recv keeps them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from codec.values._numbers import (
     NUMERIC_NINF,
     NUMERIC_PINF,
     NUMERIC_POS,
+    ScaledDecimal,
 )
 
 _HEAD: Final = itemgetter(slice(None, 8))
@@ -77,31 +78,34 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     # Zeros to append (numeric_recv pads to the scale) or, negative, digits to cut
     # (it truncates digits the scale hides): 4 * (weight + 1 - ndigits) + dscale.
     pads = list(map(sub, map(add, map(_BEFORE_POINT.__getitem__, weights), scales), lengths))
-    if max(pads) > COMPACT_ZEROS and 0 in compress(scales, map(gt, pads, repeat(COMPACT_ZEROS))):
-        return None  # numeric_recv keeps those zeros as an exponent, element by element
+    tails = list(map({scale: f"E-{scale}" for scale in set(scales)}.__getitem__, scales))
+    # Zeros beyond COMPACT_ZEROS that the bytes do not spell are not written out: the
+    # element keeps its digits and exponent, as numeric_recv does (see ScaledDecimal).
+    compact = list(compress(count(), map(gt, pads, repeat(COMPACT_ZEROS))))
+    if compact:
+        exponents = list(map(sub, map(pads.__getitem__, compact), map(scales.__getitem__, compact)))
+        deque(map(setitem, repeat(tails), compact, map("E{:+d}".format, exponents)), 0)
+        deque(map(setitem, repeat(pads), compact, repeat(0)), 0)
     # min(pad, 0) without a call: pad >> 31 is -1 for a negative pad, else 0.
     stops = list(map(add, ends, map(and_, pads, map(rshift, pads, repeat(31)))))
     starts = chain((0,), ends)
     if min(stops) < 0:  # cut past the text's start: the slice must stay empty
         stops = list(map(max, stops, starts))
         starts = chain((0,), ends)
-    exponents = {scale: f"E-{scale}" for scale in set(scales)}
     coefficients = map(text.__getitem__, map(slice, starts, stops))
-    values = list(
+    texts = list(
         map(
-            Decimal,
-            map(
-                "".join,
-                zip(
-                    map(_SIGN_TEXT.__getitem__, signs),
-                    coefficients,
-                    map(mul, repeat("0"), pads),
-                    map(exponents.__getitem__, scales),
-                    strict=True,
-                ),
+            "".join,
+            zip(
+                map(_SIGN_TEXT.__getitem__, signs),
+                coefficients,
+                map(mul, repeat("0"), pads),
+                tails,
+                strict=True,
             ),
         )
     )
+    values = list(map(Decimal, texts))
     # numeric has no negative zero: a negative value whose digits are all cut is 0.
     if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
         negative_zeros = list(
@@ -110,7 +114,27 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
         places = compress(count(), negative_zeros)
         unsigned = list(map(Decimal.copy_abs, compress(values, negative_zeros)))
         deque(map(setitem, repeat(values), places, unsigned), 0)
+    if compact:
+        _keep_unwritten(values, texts, scales, compact)
     return values  # type: ignore[return-value]
+
+
+def _keep_unwritten(
+    values: list[Decimal], texts: list[str], scales: tuple[int, ...], compact: list[int]
+) -> None:
+    """The elements at ``compact``, whose texts keep their zeros as an exponent, made
+    what numeric_recv gives: a zero at its scale (it has no digits to hold), and a
+    ScaledDecimal where the display scale asks for the zeros."""
+    zeros = list(map(Decimal.is_zero, map(values.__getitem__, compact)))
+    if any(zeros):
+        places = list(compress(compact, zeros))
+        at_scale = map(Decimal, map("0E-{}".format, map(scales.__getitem__, places)))
+        deque(map(setitem, repeat(values), places, at_scale), 0)
+        compact = list(compress(compact, map(not_, zeros)))
+    places = list(compress(compact, map(scales.__getitem__, compact)))
+    kept = list(map(Decimal.__new__, repeat(ScaledDecimal), map(texts.__getitem__, places)))
+    deque(map(setattr, kept, repeat("dscale"), map(scales.__getitem__, places)), 0)
+    deque(map(setitem, repeat(values), places, kept), 0)
 
 
 def _with_specials(raws: list[bytes], signs: tuple[int, ...]) -> list[object] | None:

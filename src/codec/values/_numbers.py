@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import struct
-from decimal import Decimal
+from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Final
 
@@ -461,13 +461,57 @@ _MAX_EXPONENT: Final = (2**31 - 1) // 2
 # The largest weight a numeric can have (int16) is 32767 base-10000 digits before the
 # point: 131072 decimal digits, the documented limit.
 MAX_INT_DIGITS: Final = 131072
-# Zeros a value's input does not spell out (an exponent in text, the weight in binary:
-# "1e131000" is 8 characters, 131,000 zeros in numeric_out) and its display scale does
-# not need: beyond this many, the Decimal keeps them as a positive exponent. The value,
-# its hash and what encode_text/encode_binary give are the same; the decoded object
-# stays a few bytes instead of ~55 kB per such element, and a 1 MB array of them takes
+# Zeros a value's input does not spell out (an exponent in text, the weight or the
+# display scale in binary: "1e131000" is 8 characters, 131,000 zeros in numeric_out):
+# beyond this many, the decoded value does not hold them. A scale-0 value keeps them as
+# a positive exponent; a value with a display scale is a ScaledDecimal. The value, its
+# hash and what encode_text/encode_binary give are the same; the decoded object stays
+# a few bytes instead of ~55 kB per such element, and a 1 MB array of them takes
 # milliseconds instead of a minute.
 COMPACT_ZEROS: Final = 64
+# Enough digits for any numeric written out in full: what expanded() needs.
+_FULL: Final = Context(prec=MAX_INT_DIGITS + NUMERIC_DSCALE_MAX + 1)
+
+
+class ScaledDecimal(Decimal):
+    """A numeric whose display scale reaches past the digits its Decimal holds.
+
+    A binary numeric's display scale makes numeric_out print that many digits after the
+    point: 12 bytes of weight 32767 and scale 1 print 131,074 digits, and a column of
+    scale 100 prints 1.5 as 1.5 and 99 zeros. A Decimal's exponent is its scale, so a
+    plain one would hold every such zero; when more than COMPACT_ZEROS of them are
+    not in the input, decode_binary gives this Decimal instead: the same value, hash and
+    comparisons, holding the digits the input spells, with the display scale in
+    ``dscale``. encode_text and encode_binary write every zero back; ``expanded()`` is
+    the plain Decimal with them all. Arithmetic on it gives plain Decimals.
+    """
+
+    __slots__ = ("dscale",)
+    dscale: int
+
+    def __new__(cls, value: Decimal | int | str, dscale: int) -> ScaledDecimal:
+        self = Decimal.__new__(cls, value)
+        exponent = self.as_tuple().exponent
+        if not isinstance(exponent, int):
+            raise ValueError(f"a ScaledDecimal is finite, not {value!r}")
+        if not max(0, -exponent) <= dscale <= NUMERIC_DSCALE_MAX:
+            raise ValueError(
+                f"display scale {dscale} must cover the value's {max(0, -exponent)} "
+                f"digits after the point and be at most {NUMERIC_DSCALE_MAX}"
+            )
+        self.dscale = dscale
+        return self
+
+    def expanded(self) -> Decimal:
+        """The plain Decimal with every digit numeric_out prints."""
+        return Decimal(self).quantize(Decimal(1).scaleb(-self.dscale), context=_FULL)
+
+    def __reduce__(self) -> tuple[type[ScaledDecimal], tuple[str, int]]:  # type: ignore[override]
+        return ScaledDecimal, (str(self), self.dscale)
+
+    def __repr__(self) -> str:
+        return f"ScaledDecimal('{self}', dscale={self.dscale})"
+
 
 # Possessive for the same reason as _FLOAT_RE.
 _NUMERIC_RE: Final = re.compile(
@@ -478,7 +522,6 @@ _NUMERIC_RE: Final = re.compile(
 _NAN: Final = Decimal("NaN")
 _PINF: Final = Decimal("Infinity")
 _NINF: Final = Decimal("-Infinity")
-_ZERO: Final = Decimal(0)
 
 
 def _numeric_in(text: str) -> Decimal:
@@ -538,17 +581,16 @@ def _numeric_parts(value: object) -> tuple[bool, str, int] | str:
         return "-Infinity" if value < 0 else "Infinity"
     sign, digit_tuple, exp = value.as_tuple()
     assert isinstance(exp, int)
-    if exp < -NUMERIC_DSCALE_MAX:
-        raise EncodeError(f"numeric display scale {-exp} exceeds {NUMERIC_DSCALE_MAX}")
+    dscale = value.dscale if isinstance(value, ScaledDecimal) else max(0, -exp)
+    if dscale > NUMERIC_DSCALE_MAX:
+        raise EncodeError(f"numeric display scale {dscale} exceeds {NUMERIC_DSCALE_MAX}")
     if len(digit_tuple) + exp > MAX_INT_DIGITS:
         raise EncodeError("numeric value has too many digits before the decimal point")
-    digits = "".join(map(str, digit_tuple))
-    if exp > 0:
-        digits += "0" * exp
-        exp = 0
+    # The coefficient written out to exactly dscale digits after the point.
+    digits = "".join(map(str, digit_tuple)) + "0" * (exp + dscale)
     digits = digits.lstrip("0")
     # PostgreSQL has no negative zero: -0.00 prints as 0.00.
-    return bool(sign) and digits != "", digits, -exp
+    return bool(sign) and digits != "", digits, dscale
 
 
 def _numeric_out(value: object) -> str:
@@ -620,11 +662,12 @@ def _numeric_recv(data: bytes) -> Decimal:
     digits = "".join([f"{g:04d}" for g in groups])
     # value = digits * 10**exp10
     exp10 = 4 * (weight + 1 - ndigits)
-    if dscale == 0 and exp10 > COMPACT_ZEROS:
+    if exp10 + dscale > COMPACT_ZEROS:  # zeros the 8 + 2 * ndigits bytes do not spell
         significant = digits.lstrip("0")
         if not significant:
-            return _ZERO
-        return Decimal(f"{'-' if sign == NUMERIC_NEG else ''}{significant}E+{exp10}")
+            return Decimal(f"0E-{dscale}")
+        text = f"{'-' if sign == NUMERIC_NEG else ''}{significant}E{exp10:+d}"
+        return ScaledDecimal(text, dscale) if dscale else Decimal(text)
     if exp10 >= -dscale:
         coefficient = digits + "0" * (exp10 + dscale)
     else:
