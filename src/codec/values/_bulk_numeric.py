@@ -84,7 +84,8 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     compact = list(compress(count(), map(gt, pads, repeat(COMPACT_ZEROS))))
     if compact:
         exponents = list(map(sub, map(pads.__getitem__, compact), map(scales.__getitem__, compact)))
-        deque(map(setitem, repeat(tails), compact, map("E{:+d}".format, exponents)), 0)
+        spelt = {exponent: f"E{exponent:+d}" for exponent in set(exponents)}
+        deque(map(setitem, repeat(tails), compact, map(spelt.__getitem__, exponents)), 0)
         deque(map(setitem, repeat(pads), compact, repeat(0)), 0)
     # min(pad, 0) without a call: pad >> 31 is -1 for a negative pad, else 0.
     stops = list(map(add, ends, map(and_, pads, map(rshift, pads, repeat(31)))))
@@ -105,7 +106,13 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
             ),
         )
     )
-    values = list(map(Decimal, texts))
+    if compact:  # where the display scale asks for the unwritten zeros, a ScaledDecimal
+        kinds: list[type[Decimal]] = [Decimal] * n
+        wanted = compress(compact, map(scales.__getitem__, compact))
+        deque(map(setitem, repeat(kinds), wanted, repeat(ScaledDecimal)), 0)
+        values = list(map(Decimal.__new__, kinds, texts))
+    else:
+        values = list(map(Decimal, texts))
     # numeric has no negative zero: a negative value whose digits are all cut is 0.
     if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
         negative_zeros = list(
@@ -115,16 +122,14 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
         unsigned = list(map(Decimal.copy_abs, compress(values, negative_zeros)))
         deque(map(setitem, repeat(values), places, unsigned), 0)
     if compact:
-        _keep_unwritten(values, texts, scales, compact)
+        _keep_unwritten(values, scales, compact)
     return values  # type: ignore[return-value]
 
 
-def _keep_unwritten(
-    values: list[Decimal], texts: list[str], scales: tuple[int, ...], compact: list[int]
-) -> None:
+def _keep_unwritten(values: list[Decimal], scales: tuple[int, ...], compact: list[int]) -> None:
     """The elements at ``compact``, whose texts keep their zeros as an exponent, made
-    what numeric_recv gives: a zero at its scale (it has no digits to hold), and a
-    ScaledDecimal where the display scale asks for the zeros."""
+    what numeric_recv gives: a zero at its scale (it has no digits to hold), and the
+    ScaledDecimals given their display scale."""
     zeros = list(map(Decimal.is_zero, map(values.__getitem__, compact)))
     if any(zeros):
         places = list(compress(compact, zeros))
@@ -132,9 +137,8 @@ def _keep_unwritten(
         deque(map(setitem, repeat(values), places, at_scale), 0)
         compact = list(compress(compact, map(not_, zeros)))
     places = list(compress(compact, map(scales.__getitem__, compact)))
-    kept = list(map(Decimal.__new__, repeat(ScaledDecimal), map(texts.__getitem__, places)))
+    kept = map(values.__getitem__, places)
     deque(map(setattr, kept, repeat("dscale"), map(scales.__getitem__, places)), 0)
-    deque(map(setitem, repeat(values), places, kept), 0)
 
 
 def _with_specials(raws: list[bytes], signs: tuple[int, ...]) -> list[object] | None:
