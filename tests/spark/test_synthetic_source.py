@@ -28,10 +28,10 @@ from pgwire_mock.spark import (
     decode_stream,
     table_schema,
 )
+from pgwire_mock.spark.options import is_synthetic
 from pgwire_mock.spark.source import plan_partitions, read_partition
 from pgwire_mock.spark.synthetic import (
     SynthPartition,
-    is_synthetic,
     plan_synthetic,
     read_synthetic,
 )

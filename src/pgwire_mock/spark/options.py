@@ -25,6 +25,7 @@ __all__ = [
     "bool_option",
     "float_option",
     "int_option",
+    "is_synthetic",
     "option_error",
     "streaming_option",
 ]
@@ -97,3 +98,8 @@ def float_option(
     if not number >= minimum:  # NaN too
         raise option_error(name, f"a number >= {minimum:g}", value)
     return number
+
+
+def is_synthetic(options: Mapping[str, str]) -> bool:
+    """Whether the read is of a generator spec (``synth_spec``) rather than of recordings."""
+    return "synth_spec" in options

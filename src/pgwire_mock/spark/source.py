@@ -87,7 +87,7 @@ from pgwire_mock.spark.decode import (
     qualified_name,
     table_schema,
 )
-from pgwire_mock.spark.options import int_option
+from pgwire_mock.spark.options import int_option, is_synthetic
 from pgwire_mock.spark.stream import PgOutputStreamReader, StreamSettings, peek_schema
 from pgwire_mock.spark.types import to_spark_type
 from pgwire_mock.streamfile import StreamFileError, json_line_hex, read_wire
@@ -503,14 +503,9 @@ def _options(options: Mapping[str, str]) -> tuple[str, DecodeOptions]:
         type_overrides=json.loads(options.get("type_overrides", "{}")),
         # A synthetic shard makes its rows a block at a time: bigger batches cost the JVM
         # less per row (measured: 1,000,000 changes in 1.80 s instead of 2.15 s).
-        batch_rows=int(options.get("batch_rows", "32768" if _is_synthetic(options) else "4096")),
+        batch_rows=int(options.get("batch_rows", "32768" if is_synthetic(options) else "4096")),
     )
     return table, decode_options
-
-
-def _is_synthetic(options: Mapping[str, str]) -> bool:
-    """synthetic.is_synthetic, without importing the generator (see the imports)."""
-    return "synth_spec" in options
 
 
 def _from_walsender(options: Mapping[str, str]) -> bool:
@@ -539,7 +534,7 @@ class PgOutputDataSource(DataSource):
             return spark_schema(self._arrow)
         partitions = int_option(self.options, "partitions", 2, 1)
         self._plans: list[InputPartition] = []
-        if _is_synthetic(self.options):  # a generator spec: no file at all
+        if is_synthetic(self.options):  # a generator spec: no file at all
             from pgwire_mock.spark.synthetic import plan_synthetic  # noqa: PLC0415 - see the imports
 
             synth_plans, first, first_types = plan_synthetic(self.options, table, partitions)

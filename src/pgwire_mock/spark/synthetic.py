@@ -63,7 +63,6 @@ __all__ = [
     "SynthColumns",
     "SynthPartition",
     "SynthSnapshotPartition",
-    "is_synthetic",
     "plan_synthetic",
     "read_synthetic",
 ]
@@ -100,11 +99,6 @@ class SynthSnapshotPartition(InputPartition):
     start: int
     stop: int
     relations: tuple[Relation, ...]
-
-
-def is_synthetic(options: Mapping[str, str]) -> bool:
-    """Whether the read is of a generator spec rather than of recordings."""
-    return "synth_spec" in options
 
 
 def plan_synthetic(
