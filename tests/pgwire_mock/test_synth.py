@@ -48,7 +48,7 @@ from pgwire_mock.synth import (
     SynthError,
     parse_spec,
 )
-from pgwire_mock.synth.generator import _Block
+from pgwire_mock.synth.block import Block
 from pgwire_mock.synth.rowlog import RowLog
 from synth_specs import small_specs
 
@@ -517,9 +517,9 @@ def test_rows_made_at_once_equal_rows_made_one_by_one(
     kids = np.array([kid for kid, _ in rows], np.int64)
     updates = np.array([update for _, update in rows])
     for t in synth.tables:
-        block = _Block(synth, 0, StateDelta() if track else None)
+        block = Block(synth, 0, StateDelta() if track else None)
         made = block.rows(t, kids, updates, [b"H"] * len(rows))
-        sized = _Block(synth, 0, None, RowLog([t.index])).rows(t, kids, updates, None)
+        sized = Block(synth, 0, None, RowLog([t.index])).rows(t, kids, updates, None)
         chunk = block.chunks[t.index]
         assert chunk is not None and made.data is not None and sized.sizes is not None
         for j, (kid, update) in enumerate(rows):

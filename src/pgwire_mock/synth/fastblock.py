@@ -7,9 +7,9 @@ frames the units, with as little Python per change as it can:
 * **Ids.** A table's counters at any slot are its counters at the block's start plus
   the inserts and deletes of the committed slots before it (cumulative sums per table);
   every update's live id comes from two uniform arrays, as
-  :meth:`~pgwire_mock.synth.generator._Block.pick_live` would pick it one at a time.
+  :meth:`~pgwire_mock.synth.block.Block.pick_live` would pick it one at a time.
 * **Rows.** Each table's rows are drawn and encoded in one go
-  (:meth:`~pgwire_mock.synth.generator._Block.rows`).
+  (:meth:`~pgwire_mock.synth.block.Block.rows`).
 * **LSNs.** Every record of the block (a message sent, or the 48-byte gap before a
   commit record) advances the LSN by a known amount, so all LSNs are one cumulative
   sum; Begin, Commit and the messages that carry their own LSN are encoded after it.
@@ -38,7 +38,7 @@ from codec.pgoutput import (
 from pgwire_mock.synth.rowlog import DELETE, INSERT, KEY_UPDATE, NO_ROW, UPDATE
 
 if TYPE_CHECKING:
-    from pgwire_mock.synth.generator import _Block
+    from pgwire_mock.synth.block import Block
 
 __all__ = ["Framed", "Item", "Units", "emit_units", "frame"]
 
@@ -50,9 +50,7 @@ _GAP: Final = b""  # a record that is not sent: the commit record's 48 bytes of 
 _MAX_ADVANCE: Final = 8192
 
 
-def emit_units(
-    b: _Block, kinds: list[int], lengths: list[int], code: npt.NDArray[np.int64]
-) -> None:
+def emit_units(b: Block, kinds: list[int], lengths: list[int], code: npt.NDArray[np.int64]) -> None:
     """Append the events of units of ``kinds`` to ``b.out``: unit ``u`` holds the next
     ``lengths[u]`` slot codes of ``code``."""
     s = b.s
@@ -148,7 +146,7 @@ def emit_units(
     if len(done):
         b.done = int(done[-1])
     per_change = s._usec_per_change
-    # As _Block.timestamp: the same float product, truncated.
+    # As Block.timestamp: the same float product, truncated.
     ts = s.spec.start_time + (done * per_change).astype(np.int64)
     emitted = np.nonzero(unit_committed | s.two_phase)[0]
     # Units before every table's Relation went out are framed one by one, in order.
@@ -200,7 +198,7 @@ def emit_units(
 
 
 def _log_rows(
-    b: _Block,
+    b: Block,
     lengths: npt.NDArray[np.int64],
     unit_commit: npt.NDArray[np.int64],
     change: npt.NDArray[np.bool_],
@@ -239,7 +237,7 @@ def _log_rows(
 
 
 def _ids(
-    b: _Block,
+    b: Block,
     rng: np.random.Generator,
     committed: npt.NDArray[np.bool_],
     change: npt.NDArray[np.bool_],
@@ -296,7 +294,7 @@ def _ids(
 
 
 def _unit_items(
-    b: _Block,
+    b: Block,
     kind: int,
     xid: int,
     ts: int,
@@ -400,7 +398,7 @@ class Units:
 
 
 def frame(
-    b: _Block,
+    b: Block,
     units: Units,
     payload: npt.NDArray[np.object_],
     payload_size: npt.NDArray[np.int64],
