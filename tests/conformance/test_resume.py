@@ -18,19 +18,16 @@ from codec import pgoutput as po
 from codec.values import LSN
 from conformance import resume
 from conformance.provision import Server
-from conformance.resume import (
+from conformance.restart_points import (
     PG_RECVLOGICAL,
     PSYCOPG2,
-    Attempt,
-    CellResume,
-    PositionResult,
     Received,
     RestartPoint,
-    compare,
-    describe_difference,
     restart_points,
     sample,
 )
+from conformance.resume import CellResume, PositionResult, compare, describe_difference
+from conformance.resume_targets import Attempt, FakeTarget, RealTarget
 from conformance.scenarios import SCENARIOS, option_sets
 from conformance.subjects import SqlInterface, StreamMessage, prepare_scenario
 
@@ -297,7 +294,7 @@ def test_the_real_side_is_deterministic_and_a_broken_fake_is_caught(pg_server: S
         import tempfile
         from pathlib import Path
 
-        real = resume.RealTarget(run, options, sql)
+        real = RealTarget(run, options, sql)
         straight = real.straight()
         point = restart_points(straight)[0]
         first, second = real.attempt(point, PG_RECVLOGICAL), real.attempt(point, PSYCOPG2)
@@ -309,7 +306,7 @@ def test_the_real_side_is_deterministic_and_a_broken_fake_is_caught(pg_server: S
         broken = recorded[: inserts[-1]] + recorded[inserts[-1] + 1 :]
         assert all(isinstance(m, StreamMessage) for m in broken)
         with tempfile.TemporaryDirectory() as tmp:
-            fake = resume.FakeTarget(run, options, broken, Path(tmp))
+            fake = FakeTarget(run, options, broken, Path(tmp))
             difference = compare(point, PG_RECVLOGICAL, first, fake.attempt(point, PG_RECVLOGICAL))
     assert difference is not None
     assert "'I' wal" in difference and "Insert(" in difference

@@ -2,7 +2,7 @@
 
 Debian's ``/usr/bin/pg_recvlogical`` (``postgresql-client``, 15) runs against real
 PostgreSQL 14-17 and against the fake serving the same cell's SQL-interface recording
-(:class:`conformance.resume.FakeTarget`): ``--start -E P -f out1`` with P the middle of
+(:class:`conformance.resume_targets.FakeTarget`): ``--start -E P -f out1`` with P the middle of
 the second stream block, then ``--start -E <end> -f out2``. With ``-f`` and a binary
 plugin it writes each XLogData payload raw followed by ``\\n`` (``pg_recvlogical.c``
 ``StreamLogicalLog``) and nothing else, so both files must be equal byte for byte; the
@@ -21,7 +21,8 @@ import pytest
 
 from codec.values import LSN
 from conformance.provision import Server
-from conformance.resume import FakeTarget, RealTarget, restart_points
+from conformance.restart_points import restart_points
+from conformance.resume_targets import FakeTarget, RealTarget
 from conformance.scenarios import SCENARIOS, OptionSet, option_sets
 from conformance.subjects import SqlInterface, prepare_scenario
 
