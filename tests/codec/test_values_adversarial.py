@@ -394,8 +394,8 @@ def test_numeric_arrays_of_huge_display_scales_stay_small() -> None:
 
 
 def test_scaled_decimal_is_a_decimal_that_keeps_its_scale() -> None:
-    """Equal and hashed as its value, pickled and printed with its scale, refused when
-    the scale cannot hold its digits; arithmetic gives plain Decimals."""
+    """Equal and hashed as its value, pickled and printed with its scale, immutable,
+    refused when the scale cannot hold its digits; arithmetic gives plain Decimals."""
     import pickle
 
     value = ScaledDecimal("1.25", 100)
@@ -404,6 +404,8 @@ def test_scaled_decimal_is_a_decimal_that_keeps_its_scale() -> None:
     again = pickle.loads(pickle.dumps(value))
     assert (type(again), again.dscale, again) == (ScaledDecimal, 100, value)
     assert type(value + 1) is Decimal
+    with pytest.raises(AttributeError):
+        value.dscale = 3  # type: ignore[misc]
     assert encode_text(NUMERIC, value) == "1.25" + "0" * 98
     for bad, dscale in [("1.25", 1), ("1", 0x4000), ("1", -1), ("NaN", 5), ("Infinity", 5)]:
         with pytest.raises(ValueError, match=r"ScaledDecimal|display scale"):

@@ -138,7 +138,7 @@ def _keep_unwritten(values: list[Decimal], scales: tuple[int, ...], compact: lis
         compact = list(compress(compact, map(not_, zeros)))
     places = list(compress(compact, map(scales.__getitem__, compact)))
     kept = map(values.__getitem__, places)
-    deque(map(setattr, kept, repeat("dscale"), map(scales.__getitem__, places)), 0)
+    deque(map(setattr, kept, repeat("_dscale"), map(scales.__getitem__, places)), 0)
 
 
 def _with_specials(raws: list[bytes], signs: tuple[int, ...]) -> list[object] | None:

@@ -486,8 +486,8 @@ class ScaledDecimal(Decimal):
     the plain Decimal with them all. Arithmetic on it gives plain Decimals.
     """
 
-    __slots__ = ("dscale",)
-    dscale: int
+    __slots__ = ("_dscale",)  # read through the property: a Decimal is immutable
+    _dscale: int
 
     def __new__(cls, value: Decimal | int | str, dscale: int) -> ScaledDecimal:
         self = Decimal.__new__(cls, value)
@@ -499,8 +499,13 @@ class ScaledDecimal(Decimal):
                 f"display scale {dscale} must cover the value's {max(0, -exponent)} "
                 f"digits after the point and be at most {NUMERIC_DSCALE_MAX}"
             )
-        self.dscale = dscale
+        self._dscale = dscale
         return self
+
+    @property
+    def dscale(self) -> int:
+        """The display scale: digits numeric_out prints after the point."""
+        return self._dscale
 
     def expanded(self) -> Decimal:
         """The plain Decimal with every digit numeric_out prints."""
