@@ -28,6 +28,9 @@ same input (the C one from psycopg-binary where it has one):
   repeated  one typical element repeated (what most hostile arrays are)
   distinct  every element different (the codec decodes each distinct text once)
   binary    the distinct array in binary form (decode_binary)
+
+A third table takes binary arrays of elements whose decoded value dwarfs their bytes
+(BINARY_HOSTILE: numerics whose display scale pads them with zeros), the slowest family.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -43,7 +47,7 @@ from datetime import time as dtime
 from decimal import Decimal
 from ipaddress import ip_interface, ip_network
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
 # The hostile inputs are the scaling test's own (tests/codec/adversarial_values.py).
@@ -59,6 +63,7 @@ from codec.values import (
     decode_text,
     encode_binary,
     encode_text,
+    type_by_name,
 )
 
 # A typical value per scalar type, for the benign arrays.
@@ -258,6 +263,67 @@ def array_table(size: int, repeat: int, wanted: set[str]) -> None:
         )
 
 
+_NUMERIC_HEAD: Final = struct.Struct("!hhHH")  # ndigits, weight, sign, dscale
+
+
+def _numeric_element(weight: int, dscale: int) -> Callable[[int], bytes]:
+    """The i-th distinct binary numeric of two digits at ``weight`` and ``dscale``."""
+    return lambda i: (
+        _NUMERIC_HEAD.pack(2, weight, 0, dscale)
+        + struct.pack("!HH", i % 9999 + 1, i // 9999 % 10000)
+    )
+
+
+# Binary elements whose decoded value is far larger than their bytes: display scales
+# that pad a 12-byte numeric with zeros (numeric(200,100) prints 1.5 with 99 of them).
+BINARY_HOSTILE: dict[str, dict[str, Callable[[int], bytes]]] = {
+    "numeric": {
+        "scale 100": _numeric_element(0, 100),
+        "weight 32767, scale 1": _numeric_element(32767, 1),
+        "scale 16383": _numeric_element(0, 0x3FFF),
+    },
+}
+
+
+def binary_array(element_oid: int, make: Callable[[int], bytes], size: int) -> bytes:
+    """A one-dimensional binary array of distinct ``make(i)`` elements, ~``size`` bytes."""
+    first = make(0)
+    count = max(1, size // (4 + len(first)))
+    head = struct.pack("!iiIii", 1, 0, element_oid, count, 1)
+    return head + b"".join(struct.pack("!i", len(e)) + e for e in map(make, range(count)))
+
+
+def binary_hostile_table(size: int, repeat: int, wanted: set[str]) -> None:
+    print()
+    print(
+        "binary arrays of hostile elements, ms per MB of array; psycopg's binary loader"
+        " on the same input (screened at 1/16 of the size)"
+    )
+    print(f"{'element':12} {'slowest family':24} {'ms/MB':>8} {'/target':>7} {'psycopg':>12}")
+    for name, families in BINARY_HOSTILE.items():
+        if wanted and name not in wanted and f"_{name}" not in wanted:
+            continue
+        element = type_by_name(name)
+        decode = functools.partial(decode_binary, element.array_oid)
+        small = {f: binary_array(element.oid, m, size // 16) for f, m in families.items()}
+        worst = max(small, key=lambda f: best(decode, small[f], 1))
+        data = binary_array(element.oid, families[worst], size)
+        ours = ms_per_mb(best(decode, data, repeat), len(data))
+        peer = psycopg_decoder(element.array_oid, binary=True)
+        theirs = "-"
+        if peer is not None:
+            peer_small = best(peer, small[worst], 1)
+            theirs = (
+                f"{peer_small:.1f}s@1/16"
+                if peer_small > PEER_SCREEN_LIMIT
+                else f"{ms_per_mb(best(peer, data, repeat), len(data)):.1f}"
+            )
+        print(
+            f"{name:12} {worst:24} {ours:8.1f} {ours / TARGET_MS_PER_MB:7.2f} {theirs:>12}",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1 << 20, help="characters per value")
@@ -309,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not args.no_arrays:
         array_table(args.size, args.repeat, wanted)
+        binary_hostile_table(args.size, args.repeat, wanted)
     return 0
 
 
