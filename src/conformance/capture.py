@@ -33,7 +33,7 @@ import psycopg
 from conformance import provision
 from conformance.scenarios import EXPECTED_TAGS, SCENARIOS, OptionSet, Scenario, option_sets
 from pgwire_mock import cli as pgwire_cli
-from pgwire_mock.cli_common import CommandError
+from pgwire_mock.cli_common import CommandError, one_line
 
 __all__ = [
     "CaptureError",
@@ -114,8 +114,7 @@ def _run(conn: psycopg.Connection[tuple[object, ...]], sql: str, where: str) -> 
         # No parameters: psycopg sends a simple Query, so one step may hold many statements.
         conn.execute(sql.encode())
     except psycopg.Error as err:
-        first = " ".join(str(err).split())
-        raise CaptureError(f"{where}: {first}\n  SQL: {sql[:300]}") from err
+        raise CaptureError(f"{where}: {one_line(err)}\n  SQL: {sql[:300]}") from err
 
 
 def _cleanup(server: provision.Server, scenario: Scenario) -> None:
@@ -205,8 +204,9 @@ def capture_scenario(
                 try:
                     messages = _peek(conn, _SLOT_2PC if opt.two_phase else _SLOT, options)
                 except psycopg.Error as err:
-                    msg = " ".join(str(err).split())
-                    raise CaptureError(f"{where} {opt.name}: decoding failed: {msg}") from err
+                    raise CaptureError(
+                        f"{where} {opt.name}: decoding failed: {one_line(err)}"
+                    ) from err
                 seen.update(m.tag for m in messages)
                 meta = {
                     "server_version": server.full_version,

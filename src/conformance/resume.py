@@ -83,6 +83,7 @@ import psycopg
 
 from codec import pgoutput as po
 from conformance import provision
+from conformance.matrix import select_scenarios
 from conformance.restart_points import (
     CHANGE_TAGS,
     CONSUMERS,
@@ -93,9 +94,10 @@ from conformance.restart_points import (
     restart_points,
     sample,
 )
-from conformance.resume_targets import Attempt, FakeTarget, RealTarget, one_line
+from conformance.resume_targets import Attempt, FakeTarget, RealTarget
 from conformance.scenarios import OptionSet, Scenario, option_sets
 from conformance.subjects import ScenarioError, ScenarioRun, SqlInterface, prepare_scenario
+from pgwire_mock.cli_common import one_line
 
 __all__ = [
     "CellResume",
@@ -448,8 +450,6 @@ def _line(cell: CellResume) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from conformance.matrix import select_scenarios  # noqa: PLC0415 - matrix imports us
-
     parser = argparse.ArgumentParser(
         prog="python -m conformance.resume",
         description="Stop and restart real PostgreSQL and the fake walsender at the same "

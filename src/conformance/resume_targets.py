@@ -19,6 +19,7 @@ from conformance import fake
 from conformance.restart_points import Consumer, Received, RestartPoint
 from conformance.scenarios import OptionSet
 from conformance.subjects import SLOT_PREFIX, ScenarioError, ScenarioRun, Stream
+from pgwire_mock.cli_common import one_line
 from pgwire_mock.client import (
     Keepalive,
     ReplicationConnection,
@@ -36,7 +37,6 @@ __all__ = [
     "FakeTarget",
     "RealTarget",
     "ResumeError",
-    "one_line",
     "stop_and_resume",
 ]
 
@@ -70,10 +70,6 @@ class Attempt:
     received: tuple[Received, ...] = ()
     error: str | None = None
     seconds: float = 0.0
-
-
-def one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _start(

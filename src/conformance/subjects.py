@@ -45,6 +45,7 @@ from codec.values import LSN
 from conformance import fake, provision
 from conformance.replies import Replies, probe
 from conformance.scenarios import OptionSet, Scenario
+from pgwire_mock.cli_common import one_line
 from pgwire_mock.client import capture_via_walsender
 from pgwire_mock.server import RecordingSource, ServerState, SessionConfig, SlotState
 
@@ -208,7 +209,7 @@ class SqlInterface:
                     (run.slot(options), str(run.end_lsn), flat),
                 ).fetchall()
         except psycopg.Error as err:
-            raise ScenarioError(f"peek failed: {_one_line(err)}") from err
+            raise ScenarioError(f"peek failed: {one_line(err)}") from err
         out = []
         for lsn, data in rows:
             if not isinstance(data, bytes):
@@ -245,7 +246,7 @@ class Walsender:
                 idle_timeout=self.idle_timeout,
             )
         except Exception as err:  # any client failure is this cell's failure, not a crash
-            raise ScenarioError(f"START_REPLICATION failed: {_one_line(err)}") from err
+            raise ScenarioError(f"START_REPLICATION failed: {one_line(err)}") from err
         return whole_transactions(
             tuple(StreamMessage(LSN(lsn), payload) for lsn, payload in captured)
         )
@@ -282,7 +283,7 @@ def _probe_real(run: ScenarioRun) -> Replies:
             after_create=insert,
         )
     except Exception as err:  # a failed probe is reported by the replies check
-        return Replies({"probe": f"failed: {_one_line(err)}"})
+        return Replies({"probe": f"failed: {one_line(err)}"})
     finally:
         with contextlib.suppress(psycopg.Error), server.connect() as conn:
             _drop_slots(conn, _SLOT_RELEASE_WAIT, _PROBE)
@@ -368,7 +369,7 @@ class FakeWalsender:
         except ScenarioError:
             raise
         except Exception as err:  # any client or server failure is this cell's failure
-            raise ScenarioError(f"fake START_REPLICATION failed: {_one_line(err)}") from err
+            raise ScenarioError(f"fake START_REPLICATION failed: {one_line(err)}") from err
         run.replies[self.name] = self._replies[run.server.version]
         return whole_transactions(
             tuple(StreamMessage(LSN(lsn), payload) for lsn, payload in captured)
@@ -385,7 +386,7 @@ def _probe_fake(server: fake.FakeServer, major: int, slot: str, publication: str
             publication=publication,
         )
     except Exception as err:  # a failed probe is reported by the replies check
-        return Replies({"probe": f"failed: {_one_line(err)}"})
+        return Replies({"probe": f"failed: {one_line(err)}"})
 
 
 def whole_transactions(stream: Stream) -> Stream:
@@ -421,16 +422,12 @@ def ordered(subjects: Sequence[Subject]) -> list[Subject]:
 # Preparing a scenario on a server
 
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
-
-
 def _run(conn: Connection, sql: str, where: str) -> None:
     try:
         # No parameters: psycopg sends a simple Query, so one step may hold many statements.
         conn.execute(sql.encode())
     except psycopg.Error as err:
-        raise ScenarioError(f"{where}: {_one_line(err)} (SQL: {sql[:120]})") from err
+        raise ScenarioError(f"{where}: {one_line(err)} (SQL: {sql[:120]})") from err
 
 
 def _drop_slots(conn: Connection, wait: float, prefix: str = SLOT_PREFIX) -> None:
@@ -579,7 +576,7 @@ def prepare_scenario(
     try:
         _cleanup(server, scenario, wait=_SLOT_RELEASE_WAIT)
     except psycopg.Error as err:
-        raise ScenarioError(f"{where} cleanup: {_one_line(err)}") from err
+        raise ScenarioError(f"{where} cleanup: {one_line(err)}") from err
     try:
         with server.connect() as conn:
             for sql in scenario.setup:
@@ -609,7 +606,7 @@ def prepare_scenario(
             tables = read_tables(conn, scenario)
         yield ScenarioRun(server, scenario, tuple(sets), end, tables)
     except psycopg.Error as err:
-        raise ScenarioError(f"{where}: {_one_line(err)}") from err
+        raise ScenarioError(f"{where}: {one_line(err)}") from err
     finally:
         with contextlib.suppress(psycopg.Error, ScenarioError):
             _cleanup(server, scenario, wait=_SLOT_RELEASE_WAIT)

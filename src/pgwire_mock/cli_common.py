@@ -1,14 +1,14 @@
 """What every ``pgwire-mock`` command shares, kept apart from :mod:`pgwire_mock.cli` so
 that the modules the command line loads (``record``, ``synth``, ``conformance``) need not
-import it back: :class:`CommandError` (one line on stderr, exit status 1) and
-:func:`check_output`."""
+import it back: :class:`CommandError` (one line on stderr, exit status 1),
+:func:`check_output` and :func:`one_line`."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-__all__ = ["CommandError", "check_output"]
+__all__ = ["CommandError", "check_output", "one_line"]
 
 
 class CommandError(Exception):
@@ -30,3 +30,9 @@ def check_output(path: str | Path, option: str) -> None:
         target.exists() and not os.access(target, os.W_OK)
     ):
         raise CommandError(f"{option} {target}: permission denied")
+
+
+def one_line(err: BaseException) -> str:
+    """``err``'s message on one line (a server's error text may span several), or its
+    type's name when it has none."""
+    return " ".join(str(err).split()) or type(err).__name__
