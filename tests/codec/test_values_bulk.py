@@ -19,6 +19,7 @@ from codec.strategies.values import values_for
 from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
 from codec.values._arrays import _binary_elements, _flat_texts, _parse_text, _steps
 from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
+from codec.values._bulk_interval import by_shape, one_by_one
 from codec.values._common import Invalid
 from codec.values._interval import Interval, intervals
 
@@ -559,6 +560,151 @@ def test_intervals_made_together_are_intervals() -> None:
     assert hash(made) == hash(Interval(14, -3, 5_000_000))
     with pytest.raises(AttributeError):
         made.days = 1  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- interval text
+
+# Date units, each with the digit count the fast path takes at most.
+_INTERVAL_UNITS = [("year", 6), ("years", 6), ("mon", 9), ("mons", 9), ("day", 9), ("days", 9)]
+_INTERVAL_OTHERS = [
+    "infinity",
+    "-infinity",
+    "",
+    " ",
+    "1 day ",
+    " 1 day",
+    "1 day  00:00:01",
+    "1 day ago",
+    "@ 1 day",
+    "1 DAY",
+    "1 week",
+    "1 day 5",
+    "1 day 1 day",
+    "00:00:01.",
+    "00:00:01_5",
+    "1 day\n00:00:01",
+    "\u0661 day",
+    "P1D",
+    "1-2",
+    "5.5",
+]
+_SIGN = st.sampled_from(["", "+", "-"])
+
+
+def _digit_run(most: int) -> st.SearchStrategy[str]:
+    """Up to one digit more than ``most``, leading zeros included."""
+    return st.from_regex(f"[0-9]{{1,{most + 1}}}", fullmatch=True)
+
+
+@st.composite
+def _interval_text(draw: st.DrawFn) -> str:
+    """Interval texts in and around the form interval_out prints: date fields present
+    or not, in order or not, singular or plural, signed or not, a digit past the fast
+    path's bounds; clocks with 1-3 digit minutes and seconds (60 and over too) and 0-7
+    fraction digits; bare numbers; and forms only interval_in reads, or nothing does."""
+    kind = draw(st.sampled_from(["fields", "fields", "fields", "bare", "other"]))
+    if kind == "bare":
+        return draw(_SIGN) + draw(_digit_run(9))
+    if kind == "other":
+        return draw(st.sampled_from(_INTERVAL_OTHERS))
+    units = draw(
+        st.lists(st.sampled_from(_INTERVAL_UNITS), max_size=3, unique_by=lambda u: u[0][:3])
+    )
+    if draw(st.booleans()):
+        units.sort(key=lambda u: ("yea", "mon", "day").index(u[0][:3]))
+    fields = [f"{draw(_SIGN)}{draw(_digit_run(most))} {unit}" for unit, most in units]
+    if not fields or draw(st.booleans()):
+        minutes, seconds = (draw(st.from_regex("[0-9]{1,3}", fullmatch=True)) for _ in "ms")
+        fraction = draw(st.sampled_from(["", "."]) | st.from_regex(r"\.[0-9]{1,7}", fullmatch=True))
+        fields.append(f"{draw(_SIGN)}{draw(_digit_run(9))}:{minutes}:{seconds}{fraction}")
+    return " ".join(fields)
+
+
+def _check_intervals(texts: list[str]) -> None:
+    expected = [_element("interval", text) for text in texts]
+    for values in (
+        by_shape(texts, len(texts), 2 * len(texts)),
+        one_by_one(texts),
+        BULK_TEXT["interval"](texts),
+    ):
+        if values is not None:
+            assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (
+                texts,
+                values,
+                expected,
+            )
+
+
+@SETTINGS
+@given(texts=st.lists(_interval_text(), min_size=1, max_size=8, unique=True))
+def test_interval_texts_decode_exactly_as_interval_in(texts: list[str]) -> None:
+    """Interval texts in and around the printed form, alone and together, converted by
+    shape (however few share one) or one by one: each conversion declines or gives what
+    interval_in gives for every text."""
+    for text in texts:
+        _check_intervals([text])
+    _check_intervals(texts)
+
+
+# Intervals whose printed fields are within the fast path's digit bounds.
+_PRINTABLE_INTERVALS = st.builds(
+    Interval,
+    st.integers(-999_999 * 12, 999_999 * 12),
+    st.integers(-(10**9 - 1), 10**9 - 1),
+    st.integers(-(10**9 - 1) * 3_600_000_000, (10**9 - 1) * 3_600_000_000),
+)
+
+
+@SETTINGS
+@given(values=st.lists(_PRINTABLE_INTERVALS, min_size=1, max_size=8))
+def test_printed_intervals_are_converted_by_shape(values: list[Interval]) -> None:
+    """What interval_out prints (as Interval's str() does) is taken whole by shape and
+    one by one, and gives the values printed."""
+    texts = [str(value) for value in values]
+    assert by_shape(texts, len(texts), 2 * len(texts)) == values
+    assert one_by_one(texts) == values
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "00:75:99",
+        "-00:00:00.5",
+        "+01:02:03.000001",
+        "1 year 2 mons 3 days",
+        "-1 years +2 mons -3 days +04:05:06.7",
+        "999999 years -999999999 mons 999999999 days -999999999:99:99.999999",
+        "1000000 years",
+        "1000000000:00:00",
+        "-5",
+        "-0",
+        "999999999",
+        "1000000000",
+        "00:00:01.1234567",
+        "1 day 00:00:01.",
+        "1 day\n2",
+    ],
+)
+def test_interval_edges_by_shape(text: str) -> None:
+    """At the digit bounds, with signs, minutes and seconds past 59 and fractions of
+    7 digits, the conversion by shape declines or agrees with interval_in, alone and
+    next to a text of another shape."""
+    _check_intervals([text])
+    _check_intervals(["1 day", text])
+
+
+def test_work_does_not_grow_with_distinct_intervals_of_few_shapes() -> None:
+    """Distinct intervals sharing a shape ("9 mons 9 days 99:99:99.999999"), a few date
+    parts and a few hours and minutes, as those of a large array mostly do, are
+    converted by C-level passes: 1024 take the Python-level work of 64, where one
+    regular expression match each took work per element."""
+
+    def text(i: int) -> str:
+        return f"{i % 2} mons {i % 3} days 0{i % 2}:1{i % 3}:{i % 60:02d}.{i:06d}"
+
+    few = _array_work("interval", [text(i) for i in range(FEW)])
+    many = _array_work("interval", [text(i) for i in range(MANY)])
+    assert many <= few + FIXED_WORK, (few, many)
 
 
 def test_uuids_made_together_are_uuids() -> None:

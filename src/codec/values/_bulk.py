@@ -31,6 +31,7 @@ from operator import itemgetter
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
+from codec.values._bulk_interval import interval_texts
 from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
 from codec.values._numbers import MAX_INT_DIGITS
@@ -47,7 +48,6 @@ from codec.values._time import (
     INT64_MIN,
     TZDISP_LIMIT,
     USECS_PER_HOUR,
-    USECS_PER_MINUTE,
     USECS_PER_SEC,
 )
 
@@ -293,52 +293,6 @@ def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> Bul
     return decode
 
 
-# IntervalStyle postgres output, the fields in their order: "1 year 2 mons -3 days
-# +04:05:06.5", and a bare number of seconds. Each field appears once, so the value is
-# the plain sum; the digit bounds keep every field inside int32 / int64.
-_INTERVAL_FORM: Final = re.compile(
-    r"([+-]?[0-9]{1,9})"
-    r"|(?:([+-]?[0-9]{1,6}) years?(?: |$))?"
-    r"(?:([+-]?[0-9]{1,9}) mons?(?: |$))?"
-    r"(?:([+-]?[0-9]{1,9}) days?(?: |$))?"
-    r"(?:([+-]?)([0-9]{1,9}):([0-5][0-9]):([0-5][0-9])(?:\.([0-9]{1,6}))?)?"
-)
-
-
-def _interval(texts: list[str]) -> list[object] | None:
-    # One step per text (a column-by-column version made of C-level passes was
-    # slower: eight int columns cost more than the loop), but the Interval objects
-    # are made together by intervals(), a third of the time of Interval() each.
-    match = _INTERVAL_FORM.fullmatch
-    months: list[int] = []
-    days_: list[int] = []
-    micros: list[int] = []
-    for text in texts:
-        found = match(text)
-        if found is None or not text or text[-1] == " ":
-            return None
-        bare, years, mons, days, sign, hours, minutes, seconds, frac = found.groups()
-        if bare is not None:
-            months.append(0)
-            days_.append(0)
-            micros.append(int(bare) * USECS_PER_SEC)
-            continue
-        us = 0
-        if hours is not None:
-            us = (
-                int(hours) * USECS_PER_HOUR
-                + int(minutes) * USECS_PER_MINUTE
-                + int(seconds) * USECS_PER_SEC
-                + (int(frac.ljust(6, "0")) if frac else 0)
-            )
-            if sign == "-":
-                us = -us
-        months.append(int(years) * 12 + int(mons or 0) if years else int(mons or 0))
-        days_.append(int(days or 0))
-        micros.append(us)
-    return intervals(months, days_, micros)
-
-
 # --------------------------------------------------------------------------- strings
 
 _macaddr_forms: Final = _all_match(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
@@ -460,7 +414,7 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "timetz": _iso(_CLOCK + _ZONE, time.fromisoformat),
     "timestamp": _iso(f"{_DATE} {_CLOCK}", datetime.fromisoformat),
     "timestamptz": _iso(f"{_DATE} {_CLOCK}{_ZONE}", datetime.fromisoformat, to_utc=True),
-    "interval": _interval,
+    "interval": interval_texts,
     "macaddr": _macaddr,
     "bytea": _bytea,
     "text": _text,
