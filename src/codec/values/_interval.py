@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from fractions import Fraction
@@ -69,7 +70,22 @@ def intervals(months: list[int], days: list[int], microseconds: list[int]) -> li
     are made empty and their three slots filled through the slot descriptors, which a
     frozen dataclass leaves alone (its ``__init__`` costs 1 us per instance). Interval
     has no ``__post_init__``; tests check the results equal constructed ones."""
-    made: list[object] = list(map(object.__new__, repeat(Interval, len(months))))
+    return fill_intervals(blank_intervals(len(months)), months, days, microseconds)
+
+
+def blank_intervals(count: int) -> list[object]:
+    """``count`` Interval instances with their slots unset, for fill_intervals() only.
+
+    Making them runs a garbage collection every 700, and every tenth goes through all
+    the lists made since: a caller that makes them before its large temporary lists
+    (the texts cut apart) saves most of that (4.5 against 12.5 ms for 35,000)."""
+    return list(map(object.__new__, repeat(Interval, count)))
+
+
+def fill_intervals(
+    made: list[object], months: Iterable[int], days: Iterable[int], microseconds: Iterable[int]
+) -> list[object]:
+    """Fill the instances of blank_intervals() with each triple, and return them."""
     for field, column in ((_MONTHS, months), (_DAYS, days), (_MICROSECONDS, microseconds)):
         deque(map(field.__set__, made, column), 0)
     return made
