@@ -138,17 +138,17 @@ def _numeric(texts: list[str]) -> list[object] | None:
     if not plain and not _numeric_exponent_forms(texts):
         return None
     values = list(map(Decimal, texts))
+    if not plain:
+        return values if _exponents_kept(values) else None  # type: ignore[return-value]
     # numeric has no negative zero: "-0.00" is 0.00, which Decimal keeps signed.
     if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
-        return None
-    if not plain and not _exponents_kept(values):
         return None
     return values  # type: ignore[return-value]
 
 
 def _exponents_kept(values: list[Decimal]) -> bool:
-    """No zero (numeric_in writes "0e5" as 0, not 0E+5) and no more digits before the
-    point than numeric holds."""
+    """No zero (numeric_in writes "0e5" as 0, not 0E+5; nor a signed zero, then) and no
+    more digits before the point than numeric holds."""
     return not any(map(Decimal.is_zero, values)) and (
         max(map(Decimal.adjusted, values)) < MAX_INT_DIGITS
     )
