@@ -39,6 +39,7 @@ from codec.values import (
     Interval,
     PgDate,
     PgTimestamp,
+    ScaledDecimal,
 )
 
 __all__ = [
@@ -77,10 +78,15 @@ def _text() -> st.SearchStrategy[str]:
 
 @st.composite
 def numerics(draw: st.DrawFn) -> Decimal:
-    """numeric values: NaN, +-Infinity, and finite values with display scale 0-30."""
+    """numeric values: NaN, +-Infinity, finite values with display scale 0-30, and
+    ScaledDecimals (a display scale past the digits held, as decode_binary gives them)."""
     special = draw(st.sampled_from([None, None, None, "NaN", "Infinity", "-Infinity"]))
     if special is not None:
         return Decimal(special)
+    if draw(st.integers(0, 7)) == 0:
+        exponent = draw(st.integers(-60, 200))
+        held = Decimal(draw(st.integers(-(10**12), 10**12))).scaleb(exponent)
+        return ScaledDecimal(held, draw(st.integers(max(0, -exponent), 300)))
     coefficient = draw(st.integers(-(10**40), 10**40))
     scale = draw(st.integers(0, 30))
     return Decimal(f"{coefficient}E-{scale}")
