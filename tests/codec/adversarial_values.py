@@ -83,5 +83,10 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
     "array of huge exponents": lambda n: (
         "{" + ",".join(f"{i}e131000" for i in range(1, max(2, n // 10))) + "}"
     ),
+    # Short texts with a different date part each: interval's by-shape conversion
+    # decodes each distinct date part once, and here none repeats.
+    "array of distinct day counts": lambda n: (
+        "{" + ",".join(f"{i} days" for i in range(1, max(2, n // 9))) + "}"
+    ),
 }
 """Input name -> maker(size) -> text of about ``size`` characters."""
