@@ -92,6 +92,32 @@ def test_numeric_exponents_decode_exactly_as_numeric_in(texts: list[str]) -> Non
     _check_bulk("numeric", texts)
 
 
+_JSONB_NUMBER_TEXTS = st.builds(
+    "{}{}{}{}{}".format,
+    st.sampled_from(["", "-"]),
+    st.from_regex(r"0|[1-9][0-9]{0,3}", fullmatch=True),
+    st.sampled_from(["", ".0", ".5", ".250", "." + "1" * 16380]),
+    st.sampled_from(["e", "E", "e+", "e-", "E-"]),
+    st.integers(0, 16390).map(str)
+    | st.integers(131060, 131080).map(str)
+    | st.integers(1073741820, 1073741830).map(str)
+    | st.sampled_from(["00000000005", "000000000005", "99999999999"]),
+)
+
+
+@SETTINGS
+@given(
+    numbers=st.lists(_JSONB_NUMBER_TEXTS, min_size=1, max_size=6),
+    wrap=st.sampled_from(["{}", "[{}]", '{{"a": {}}}', '"x{}"']),
+)
+def test_jsonb_exponents_decode_exactly_as_jsonb_in(numbers: list[str], wrap: str) -> None:
+    """jsonb texts holding numbers with exponents at and around numeric's limits (the
+    scale, digits before the point, the exponent's own limit, zeros, leading zeros, and
+    the same characters inside a JSON string): the array path, which checks them all
+    together, declines or gives what jsonb_in gives."""
+    _check_bulk("jsonb", [wrap.format(number) for number in numbers])
+
+
 @pytest.mark.parametrize(
     ("type_name", "text"),
     [

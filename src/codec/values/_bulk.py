@@ -35,7 +35,7 @@ from codec.values._bulk_interval import interval_texts
 from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
 from codec.values._numbers import MAX_INT_DIGITS
-from codec.values._text import _JSON, jsonb_suspect
+from codec.values._text import _JSON, jsonb_exponents_fit, jsonb_long_run, jsonb_suspect
 from codec.values._time import (
     _EPOCH,
     _EPOCH_ORDINAL,
@@ -354,11 +354,16 @@ def _json_of(jsonb: bool) -> BulkDecoder:
     documented raw_decode(), which must end exactly at the text's end (half the cost of
     decode(), which also skips whitespace around the value; texts with whitespace
     there decline). jsonb's number limits only matter where a long digit run or an
-    exponent occurs, found by one search over all texts."""
+    exponent occurs, found by one search over all texts: numbers with exponents are
+    then checked together; a long run declines."""
 
     def decode(texts: list[str]) -> list[object] | None:
         joined = _SEPARATOR.join(texts)
-        if "\0" in joined or (jsonb and jsonb_suspect(joined)):
+        if "\0" in joined:
+            return None
+        # Numbers that might overflow numeric: a long digit run, or exponents.
+        suspect = jsonb and jsonb_suspect(joined)
+        if suspect and (jsonb_long_run(joined) or not jsonb_exponents_fit(joined)):
             return None
         try:
             ends = list(map(_end, map(_JSON.raw_decode, texts)))

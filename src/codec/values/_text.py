@@ -9,6 +9,8 @@ import json
 import re
 import struct
 import uuid
+from itertools import repeat
+from operator import add, mul, sub
 from typing import Final
 
 from codec.errors import EncodeError
@@ -265,7 +267,20 @@ def jsonb_suspect(text: str) -> bool:
     return _LONG_RUN in zeroed or "0e" in zeroed or "0E" in zeroed
 
 
+def jsonb_long_run(text: str) -> bool:
+    """Whether ``text`` has a digit run of 16383 or more (as jsonb_suspect finds them)."""
+    if not text.isascii():
+        return _JSONB_LONG_RUN_RE(text) is not None
+    return _LONG_RUN in text.translate(_ZERO_DIGITS)
+
+
+_JSONB_LONG_RUN_RE: Final = re.compile(r"[0-9](?<![0-9][0-9])[0-9]{16382}").search
 _JSON_NUMBER: Final = re.compile(r"-?([0-9]++)(?:\.([0-9]++))?(?:[eE]([+-]?[0-9]++))?")
+# Where a number with an exponent starts (not inside a run of digits). In a JSON
+# string the same characters match too, which can only make the check below refuse.
+_JSON_EXPONENT_NUMBER: Final = re.compile(
+    r"(?<![0-9.])-?([0-9]++)(?:\.([0-9]++))?[eE]([+-]?[0-9]++)"
+)
 
 
 class _NumericOverflowError(ValueError):
@@ -288,6 +303,28 @@ def _jsonb_number(number: str) -> None:
         significant and len(significant) - len(frac) + exp > _JSONB_INT_DIGITS
     ):
         raise _NumericOverflowError(number)
+
+
+def jsonb_exponents_fit(text: str) -> bool:
+    """Whether every number with an exponent in ``text`` passes _jsonb_number's checks,
+    by C-level passes over them all; False (check each value) where one may not, or
+    where an exponent is too long to read."""
+    found = _JSON_EXPONENT_NUMBER.findall(text)
+    if not found:
+        return True
+    wholes, fracs, exponent_texts = zip(*found, strict=True)
+    if max(map(len, exponent_texts)) > 11:  # a sign and ten digits
+        return False
+    exponents = list(map(int, exponent_texts))
+    if max(map(abs, exponents)) > _JSONB_EXPONENT_MAX:
+        return False
+    after_point = list(map(len, fracs))
+    if max(map(sub, after_point, exponents)) > _JSONB_DSCALE_MAX:
+        return False
+    # Digits before the point of a non-zero value (a zero takes any exponent).
+    significant = list(map(len, map(str.lstrip, map(add, wholes, fracs), repeat("0"))))
+    before = map(add, map(sub, significant, after_point), exponents)
+    return bool(max(map(mul, before, map(bool, significant))) <= _JSONB_INT_DIGITS)
 
 
 _JSONB_NUMBERS: Final = json.JSONDecoder(
