@@ -32,9 +32,9 @@ from codec.values._common import (
     surrogate_reason,
 )
 from codec.values._interval import CONVERTERS as INTERVAL_CONVERTERS
+from codec.values._net import CONVERTERS as NETWORK_CONVERTERS
 from codec.values._numbers import CONVERTERS as NUMBER_CONVERTERS
 from codec.values._text import CONVERTERS as TEXT_CONVERTERS
-from codec.values._text import CONVERTERS_NET as NETWORK_CONVERTERS
 from codec.values._time import CONVERTERS as TIME_CONVERTERS
 
 
