@@ -8,6 +8,7 @@ server's output function printed (text result format) and its send function sent
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import math
 from decimal import Decimal
@@ -17,6 +18,18 @@ from typing import Any
 import pytest
 
 from codec.values import BoundedArray, decode_binary, decode_text, encode_binary, encode_text
+
+_IP_CLASSES = (
+    ipaddress.IPv4Interface,
+    ipaddress.IPv6Interface,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+)
+
+
+def _ip_class(value: object) -> type | None:
+    """The ipaddress class a value is, through the subclass decoding gives."""
+    return next((c for c in _IP_CLASSES if isinstance(value, c)), None)
 
 
 def same(a: object, b: object) -> bool:
@@ -37,6 +50,9 @@ def same(a: object, b: object) -> bool:
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, BoundedArray) and isinstance(b, BoundedArray):
         return a.lower_bounds == b.lower_bounds and same(a.elements, b.elements)
+    if _ip_class(a) is not None:
+        # A decoded inet or cidr is a subclass of the plain class (codec.values._net).
+        return _ip_class(a) is _ip_class(b) and a == b and str(a) == str(b)
     return type(a) is type(b) and a == b
 
 

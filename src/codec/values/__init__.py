@@ -32,8 +32,11 @@ interval                :class:`Interval` (``timedelta`` also encodes)
 uuid                    ``uuid.UUID``
 json, jsonb             ``str``: the JSON text, validated but not re-formatted, so
                         a value round-trips exactly (``json.loads`` it yourself)
-inet                    ``ipaddress.IPv4Interface`` / ``IPv6Interface``
-cidr                    ``ipaddress.IPv4Network`` / ``IPv6Network``
+inet                    ``ipaddress.IPv4Interface`` / ``IPv6Interface``, decoded as
+                        their subclasses :class:`LazyIPv4Interface` /
+                        :class:`LazyIPv6Interface` (below)
+cidr                    ``ipaddress.IPv4Network`` / ``IPv6Network``, decoded as
+                        :class:`LazyIPv4Network` / :class:`LazyIPv6Network`
 macaddr                 ``str`` in the canonical ``08:00:2b:01:02:03`` form
 arrays                  nested ``list`` (one level per dimension), ``None`` = NULL;
                         the empty array is ``[]``
@@ -61,6 +64,13 @@ round-trips exactly, none raises:
   (``1E+131000``). Neither holds the zeros in memory; both encode to every digit.
 * Arrays whose lower bounds are not all 1 (``[0:1]={a,b}``) decode as
   :class:`BoundedArray`; arrays with all lower bounds 1 are always plain lists.
+* inet and cidr values decode as subclasses of the ipaddress classes that make their
+  derived objects (an interface's ``network`` and ``netmask``, a network's
+  ``network_address`` and ``netmask``) on first access, so that arrays build them in
+  C-level passes (a plain ``IPv4Interface`` costs 2 us to construct): equal, hashed,
+  ordered, copied and pickled as the plain value, every attribute the same; only the
+  class name in ``repr`` differs. Plain values encode as before. On a Python whose
+  ipaddress keeps other fields (checked at import), they are the plain classes.
 * ``name`` longer than 63 bytes: the server truncates it on input, so ``decode_text``
   truncates like ``namein`` and ``encode_*`` refuses it (it could not round-trip).
 
@@ -96,6 +106,12 @@ from codec.values._catalogue import (
 )
 from codec.values._interval import Interval
 from codec.values._lsn import INVALID_LSN, LSN
+from codec.values._net import (
+    LazyIPv4Interface,
+    LazyIPv4Network,
+    LazyIPv6Interface,
+    LazyIPv6Network,
+)
 from codec.values._numbers import ScaledDecimal
 from codec.values._time import (
     DT_NOBEGIN,
@@ -121,6 +137,10 @@ __all__ = [
     "BoundedArray",
     "EndOfDay",
     "Interval",
+    "LazyIPv4Interface",
+    "LazyIPv4Network",
+    "LazyIPv6Interface",
+    "LazyIPv6Network",
     "PgDate",
     "PgInfinity",
     "PgTimestamp",

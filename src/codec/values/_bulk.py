@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from functools import partial
-from ipaddress import IPv4Interface, IPv4Network
 from itertools import compress, count, repeat
 from operator import itemgetter
 from typing import Final, cast
@@ -34,6 +33,7 @@ from uuid import UUID, SafeUUID
 from codec.values._bulk_interval import interval_texts
 from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
+from codec.values._net import cidrs, inets
 from codec.values._numbers import MAX_INT_DIGITS
 from codec.values._text import _JSON, jsonb_exponents_fit, jsonb_long_run, jsonb_suspect
 from codec.values._time import (
@@ -379,29 +379,28 @@ _IPV4: Final = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
 _BITS: Final = r"/(?:3[0-2]|[12]?[0-9])"
 _inet4_forms: Final = _all_match(rf"{_IPV4}(?:{_BITS})?")
 _cidr4_forms: Final = _all_match(_IPV4 + _BITS)
-_ALL_BITS: Final = {"": "32"}  # inet_out leaves out /32
+# The end of an inet element without a prefix length (inet_out leaves out /32).
+_NO_BITS: Final = re.compile(r"\.[0-9]++(?=,|$)")
 _JSON_INTS: Final = json.JSONDecoder()
 
 
 def _ipv4(texts: list[str], cidr: bool) -> list[object] | None:
-    """IPv4 inet and cidr in network_out's form: the addresses' octets are read as one
-    JSON array and packed into uint32s (codec may not import socket for inet_aton), and
-    each value made by the class from (number, prefix length), the fastest of its
-    public constructors (2 us, a third of parsing its text; cidr's 1 us network checks
-    the bits right of the mask as cidr_in does)."""
+    """IPv4 inet and cidr in network_out's form: every octet and prefix length is read
+    as one JSON array (codec may not import socket for inet_aton), the octets packed
+    and read back as uint32s, and the values made by C-level passes (codec.values._net;
+    their constructors took 1-2 us each, three times reading the text)."""
     if not (_cidr4_forms if cidr else _inet4_forms)(texts):
         return None
-    addresses, _, bits = zip(*map(str.partition, texts, repeat("/")), strict=True)
-    # The octets (no leading zeros, so JSON reads them) packed and read back as uint32s.
-    octets = _JSON_INTS.decode("[" + ",".join(addresses).replace(".", ",") + "]")
-    numbers = struct.unpack(f"!{len(texts)}I", bytes(octets))
-    prefixes = map(int, cast(Iterator[str], map(_ALL_BITS.get, bits, bits)))
-    try:
-        return list(
-            map(IPv4Network if cidr else IPv4Interface, zip(numbers, prefixes, strict=True))
-        )
-    except ValueError:  # host bits set: cidr_in's error
-        return None
+    joined = ",".join(texts)
+    if joined.count("/") != len(texts):  # only inet leaves prefix lengths out
+        joined = _NO_BITS.sub(r"\g<0>/32", joined)
+    # a.b.c.d/n, none with leading zeros: five numbers JSON reads.
+    flat = _JSON_INTS.decode("[" + joined.replace(".", ",").replace("/", ",") + "]")
+    prefixes = flat[4::5]
+    del flat[4::5]
+    numbers = struct.unpack(f"!{len(texts)}I", bytes(flat))
+    # cidrs() is None for host bits set: cidr_in's error.
+    return cidrs(4, numbers, prefixes) if cidr else inets(4, numbers, prefixes)
 
 
 # --------------------------------------------------------------------------- by type
@@ -582,27 +581,33 @@ def _interval_recv(raws: list[bytes]) -> list[object] | None:
     return intervals(cast(list[int], list(flat[2::3])), cast(list[int], list(flat[1::3])), us)
 
 
-_PGSQL_AF_INET: Final = 2
+# network_recv's families and address sizes, by IP version.
+_FAMILY: Final = {4: (2, 4), 6: (3, 16)}
 
 
-def _ipv4_recv(cidr: bool) -> BinaryElements:
-    """network_recv for IPv4 elements: family, bits, is_cidr (ignored), length 4 and the
-    address, all unpacked at once; the values made as the text path makes them."""
+def _ip_recv(cidr: bool) -> BinaryElements:
+    """network_recv for arrays of IPv4 or of IPv6 elements: family, bits, is_cidr
+    (ignored), length and the address, all unpacked at once; the values made as the
+    text path makes them. Arrays mixing the two go element by element."""
 
     def decode(raws: list[bytes]) -> list[object] | None:
-        flat = _sized(raws, 8, "BBBBI")
+        version, flat = 4, _sized(raws, 8, "BBBBI")
         if flat is None:
-            return None
+            version, flat = 6, _sized(raws, 20, "BBBB16s")
+            if flat is None:
+                return None
+        family, size = _FAMILY[version]
         n = len(raws)
         bits = cast(tuple[int, ...], flat[1::5])
-        if flat[0::5].count(_PGSQL_AF_INET) != n or flat[3::5].count(4) != n or max(bits) > 32:
+        if flat[0::5].count(family) != n or flat[3::5].count(size) != n:
             return None
-        try:
-            return list(
-                map(IPv4Network if cidr else IPv4Interface, zip(flat[4::5], bits, strict=True))
-            )
-        except ValueError:  # host bits set: network_recv's error for cidr
+        if max(bits) > size * 8:
             return None
+        numbers = cast(tuple[int, ...], flat[4::5])
+        if version == 6:
+            numbers = tuple(map(int.from_bytes, cast(tuple[bytes, ...], numbers)))
+        # cidrs() is None for host bits set: network_recv's error for cidr.
+        return cidrs(version, numbers, bits) if cidr else inets(version, numbers, bits)
 
     return decode
 
@@ -616,8 +621,8 @@ BULK_BINARY_ELEMENTS: Final[dict[str, BinaryElements]] = {
     "uuid": _uuid_recv,
     "timetz": _timetz_recv,
     "interval": _interval_recv,
-    "inet": _ipv4_recv(cidr=False),
-    "cidr": _ipv4_recv(cidr=True),
+    "inet": _ip_recv(cidr=False),
+    "cidr": _ip_recv(cidr=True),
     "numeric": numerics_recv,
 }
 """Element type name -> the conversion of all distinct binary elements of an array at
