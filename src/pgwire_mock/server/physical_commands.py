@@ -38,6 +38,7 @@ from pgwire_mock.server.physical import (
     timeline_history_result,
 )
 from pgwire_mock.server.state import ServerState, StateError
+from pgwire_mock.server.versions import error
 
 if TYPE_CHECKING:
     from pgwire_mock.server.session import SessionConfig
@@ -97,6 +98,22 @@ class PhysicalCommands:
         self._send(*(DataRow(tuple(None if v is None else v.encode() for v in r)) for r in rows))
         self._send(CommandComplete("TIMELINE_HISTORY"))
         self._ready()
+
+    def _start_physical(self, command: StartPhysicalReplication) -> None:
+        if command.slot_name is not None:
+            slot = self.state.slots.get(command.slot_name)
+            if slot is None:
+                raise error(self.major, "slot_does_not_exist", slot=command.slot_name)
+            if slot.logical:
+                raise error(self.major, "logical_slot_for_physical_replication")
+        if isinstance(self.config.source, PhysicalRecording):
+            self._start_physical_recording(self.config.source, command)
+            return
+        raise ServerError(
+            "ERROR",
+            "0A000",
+            "pgwire-mock is a logical-only walsender: physical replication is not emulated",
+        )
 
     def _start_physical_recording(
         self, recording: PhysicalRecording, command: StartPhysicalReplication
