@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_values_adversarial import VALUES_DIR
+from test_values_bulk import _check_bulk
 
 from codec.errors import DecodeError
 from codec.values import (
@@ -252,6 +253,67 @@ def test_cidr_host_bits_in_binary_arrays(network: str) -> None:
     array = encode_binary(CIDR_ARRAY, [ipaddress.ip_network(network)] * 2)
     with pytest.raises(DecodeError, match="bits set right of the mask"):
         decode_binary(CIDR_ARRAY, array.replace(good, bad, 1))
+
+
+# Octets and prefix lengths at and past the edges of their ranges and forms.
+_OCTET: st.SearchStrategy[str] = st.sampled_from(
+    [
+        "0",
+        "1",
+        "9",
+        "10",
+        "99",
+        "100",
+        "199",
+        "200",
+        "249",
+        "250",
+        "255",
+        "256",
+        "300",
+        "00",
+        "07",
+        " 1",
+        "-1",
+        "1e2",
+    ]
+)
+_BITS: st.SearchStrategy[str] = st.sampled_from(
+    [
+        "",
+        "/0",
+        "/9",
+        "/10",
+        "/29",
+        "/31",
+        "/32",
+        "/33",
+        "/34",
+        "/08",
+        "/00",
+        "/",
+        "/-1",
+        "/ 8",
+        "/8 ",
+        ",",
+    ]
+)
+_IPV4_TEXT: st.SearchStrategy[str] = st.builds("{}.{}.{}.{}{}".format, *[_OCTET] * 4, _BITS)
+# Near misses: the characters of the form, and the ones JSON would also read.
+_NEAR_IPV4: st.SearchStrategy[str] = st.text(alphabet="0123456789./,- e+", max_size=20)
+
+
+@settings(SETTINGS, max_examples=1000)
+@given(
+    texts=st.lists(_IPV4_TEXT, min_size=1, max_size=3)
+    | st.lists(_IPV4_TEXT | _NEAR_IPV4, min_size=1)
+)
+def test_the_ipv4_fast_path_declines_or_agrees(texts: list[str]) -> None:
+    """The text fast path (shape by deleting digits, numbers by JSON) declines any
+    list holding a text outside network_out's form, and otherwise gives what each
+    text's input function gives."""
+    _check_bulk("inet", texts)
+    _check_bulk("cidr", texts)
 
 
 def test_binary_arrays_mixing_ip_versions() -> None:
