@@ -55,11 +55,17 @@ def _linear(small_text: str, small: int, large_text: str, large: int) -> bool:
     return large <= SLACK * growth * small + FIXED_WORK
 
 
-def _work(oid: int, text: Any, decode: Callable[[int, Any], object] = decode_text) -> int:
-    """Python-level work inside codec.values to decode ``text`` (with ``decode``): every
-    call and line event of its frames, counted with sys.settrace (deterministic, unlike
-    a clock). DecodeError counts as done; any other exception fails the test (the
-    contract)."""
+def _work(
+    oid: int,
+    text: Any,
+    decode: Callable[[int, Any], object] = decode_text,
+    *,
+    also: str | None = None,
+) -> int:
+    """Python-level work inside codec.values (and the file ``also``, if given) to decode
+    ``text`` (with ``decode``): every call and line event of its frames, counted with
+    sys.settrace (deterministic, unlike a clock). DecodeError counts as done; any other
+    exception fails the test (the contract)."""
     count = 0
 
     def local(frame: FrameType, event: str, arg: object) -> Any:
@@ -69,7 +75,8 @@ def _work(oid: int, text: Any, decode: Callable[[int, Any], object] = decode_tex
 
     def calls(frame: FrameType, event: str, arg: object) -> Any:
         nonlocal count
-        if frame.f_code.co_filename.startswith(VALUES_DIR):
+        name = frame.f_code.co_filename
+        if name.startswith(VALUES_DIR) or name == also:
             count += 1
             return local
         return None

@@ -5,22 +5,18 @@ of the same text."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import ipaddress
 import pickle
-import sys
-from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network, IPv6Interface, IPv6Network
 from itertools import islice
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_values_adversarial import VALUES_DIR
+from test_values_adversarial import _work
 from test_values_bulk import _check_bulk
 
 from codec.errors import DecodeError
@@ -399,35 +395,6 @@ IPADDRESS_FILE = str(Path(ipaddress.__file__).resolve())
 FEW, MANY, FIXED_WORK = 64, 1024, 60
 
 
-def _work(oid: int, data: Any, decode: Callable[[int, Any], object]) -> int:
-    """Python-level work to decode ``data``: every call and line event of frames in
-    codec.values and in the ipaddress module (whose constructors are the cost a
-    count of codec.values alone misses)."""
-    count = 0
-
-    def local(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal count
-        count += 1
-        return local
-
-    def calls(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal count
-        name = frame.f_code.co_filename
-        if name.startswith(VALUES_DIR) or name == IPADDRESS_FILE:
-            count += 1
-            return local
-        return None
-
-    previous = sys.gettrace()
-    sys.settrace(calls)
-    try:
-        with contextlib.suppress(DecodeError):
-            decode(oid, data)
-    finally:
-        sys.settrace(previous)
-    return count
-
-
 def _distinct(cidr: bool, version: int, i: int) -> Plain:
     if version == 4:
         number, bits = (10 << 24) + (i << 8) + (0 if cidr else i % 7), 24
@@ -462,7 +429,12 @@ def test_work_including_ipaddress_does_not_grow_with_distinct_elements(
     encode, decode = (encode_binary, decode_binary) if binary else (encode_text, decode_text)
 
     def work(n: int) -> int:
-        return _work(oid, encode(oid, [_distinct(cidr, version, i) for i in range(n)]), decode)
+        return _work(
+            oid,
+            encode(oid, [_distinct(cidr, version, i) for i in range(n)]),
+            decode,
+            also=IPADDRESS_FILE,  # its constructors are the cost codec.values alone misses
+        )
 
     few, many = work(FEW), work(MANY)
     assert many <= few + FIXED_WORK, (few, many)
