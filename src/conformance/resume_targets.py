@@ -111,30 +111,24 @@ def _stop_at(
     acked = LSN(0)
     with ReplicationConnection.connect(dsn, timeout=timeout) as conn:
         _start(conn, slot, options, timeout)
-        done = False
-        while not done:
-            events = conn.read_stream(timeout)
-            if not events:
-                raise ResumeError(
-                    f"nothing received for {timeout}s before acknowledging {point} "
-                    f"(acknowledged {acked})"
-                )
-            for event in events:
-                if isinstance(event, WalData):
-                    value = consumer.ack_value(event)
-                    if value > point:
-                        done = True
-                        break
-                    if value > acked:
-                        acked = value
-                        if consumer.feedback_each_message:
-                            conn.send_status(write=acked, flush=acked, apply=0)
-                    if acked == point:
-                        done = True
-                        break
-                elif isinstance(event, Keepalive) and event.wal_end >= end:
-                    done = True
-                    break
+
+        def idle() -> str:
+            return (
+                f"nothing received for {timeout}s before acknowledging {point} "
+                f"(acknowledged {acked})"
+            )
+
+        for event in _wal_until(conn, end, timeout, idle):
+            value = consumer.ack_value(event)
+            if value > point:
+                break
+            if value > acked:
+                acked = value
+                if consumer.feedback_each_message:
+                    conn.send_status(write=acked, flush=acked, apply=0)
+            if acked == point:
+                break
+        else:
             if conn.session.state is not State.STREAMING:
                 raise ResumeError("the walsender ended the stream before P")
         if consumer.stop == "copydone":
@@ -172,26 +166,37 @@ def _capture(
     out: list[Received] = []
     with ReplicationConnection.connect(dsn, timeout=timeout) as conn:
         _start(conn, slot, options, timeout)
-        done = False
-        while not done:
-            events = conn.read_stream(timeout)
-            if not events:
-                raise ResumeError(
-                    f"stream idle for {timeout}s after the restart before reaching {end} "
-                    f"({len(out)} messages so far)"
-                )
-            for event in events:
-                if isinstance(event, WalData):
-                    if event.wal_start > end:
-                        done = True
-                        break
-                    out.append(Received(event.wal_start, event.wal_end, event.payload))
-                elif isinstance(event, Keepalive) and event.wal_end >= end:
-                    done = True
-                    break
-            if conn.session.state is not State.STREAMING:
+
+        def idle() -> str:
+            return (
+                f"stream idle for {timeout}s after the restart before reaching {end} "
+                f"({len(out)} messages so far)"
+            )
+
+        for event in _wal_until(conn, end, timeout, idle):
+            if event.wal_start > end:
                 break
+            out.append(Received(event.wal_start, event.wal_end, event.payload))
     return _whole(out)
+
+
+def _wal_until(
+    conn: ReplicationConnection, end: LSN, timeout: float, idle: Callable[[], str]
+) -> Iterator[WalData]:
+    """The XLogData of a started stream until a keepalive at or past ``end`` proves
+    nothing earlier is left, or until the walsender ends the stream (the caller reads
+    ``conn.session.state``); ResumeError(idle()) when nothing comes for ``timeout``."""
+    while True:
+        events = conn.read_stream(timeout)
+        if not events:
+            raise ResumeError(idle())
+        for event in events:
+            if isinstance(event, WalData):
+                yield event
+            elif isinstance(event, Keepalive) and event.wal_end >= end:
+                return
+        if conn.session.state is not State.STREAMING:
+            return
 
 
 def _whole(received: Sequence[Received]) -> tuple[Received, ...]:
