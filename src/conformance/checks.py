@@ -31,6 +31,7 @@ New checks plug in by implementing :class:`Check` and being added to :data:`CHEC
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -260,6 +261,14 @@ def _first_difference(a: bytes, b: bytes) -> int:
 # Values
 
 
+_IP_VALUES: Final = (
+    ipaddress.IPv4Interface,
+    ipaddress.IPv6Interface,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Network,
+)
+
+
 def same_value(a: object, b: object) -> bool:
     """Exact equality of decoded values: NaN equals NaN, -0.0 differs from 0.0, numerics
     must have the same digits and scale, times the same UTC offset, lists element-wise."""
@@ -273,6 +282,10 @@ def same_value(a: object, b: object) -> bool:
         return encode_text(_NUMERIC, a) == encode_text(_NUMERIC, b)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, _IP_VALUES) and isinstance(b, _IP_VALUES):
+        # Decoded inet/cidr values are lazy subclasses (codec.values.LazyIPv4Interface,
+        # ...); ipaddress's own == tells interfaces, networks and versions apart.
+        return a == b
     if type(a) is not type(b):
         return False
     if isinstance(a, datetime | time) and isinstance(b, datetime | time):

@@ -8,11 +8,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from decimal import Decimal
+from ipaddress import ip_interface, ip_network
 
 import pytest
 
 from codec import pgoutput as po
-from codec.values import LSN, encode_binary
+from codec.values import LSN, decode_text, encode_binary, type_by_name
 from conformance.checks import (
     CHECKS,
     Captured,
@@ -241,6 +242,13 @@ def test_same_value_is_exact() -> None:
     assert not same_value([1, 2], [1, 2, 3])
     assert not same_value(1, True)
     assert not same_value(1, 1.0)
+    # inet/cidr decode to lazy subclasses: the same as the plain ipaddress values.
+    inets = decode_text(type_by_name("inet").array_oid, "{10.0.0.1/24,::1}")
+    assert same_value(inets, [ip_interface("10.0.0.1/24"), ip_interface("::1")])
+    assert not same_value(inets, [ip_interface("10.0.0.1/25"), ip_interface("::1")])
+    cidrs = decode_text(type_by_name("cidr").array_oid, "{10.0.0.0/24}")
+    assert same_value(cidrs, [ip_network("10.0.0.0/24")])
+    assert not same_value(cidrs, [ip_interface("10.0.0.0/24")])
 
 
 # --- replay ---------------------------------------------------------------------------
