@@ -31,6 +31,7 @@ from codec.values import (
     encode_binary,
     encode_text,
 )
+from codec.values._bulk import BULK_TEXT
 from codec.values._net import FAST, agrees, cidrs, faithful, inets
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -310,6 +311,58 @@ def test_the_ipv4_fast_path_declines_or_agrees(texts: list[str]) -> None:
     text's input function gives."""
     _check_bulk("inet", texts)
     _check_bulk("cidr", texts)
+
+
+@st.composite
+def _ipv6_texts(draw: st.DrawFn) -> str:
+    """IPv6 texts as network_out prints them (groups of zeros compressed, or not),
+    upper case, and with their edges broken: a group too long or empty, a second
+    "::", a stray ":", a dotted tail, a zone, prefix lengths past 128 or of four digits."""
+    groups = draw(
+        st.lists(
+            st.sampled_from(["0", "1", "db8", "ffff", "FfFf", "00", "0001", "12345", ""]),
+            min_size=1,
+            max_size=9,
+        )
+    )
+    text = ":".join(groups)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["::", ":", ":::", "::1::"])) + text[at:]
+    if draw(st.integers(0, 9)) == 0:
+        text += draw(st.sampled_from([":1.2.3.4", "%eth0", ".", " "]))
+    return text + draw(
+        st.sampled_from(["", "/0", "/64", "/127", "/128", "/129", "/064", "/0064", "/", "/6a"])
+    )
+
+
+_IPV6_CANONICAL: st.SearchStrategy[str] = st.builds(
+    lambda number, bits: str(ipaddress.ip_interface((number, bits))),
+    st.integers(0, (1 << 128) - 1) | st.integers(0, 1 << 16).map(lambda n: n << 64),
+    st.integers(0, 128),
+)
+
+
+@settings(SETTINGS, max_examples=1000)
+@given(texts=st.lists(_IPV6_CANONICAL | _ipv6_texts(), min_size=1, max_size=4))
+def test_the_ipv6_fast_path_declines_or_agrees(texts: list[str]) -> None:
+    """The IPv6 text path (groups padded and read as one hex number) declines any list
+    holding a text ipaddress or inet_in's pattern would refuse, and otherwise gives
+    what each text's input function gives."""
+    _check_bulk("inet", texts)
+    _check_bulk("cidr", texts)
+
+
+def test_ipv6_text_arrays_take_the_fast_path() -> None:
+    """Canonical IPv6 texts, compressed at the start, middle and end, with and without
+    a prefix length, are read by the fast path (not element by element)."""
+    texts = ["::", "::1", "2001:db8::", "2001:db8::1/64", "1:2:3:4:5:6:7:8", "fe80::/10"]
+    values = BULK_TEXT["inet"](texts)
+    assert values == [ipaddress.ip_interface(t) for t in texts]
+    assert BULK_TEXT["cidr"](["::/0", "2001:db8::/32", "::1/128"]) == [
+        ipaddress.ip_network(t) for t in ["::/0", "2001:db8::/32", "::1/128"]
+    ]
+    assert BULK_TEXT["cidr"](["2001:db8::1/32"]) is None  # host bits: cidr_in's error
 
 
 def test_binary_arrays_mixing_ip_versions() -> None:
