@@ -88,5 +88,10 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
     "array of distinct day counts": lambda n: (
         "{" + ",".join(f"{i} days" for i in range(1, max(2, n // 9))) + "}"
     ),
+    # IPv6 addresses, each different: no C-level parser reads them (codec may not
+    # import socket), so inet and cidr read each element's groups.
+    "array of distinct IPv6 addresses": lambda n: (
+        "{" + ",".join(f"2001:db8:{i:x}::{i:x}/64" for i in range(1, max(2, n // 22))) + "}"
+    ),
 }
 """Input name -> maker(size) -> text of about ``size`` characters."""
