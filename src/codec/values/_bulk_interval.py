@@ -107,11 +107,24 @@ def by_shape(texts: list[str], max_shapes: int, max_parts: int) -> list[object] 
             return repeat(0, len(texts))  # no shape has it ("N days" has no clock)
         return map(int, cut(part))
 
-    months, days = _months_and_days(cut, number, max_parts)
-    us = map(add, _clock_heads(cut, number, max_parts), number("seconds"))
+    # Date parts of days alone ("N days") and no clocks: nothing to decode once per
+    # distinct part, and no table of them to build.
+    if _any_shape_has(at, "years", "mons"):
+        months, days = _months_and_days(cut, number, max_parts)
+    else:
+        months, days = repeat(0, len(texts)), number("days")
+    us = number("seconds")
+    if _any_shape_has(at, "head"):
+        us = map(add, _clock_heads(cut, number, max_parts), us)
     if -1 in sign.values():
         us = map(mul, us, map(sign.__getitem__, shapes))
     return fill_intervals(made, months, days, us)
+
+
+def _any_shape_has(at: dict[str, dict[str, slice]], *parts: str) -> bool:
+    """Whether any shape holds one of ``parts`` (_layout() gives _ZERO or _EMPTY for
+    a part a shape lacks)."""
+    return any(where not in (_ZERO, _EMPTY) for part in parts for where in at[part].values())
 
 
 def _layout(shape: str) -> tuple[tuple[slice, ...], int] | None:
