@@ -122,6 +122,7 @@ _TYPES_ROW_1: dict[str, object] = {
     "ia": [1, None, 3],
     "ta": ["a b", "c", ""],
     "ip": "192.168.0.1/24",
+    "nw": "-1.5",  # numeric(200,100): 1.5 and 99 zeros, past Decimal's default 28 digits
 }
 _TYPES_ROW_2: dict[str, object] = {
     "id": 2,
@@ -165,6 +166,7 @@ def _types_script(major: int, oids: dict[str, int]) -> Script:
                 column("ia", "int4[]"),
                 column("ta", "text[]"),
                 column("ip", "inet"),
+                column("nw", "numeric(200,100)"),
             ],
         )
         .publication(_PUB, tables=[t])
@@ -182,15 +184,16 @@ _TYPES = Case(
         "CREATE TABLE pgwm_sv_types (id int PRIMARY KEY, b bool, i2 int2, i8 int8, f4 float4, "
         "f8 float8, n numeric(10,2), t text, vc varchar(10), bp char(4), by bytea, d date, "
         "ts timestamp, tstz timestamptz, iv interval, u uuid, j jsonb, ia int4[], ta text[], "
-        f"ip inet) {_NO_AUTOVACUUM}",
+        f"ip inet, nw numeric(200,100)) {_NO_AUTOVACUUM}",
     ),
     steps=(
         "INSERT INTO pgwm_sv_types VALUES (1, true, -5, 9000000000, 3.25, 2.5, 12.345, "
         "'hello, world', 'vc', 'ab', '\\x00ff10', '2024-02-29', '2024-02-29 12:00:00.5', "
         "'2024-02-29 12:00:00+00', '1 day 02:00:00', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
-        "'{\"a\": 1, \"list\": [1, 2]}', '{1,NULL,3}', '{\"a b\",c,\"\"}', '192.168.0.1/24'), "
+        "'{\"a\": 1, \"list\": [1, 2]}', '{1,NULL,3}', '{\"a b\",c,\"\"}', '192.168.0.1/24', "
+        "-1.5), "
         "(2, NULL, NULL, NULL, 'NaN', '-Infinity', 'NaN', 'ünïcödé ☃', NULL, NULL, NULL, "
-        "'infinity', '-infinity', 'infinity', NULL, NULL, NULL, '{}', NULL, NULL)",
+        "'infinity', '-infinity', 'infinity', NULL, NULL, NULL, '{}', NULL, NULL, NULL)",
         "UPDATE pgwm_sv_types SET t = 'changed' WHERE id = 1",
         "UPDATE pgwm_sv_types SET id = 10 WHERE id = 2",
         "DELETE FROM pgwm_sv_types WHERE id = 10",

@@ -19,7 +19,7 @@ import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Final
 
 from codec.errors import CodecError
@@ -302,8 +302,14 @@ def _apply_typmod(name: str, typmod: int, value: object) -> object:
             raise ValueError("value too long")
         return value[: typmod - 4]
     if name == "numeric" and isinstance(value, Decimal) and value.is_finite():
-        precision, scale = (typmod - 4) >> 16, (typmod - 4) & 0x7FF
-        rounded = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+        # apply_typmod() in numeric.c: the scale is 11 bits, signed from PostgreSQL 15.
+        precision = (typmod - 4) >> 16 & 0xFFFF
+        scale = ((typmod - 4) & 0x7FF ^ 0x400) - 0x400
+        if value.adjusted() > precision - scale:
+            raise ValueError("numeric field overflow")  # even before rounding
+        # Up to precision + 1 digits (a carry), past the default context's 28.
+        context = Context(prec=precision + 2, rounding=ROUND_HALF_UP)
+        rounded = value.quantize(Decimal(1).scaleb(-scale, context), context=context)
         if rounded.adjusted() >= precision - scale:
             raise ValueError("numeric field overflow")
         return rounded
