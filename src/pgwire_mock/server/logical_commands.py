@@ -92,6 +92,7 @@ class LogicalCommands:
 
         def _send(self, *messages: object) -> None: ...
         def _send_error(self, err: ServerError) -> None: ...
+        def _command_error(self, err: ServerError) -> None: ...
         def _ready(self) -> None: ...
         def _fatal(self, err: ServerError) -> None: ...
         def _finish(self) -> None: ...
@@ -202,14 +203,11 @@ class LogicalCommands:
         self._check_confirmed(s, now)
 
     def _stream_error(self, err: ServerError) -> None:
-        self._log(f"{err.severity}: {err.message}")
-        self._send_error(err)
-        if err.fatal:
-            self._finish()
-            return
-        self._error_cleanup()
-        self.phase = Phase.READY
-        self._ready()
+        """An error ending the stream ends it as one ending a command, back to READY
+        unless FATAL (neither _command_error nor what it calls reads the phase)."""
+        if not err.fatal:
+            self.phase = Phase.READY
+        self._command_error(err)
 
     def _on_copy_data(self, message: CopyData) -> None:
         if self._physical is not None:
