@@ -156,8 +156,14 @@ def _setter(cls: type, name: str) -> Callable[[object, object], None]:
 # (None: inet has none).
 _SET_IP: Final = {4: _setter(IPv4Address, "_ip"), 6: _setter(IPv6Address, "_ip")}
 _SET_SCOPE6: Final = _setter(IPv6Address, "_scope_id")
-_INTERFACES: Final = {4: LazyIPv4Interface, 6: LazyIPv6Interface}
-_NETWORKS: Final = {4: LazyIPv4Network, 6: LazyIPv6Network}
+_INTERFACES: Final[dict[int, type[IPv4Interface | IPv6Interface]]] = {
+    4: LazyIPv4Interface,
+    6: LazyIPv6Interface,
+}
+_NETWORKS: Final[dict[int, type[IPv4Network | IPv6Network]]] = {
+    4: LazyIPv4Network,
+    6: LazyIPv6Network,
+}
 # Bits right of the mask, by prefix length: cidr_in refuses a value with any set.
 _HOST_BITS: Final = {
     4: [(1 << (32 - bits)) - 1 for bits in range(33)],
@@ -271,11 +277,9 @@ Python's ipaddress keeps the fields they set), or the plain ipaddress classes.""
 _INETS: Final[Builder] = _lazy_inets if FAST else _plain_inets
 _CIDRS: Final[Builder] = _lazy_cidrs if FAST else _plain_cidrs
 _INTERFACE: Final[dict[int, type[Inet]]] = (
-    {4: LazyIPv4Interface, 6: LazyIPv6Interface} if FAST else {4: IPv4Interface, 6: IPv6Interface}
+    _INTERFACES if FAST else {4: IPv4Interface, 6: IPv6Interface}
 )
-_NETWORK: Final[dict[int, type[Cidr]]] = (
-    {4: LazyIPv4Network, 6: LazyIPv6Network} if FAST else {4: IPv4Network, 6: IPv6Network}
-)
+_NETWORK: Final[dict[int, type[Cidr]]] = _NETWORKS if FAST else {4: IPv4Network, 6: IPv6Network}
 
 
 def inets(version: int, numbers: Sequence[int], prefixes: Sequence[int]) -> list[object]:
