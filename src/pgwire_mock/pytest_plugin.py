@@ -37,9 +37,11 @@ from typing import Any, TypeVar
 import pytest
 
 from codec.replication import StandbyStatusUpdate
+from pgwire_mock.script.compile import OPEN, OpenTxn
 from pgwire_mock.script.model import Change, Script, Step, Transaction
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
+from pgwire_mock.server.live import WalWriter
 from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.protocol import AUTHENTICATION_TIMEOUT, WalSenderFactory, listen
 from pgwire_mock.server.session import SessionConfig
@@ -47,7 +49,14 @@ from pgwire_mock.server.source import ScriptSource, StreamSource, load_source
 from pgwire_mock.server.sql import CannedAnswer
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 
-__all__ = ["SlotInfo", "WalSender", "make_walsender", "start_walsender", "walsender"]
+__all__ = [
+    "OpenTransaction",
+    "SlotInfo",
+    "WalSender",
+    "make_walsender",
+    "start_walsender",
+    "walsender",
+]
 
 T = TypeVar("T")
 
@@ -201,10 +210,22 @@ class WalSender:
         flat: list[Step] = []
         for step in steps:
             flat.extend(step.steps if isinstance(step, Script) else [step])
+        writer = self._writer()
+        return self._call(lambda: writer.append(flat))
+
+    def begin(self, **options: Any) -> OpenTransaction:
+        """Begin a transaction that stays open: each ``write`` puts its changes in the WAL
+        at once, between other transactions' commits, so a consumer can stop and restart
+        in the middle of it. ``options``: stream, origin, origin_lsn (as for
+        ``Script.transaction``). Raises ScriptError while a wait_for step holds the WAL."""
+        writer = self._writer()
+        return OpenTransaction(self, writer, self._call(lambda: writer.begin(**options)))
+
+    def _writer(self) -> WalWriter:
         writer = self._factory.wal_writer
         if writer is None:
             raise TypeError("the served stream is not a script, so it cannot grow")
-        return self._call(lambda: writer.append(flat))
+        return writer
 
     def wait_confirmed(self, slot: str, lsn: int | None = None, timeout: float = 10.0) -> None:
         """Wait until ``slot``'s confirmed_flush reaches ``lsn`` (default: the end of WAL)."""
@@ -290,6 +311,56 @@ class WalSender:
                 raise RuntimeError("the walsender is stopped")
             return result
         return blockingCallFromThread(self._reactor, function)
+
+
+class OpenTransaction:
+    """A transaction in progress on the served WAL (:meth:`WalSender.begin`).
+
+    Each :meth:`write` reaches the WAL when it is called, as each statement of an open
+    transaction does on PostgreSQL: walsenders read it at once (a streaming client gets a
+    block when the transaction passes logical_decoding_work_mem; others get nothing until
+    the commit), keepalives carry the new end of WAL, and a slot's restart_lsn stays at
+    the transaction's first change however far the consumer confirms, so a consumer
+    restarted before the commit receives the whole transaction. As a context manager it
+    commits at the end of the block, or rolls back if the block raised.
+    """
+
+    def __init__(self, sender: WalSender, writer: WalWriter, txn: OpenTxn) -> None:
+        self._sender = sender
+        self._writer = writer
+        self._txn = txn
+
+    def write(self, changes: Sequence[Change]) -> int:
+        """Write ``changes`` (inserts, updates, savepoints... as in ``Script.transaction``)
+        now; returns the new end of WAL. ScriptError for a change that does not fit the
+        script: none of ``changes`` is written then."""
+        return self._sender._call(lambda: self._writer.write(self._txn, changes))
+
+    def commit(self, *, commit_time: str | None = None) -> int:
+        """Commit; returns the commit's end_lsn, the position a consumer confirms once it
+        has applied the transaction (the end of WAL if it wrote nothing)."""
+        return self._finish(rollback=False, commit_time=commit_time)
+
+    def rollback(self) -> int:
+        """Roll back; returns the end of WAL after the abort record."""
+        return self._finish(rollback=True)
+
+    def _finish(self, *, rollback: bool, commit_time: str | None = None) -> int:
+        writer, txn = self._writer, self._txn
+        return self._sender._call(
+            lambda: writer.finish(txn, rollback=rollback, commit_time=commit_time)
+        )
+
+    @property
+    def open(self) -> bool:
+        return self._txn.wtxn.kind == OPEN
+
+    def __enter__(self) -> OpenTransaction:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if self.open:
+            self._finish(rollback=kind is not None)
 
 
 def _source(script: str | Path | StreamSource | Any) -> StreamSource:

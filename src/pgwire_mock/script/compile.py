@@ -64,7 +64,7 @@ from pgwire_mock.server.faults import Fault as ServerFault
 from pgwire_mock.server.faults import FaultError
 from pgwire_mock.server.versions import MAJORS
 
-__all__ = ["CompiledScript", "Compiler", "compile_script"]
+__all__ = ["OPEN", "CompiledScript", "Compiler", "OpenTxn", "compile_script"]
 
 FIRST_USER_OID: Final = 16384
 _IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "n"}
@@ -245,12 +245,20 @@ class WSubAbort:
     time: int
 
 
+OPEN: Final = "open"
+"""A transaction's kind until the record that ends it is written."""
+
+
 @dataclass(eq=False)
 class WTxn:
+    """A transaction: its changes (and subtransaction aborts) in WAL order, ``first_lsn``
+    its first record's start, ``lsn``/``end_lsn`` the record that ends it (``kind``
+    commit, prepare or abort; OPEN until written)."""
+
     top: SubTxn
     items: list[WChange | WSubAbort]
     first_lsn: int
-    kind: str  # commit, prepare, abort
+    kind: str  # commit, prepare, abort; OPEN until its end is written
     lsn: int
     end_lsn: int
     time: int
@@ -260,6 +268,19 @@ class WTxn:
     gid: str | None = None
     where: str = ""
     long_running: bool = False
+    running: bool = False
+    """Written change by change (:meth:`Compiler.begin`), so other transactions' records
+    may come between its own: a walsender reads it by LSN, as the WAL grows."""
+
+
+@dataclass(eq=False)
+class OpenTxn:
+    """A transaction in progress that :meth:`Compiler.write` adds changes to and
+    :meth:`Compiler.finish` ends; ``written`` counts the changes given so far."""
+
+    wtxn: WTxn
+    stack: list[SubTxn]
+    written: int = 0
 
 
 @dataclass(eq=False)
@@ -320,6 +341,15 @@ class CompiledScript:
     what follows it until its condition holds. Only the first ``available`` items of a
     live WAL are written; a walsender that reaches them waits for more."""
     available: int = 0
+    running: list[WTxn] = field(default_factory=list)
+    """Transactions written change by change (:meth:`Compiler.begin`), in the order
+    their first records were written; those still OPEN have changes in the WAL but no
+    end yet."""
+
+    def oldest_running_lsn(self) -> int | None:
+        """The first record of the oldest transaction still in progress: a slot's
+        restart_lsn stays at or before it, since decoding must start there to see it."""
+        return min((t.first_lsn for t in self.running if t.kind == OPEN), default=None)
 
 
 # --- the compiler ----------------------------------------------------------------------
@@ -382,6 +412,76 @@ class Compiler:
             del self.wal[count:]
             raise err.located(self.script.source) from err.__cause__
         self.script.steps.append(step)
+        self.compiled.end_lsn = self.lsn
+
+    def begin(
+        self, *, stream: str = "auto", origin: str | None = None, origin_lsn: int | None = None
+    ) -> OpenTxn:
+        """A transaction that stays open while :meth:`write` adds its changes at the end
+        of WAL, between other transactions' records, until :meth:`finish` ends it."""
+        where = f"open transaction {len(self.compiled.running) + 1}"
+        if stream not in STREAM_MODES:
+            raise ScriptError(
+                f"expected one of {', '.join(STREAM_MODES)}, got {stream!r}", f"{where}.stream"
+            )
+        if origin is not None and not origin:
+            raise ScriptError("expected an origin name", f"{where}.origin")
+        top = SubTxn(None)
+        wtxn = WTxn(top, [], 0, OPEN, 0, 0, 0, origin, origin_lsn or 0, stream, where=where)
+        wtxn.running = True
+        return OpenTxn(wtxn, [top])
+
+    def write(self, txn: OpenTxn, changes: Sequence[Change]) -> None:
+        """Write ``changes`` of an open transaction at the end of WAL; ScriptError (and
+        nothing written) for one that does not fit, or after the transaction ended."""
+        wtxn = txn.wtxn
+        if wtxn.kind != OPEN:
+            raise ScriptError("the transaction has ended", wtxn.where)
+        start, next_xid, clock, count = self.lsn, self.next_xid, self.clock, len(wtxn.items)
+        stack, released = list(txn.stack), [len(s.released) for s in txn.stack]
+        try:
+            for i, change in enumerate(changes):
+                here = f"{wtxn.where}.changes[{txn.written + i}]"
+                if isinstance(change, AlterTable):
+                    # Its lock would make every other writer of the table wait for it,
+                    # and the compiler keeps one version of each table for all.
+                    raise ScriptError("alter_table is not supported in an open transaction", here)
+                self.change(change, txn.stack, wtxn.items, here)
+        except ScriptError as err:
+            subs = {id(s): s for s in (*stack, *txn.stack)}
+            subs.update((id(c.sub), c.sub) for c in wtxn.items[count:] if isinstance(c, WChange))
+            for sub in subs.values():
+                if sub.xid is not None and sub.xid >= next_xid:
+                    sub.xid = None
+            for sub, n in zip(stack, released, strict=True):
+                del sub.released[n:]
+            txn.stack[:] = stack
+            del wtxn.items[count:]
+            self.lsn, self.next_xid, self.clock = start, next_xid, clock
+            raise err.located(self.script.source) from err.__cause__
+        txn.written += len(changes)
+        if count == 0 and wtxn.items:
+            wtxn.first_lsn = start
+            self.compiled.running.append(wtxn)
+        self.compiled.end_lsn = self.lsn
+
+    def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> None:
+        """End an open transaction: its commit (or abort) record at the end of WAL."""
+        wtxn = txn.wtxn
+        if wtxn.kind != OPEN:
+            raise ScriptError("the transaction has ended", wtxn.where)
+        kind = "abort" if rollback else "commit"
+        if wtxn.top.xid is None:
+            wtxn.kind = kind  # nothing written: no xid, no record, nothing to decode
+            return
+        saved = (self.lsn, self.clock, len(self.wal))
+        try:
+            self.end(wtxn, kind, commit_time)
+        except ScriptError as err:
+            self.lsn, self.clock, count = saved
+            del self.wal[count:]
+            wtxn.kind = OPEN
+            raise err.located(self.script.source) from err.__cause__
         self.compiled.end_lsn = self.lsn
 
     # helpers
@@ -754,25 +854,16 @@ class Compiler:
             self.tables = saved_tables if txn.rollback else self.tables
             return
         kind = "prepare" if txn.prepare is not None else "abort" if txn.rollback else "commit"
-        nsubs = _count_subxacts(top)
-        if kind == "prepare":
-            start, end = self.record(_PREPARE_RECORD + 4 * nsubs + len(txn.prepare or ""))
-        elif kind == "abort":
-            start, end = self.record(_ABORT_RECORD + 4 * nsubs)
-            self.tables = saved_tables
-        else:
-            start, end = self.record(_COMMIT_RECORD + 4 * nsubs)
-        time = self.tick(txn.commit_time, f"{where}.commit_time")
         if txn.origin is not None and not txn.origin:
             raise ScriptError("expected an origin name", f"{where}.origin")
         wtxn = WTxn(
             top,
             items,
             first_lsn,
-            kind,
-            start,
-            end,
-            time,
+            OPEN,
+            0,
+            0,
+            0,
             txn.origin,
             txn.origin_lsn or 0,
             txn.stream,
@@ -780,8 +871,24 @@ class Compiler:
             where,
             txn.long_running,
         )
-        if txn.prepare is not None:
-            self.prepared[txn.prepare] = wtxn
+        self.end(wtxn, kind, txn.commit_time)
+        if kind == "abort":
+            self.tables = saved_tables
+
+    def end(self, wtxn: WTxn, kind: str, commit_time: str | None) -> None:
+        """Write the record that ends ``wtxn`` (commit, abort or prepare) and put the
+        transaction in the WAL there, where logical decoding decodes it."""
+        nsubs = _count_subxacts(wtxn.top)
+        if kind == "prepare":
+            start, end = self.record(_PREPARE_RECORD + 4 * nsubs + len(wtxn.gid or ""))
+        elif kind == "abort":
+            start, end = self.record(_ABORT_RECORD + 4 * nsubs)
+        else:
+            start, end = self.record(_COMMIT_RECORD + 4 * nsubs)
+        wtxn.time = self.tick(commit_time, f"{wtxn.where}.commit_time")
+        wtxn.kind, wtxn.lsn, wtxn.end_lsn = kind, start, end
+        if wtxn.gid is not None:
+            self.prepared[wtxn.gid] = wtxn
         self.wal.append(wtxn)
 
     def change(

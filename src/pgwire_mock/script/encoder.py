@@ -66,6 +66,7 @@ from codec.pgoutput import (
     encode,
 )
 from pgwire_mock.script.compile import (
+    OPEN,
     CompiledScript,
     PublishedTable,
     Row,
@@ -428,6 +429,12 @@ class _Session:
         self.looked_up: set[int] = set()
         # Where the WAL ended when this walsender first waited there (None: not yet).
         self.waited_at: int | None = None
+        # Transactions written change by change (CompiledScript.running) are read record
+        # by record: the reading of each begun, the index of the next item each reads,
+        # and the position up to which the WAL is read (their items before it).
+        self.reading: dict[int, Iterator[StreamEvent | None]] = {}
+        self.next_item: dict[int, int] = {}
+        self.horizon = _NO_HORIZON
 
     # helpers
 
@@ -527,19 +534,18 @@ class _Session:
                     return
                 # The end of the WAL written so far: the caller resumes this generator
                 # once more is written.
+                yield from self.read_running(compiled.end_lsn)
                 if self.waited_at is None:
                     self.waited_at = compiled.end_lsn
                 yield EndOfWal(compiled.end_lsn)
                 continue
             item = wal[i]
             i += 1
+            if compiled.running:
+                yield from self.read_running(item.start if isinstance(item, WMessage) else item.lsn)
             if isinstance(item, WTxn):
-                for event in self.txn(item):
-                    if self.skipped_at is not None:
-                        yield from self.skipped_warning()
-                    yield event
-                if self.skipped_at is not None:
-                    yield from self.skipped_warning()
+                begun = self.reading.pop(id(item), None)  # a running one read so far
+                yield from self.with_warning(self.txn(item) if begun is None else begun)
             elif isinstance(item, WFinishPrepared):
                 yield from self.finish_prepared(item)
             elif isinstance(item, WMessage):
@@ -552,14 +558,76 @@ class _Session:
                 elif isinstance(step, ScriptFault):
                     yield Fault(step.name, dict(step.params), item.lsn)
 
+    def with_warning(self, events: Iterator[StreamEvent | None]) -> Iterator[StreamEvent]:
+        """A transaction's events, to its end, with 18's warning about skipped
+        publications before the event that looked them up."""
+        self.horizon = _NO_HORIZON
+        for event in events:
+            if self.skipped_at is not None:
+                yield from self.skipped_warning()
+            if event is not None:
+                yield event
+        if self.skipped_at is not None:
+            yield from self.skipped_warning()
+
+    def read_running(self, horizon: int) -> Iterator[StreamEvent]:
+        """Read the records before ``horizon`` of the transactions written change by
+        change, in LSN order across them, as the walsender reads the WAL: one in progress
+        streams a block when its memory reaches the limit, before anything the WAL holds
+        after that change. Each ends where the WAL ends it (:meth:`run`)."""
+        while True:
+            found: tuple[int, WTxn] | None = None
+            for txn in self.compiled.running:
+                j = self.next_item.get(id(txn), 0)
+                if j < len(txn.items):
+                    lsn = _item_lsn(txn.items[j])
+                    if lsn < horizon and (found is None or lsn < found[0]):
+                        found = (lsn, txn)
+            if found is None:
+                return
+            lsn, txn = found
+            events = self.reading.get(id(txn))
+            if events is None:
+                events = self.reading[id(txn)] = self.txn(txn)
+            self.horizon = lsn + 1  # that one record
+            for event in events:
+                if self.skipped_at is not None:
+                    yield from self.skipped_warning()
+                if event is None:
+                    break
+                yield event
+
+    def items(self, txn: WTxn) -> Iterator[WChange | WSubAbort | None]:
+        """``txn``'s items; for one written change by change, those before
+        :attr:`horizon` and None (read no further for now) at it, and the end once its
+        end record is before it."""
+        if not txn.running:
+            yield from txn.items
+            return
+        j = 0
+        while True:
+            if j < len(txn.items) and _item_lsn(txn.items[j]) < self.horizon:
+                self.next_item[id(txn)] = j + 1
+                yield txn.items[j]
+                j += 1
+            elif j == len(txn.items) and txn.kind != OPEN and txn.lsn < self.horizon:
+                return
+            else:
+                yield None
+
     def skipped_warning(self) -> Iterator[StreamEvent]:
         assert self.skipped_at is not None
         missing = (p for p in self.options.publication_names if p not in self.compiled.publications)
         yield PublicationsSkipped(tuple(missing), self.skipped_at)
         self.skipped_at = None
 
-    def txn(self, txn: WTxn) -> Iterator[StreamEvent]:
+    def txn(self, txn: WTxn) -> Iterator[StreamEvent | None]:
+        """Decode ``txn``; None where one written change by change is read no further
+        for now (:meth:`items`)."""
         if self.skipped(txn):
+            for item in self.items(txn):
+                if item is None:
+                    yield None
             self.forget(txn)
             return
         # A long-running transaction written after this walsender waited at the end of
@@ -571,7 +639,12 @@ class _Session:
         )
         streamable = self.can_stream and txn.stream != "never"
         top_xid = _xid(txn.top)
-        for item in txn.items:
+        for item in self.items(txn):
+            if item is None:
+                yield None
+                continue
+            if txn.running:
+                state.live = txn.kind == OPEN  # what CLOG shows as the record is read
             if isinstance(item, WChange) and self.version >= 18:
                 yield from self.queue_change(txn, state, item, streamable)
                 continue
@@ -990,6 +1063,17 @@ class _View:
         if old_passes:
             return "delete"
         return "insert" if new_passes else None
+
+
+_NO_HORIZON: Final = 1 << 64  # past any LSN
+
+
+def _item_lsn(item: WChange | WSubAbort) -> int:
+    """A position inside the item's record: its start, or the byte before its end for
+    the records known by their end (a message, a subtransaction's abort)."""
+    if isinstance(item, WSubAbort):
+        return item.end_lsn - 1
+    return item.lsn - 1 if item.kind == "message" else item.lsn
 
 
 def _xid(sub: SubTxn) -> int:

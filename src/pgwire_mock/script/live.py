@@ -3,17 +3,21 @@
 A served script is written up to its first ``wait_for`` step; what follows is written when
 the server finds the step's condition met (:meth:`LiveWal.release`), and steps appended
 later (:meth:`LiveWal.append`: a test committing transactions) are written at once unless
-a wait holds them back too. Every walsender streams the same compiled WAL, each from its
-own start point; one that reaches the end of what is written waits there
+a wait holds them back too. A transaction can also stay open (:meth:`LiveWal.begin`):
+its changes are written as they are given, between other transactions' records, and its
+commit or rollback when it ends, so a consumer can stop and restart in the middle of it.
+Every walsender streams the same compiled WAL, each from its own start point; one that
+reaches the end of what is written waits there
 (:class:`~pgwire_mock.script.encoder.EndOfWal`) until more is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from pgwire_mock.script.compile import CompiledScript, Compiler, WMarker
-from pgwire_mock.script.model import Script, Step, WaitFor
+from pgwire_mock.script.compile import CompiledScript, Compiler, OpenTxn, WMarker
+from pgwire_mock.script.errors import ScriptError
+from pgwire_mock.script.model import Change, Script, Step, WaitFor
 
 __all__ = ["LiveWal"]
 
@@ -51,9 +55,44 @@ class LiveWal:
         """Compile ``steps`` after the script's (ScriptError for one that does not fit; the
         ones before it stay), write what no wait holds back; returns :attr:`end_lsn`."""
         for step in steps:
+            if isinstance(step, WaitFor) and self.compiled.oldest_running_lsn() is not None:
+                raise ScriptError(
+                    "a wait_for step cannot hold the WAL back while a transaction is open",
+                    f"steps[{len(self.compiled.script.steps)}]",
+                )
             self._compiler.append(step)
         self._write()
         return self.end_lsn
+
+    def begin(
+        self, *, stream: str = "auto", origin: str | None = None, origin_lsn: int | None = None
+    ) -> OpenTxn:
+        """A transaction that stays open: :meth:`write` adds its changes, :meth:`finish`
+        ends it. ScriptError while a wait_for step holds the WAL back."""
+        self._not_held()
+        return self._compiler.begin(stream=stream, origin=origin, origin_lsn=origin_lsn)
+
+    def write(self, txn: OpenTxn, changes: Sequence[Change]) -> int:
+        """Write an open transaction's ``changes`` now; returns :attr:`end_lsn`.
+        ScriptError (and nothing written) for one that does not fit."""
+        self._not_held()
+        self._compiler.write(txn, changes)
+        return self.end_lsn
+
+    def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> int:
+        """Commit or roll back an open transaction; returns the end of its commit record
+        (what a consumer confirms once it applied it), or the end of WAL if it wrote
+        nothing."""
+        self._compiler.finish(txn, rollback=rollback, commit_time=commit_time)
+        self._write()
+        return txn.wtxn.end_lsn or self.end_lsn
+
+    def _not_held(self) -> None:
+        # What an open transaction writes reaches the WAL at once: it cannot wait.
+        if self.held is not None:
+            raise ScriptError(
+                "a wait_for step holds the WAL back: an open transaction cannot write"
+            )
 
     def release(self) -> None:
         """The held wait_for step's condition holds: write on, to the next one."""

@@ -6,20 +6,22 @@ rest of the script back, checks its condition whenever a client's message may ha
 changed it (an acknowledgement, a new slot) and when its time comes. Each write moves the
 server's end of WAL (IDENTIFY_SYSTEM, ``pg_current_wal_lsn()``, idle keepalives) and wakes
 the walsenders waiting at the old end, so they stream the new transactions at once, as
-PostgreSQL's walsenders do when WAL is flushed.
+PostgreSQL's walsenders do when WAL is flushed. It also writes transactions that stay
+open (``begin``, ``write``, ``finish``): each change reaches the WAL when it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.state import ServerState
 
 if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
+    from pgwire_mock.script.compile import OpenTxn
     from pgwire_mock.script.live import LiveWal
-    from pgwire_mock.script.model import Step, WaitFor
+    from pgwire_mock.script.model import Change, Step, WaitFor
 
 __all__ = ["WalWriter"]
 
@@ -56,6 +58,24 @@ class WalWriter:
             self._written()
             self.check()
         return self.wal.end_lsn
+
+    def begin(self, **options: Any) -> OpenTxn:
+        """A transaction that stays open (LiveWal.begin's options)."""
+        return self.wal.begin(**options)
+
+    def write(self, txn: OpenTxn, changes: Sequence[Change]) -> int:
+        """Write an open transaction's changes now; returns the end of WAL."""
+        try:
+            return self.wal.write(txn, changes)
+        finally:
+            self._written()
+
+    def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> int:
+        """Commit or roll back an open transaction; returns its commit record's end."""
+        try:
+            return self.wal.finish(txn, rollback=rollback, commit_time=commit_time)
+        finally:
+            self._written()
 
     def check(self) -> None:
         """Write on past every wait_for step whose condition holds now."""

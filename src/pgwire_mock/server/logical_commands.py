@@ -38,7 +38,7 @@ from pgwire_mock.server.grammar import StartLogicalReplication, format_lsn
 from pgwire_mock.server.pgoutput_options import PgOutputOptions, validate_start_replication
 from pgwire_mock.server.phase import Phase, pg_time
 from pgwire_mock.server.physical import PhysicalStream
-from pgwire_mock.server.source import StreamEvent
+from pgwire_mock.server.source import ScriptSource, StreamEvent
 from pgwire_mock.server.state import ServerState, SlotState, StateError
 from pgwire_mock.server.versions import error
 
@@ -237,7 +237,7 @@ class LogicalCommands:
             if self.config.on_status_update is not None:
                 self.config.on_status_update(self.pid, reply)
             if reply.flushed_lsn:
-                self.state.confirm(s.slot.name, reply.flushed_lsn, s.sent_ptr)
+                self.state.confirm(s.slot.name, reply.flushed_lsn, self._restart_bound(s.sent_ptr))
             if reply.reply_requested:
                 self._keepalive(s, now, reply=False)
             elif s.exhausted:
@@ -245,6 +245,16 @@ class LogicalCommands:
             self._check_confirmed(s, now)
         elif isinstance(reply, HotStandbyFeedback):
             pass  # accepted; a logical slot's xmin is not emulated
+
+    def _restart_bound(self, read_upto: int) -> int:
+        """How far the slot's restart_lsn may move: not past what the walsender read,
+        nor past the first record of a transaction of a live script still in progress
+        (decoding must start there to see it whole)."""
+        source = self.config.source
+        if not isinstance(source, ScriptSource) or source.wal is None:
+            return read_upto
+        oldest = source.wal.compiled.oldest_running_lsn()
+        return read_upto if oldest is None else min(read_upto, oldest)
 
     def _on_copy_done(self, _: CopyDone) -> None:
         if self._physical is not None:

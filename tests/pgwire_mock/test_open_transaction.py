@@ -1,0 +1,323 @@
+"""Transactions that stay open on a live WAL (``LiveWal.begin``, ``WalSender.begin``):
+their changes reach the WAL as they are written, between other transactions' records,
+so a walsender reads them as PostgreSQL's does and a consumer can restart in the middle.
+The same stories against real PostgreSQL: tests/conformance/test_live_wal_postgres.py."""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg2
+import pytest
+from psycopg2 import extras
+
+from codec.pgoutput import (
+    Begin,
+    Commit,
+    Decoder,
+    Insert,
+    PgOutputMessage,
+    StreamAbort,
+    StreamCommit,
+    StreamStart,
+    StreamStop,
+)
+from pgwire_mock.pytest_plugin import WalSender
+from pgwire_mock.script import (
+    EndOfWal,
+    Script,
+    ScriptError,
+    Send,
+    StreamOptions,
+    Transaction,
+    alter_table,
+    column,
+    encode_stream,
+    insert,
+    rollback_to_savepoint,
+    savepoint,
+    update,
+)
+from pgwire_mock.script.compile import WChange
+from pgwire_mock.script.live import LiveWal
+from pgwire_mock.script.model import Change
+
+TABLE = "public.t"
+PROTO_1 = StreamOptions(proto_version=1, publication_names=("pub",))
+STREAMING = StreamOptions(proto_version=2, streaming="on", publication_names=("pub",))
+
+
+def script(major: int = 16) -> Script:
+    return (
+        Script(pg_version=major, logical_decoding_work_mem=64)
+        .table(TABLE, columns=[column("id", "int4", key=True), column("v", "text")])
+        .publication("pub", tables=[TABLE])
+        .slot("s")
+    )
+
+
+def rows(first: int, count: int) -> list[Change]:
+    return [insert(TABLE, id=first + i, v=f"row {i:04d} " + "x" * 40) for i in range(count)]
+
+
+def until_end(events: Iterator[object]) -> list[PgOutputMessage]:
+    """The messages sent up to the end of what is written."""
+    decoder = Decoder()
+    out: list[PgOutputMessage] = []
+    for event in events:
+        if isinstance(event, EndOfWal):
+            return out
+        if isinstance(event, Send):
+            out.append(decoder.decode(event.payload))
+    raise AssertionError("a live WAL's stream ended")
+
+
+def kinds(messages: list[PgOutputMessage]) -> list[str]:
+    return [type(m).__name__ for m in messages]
+
+
+# --- the script layer -----------------------------------------------------------------------
+
+
+def test_an_open_transaction_is_in_the_wal_but_sent_only_at_its_commit() -> None:
+    wal = LiveWal(script())
+    events = encode_stream_at(wal, PROTO_1)
+    start = wal.end_lsn
+    txn = wal.begin()
+    assert wal.end_lsn == start  # nothing written yet
+    end = wal.write(txn, rows(1, 3))
+    assert end > start and wal.compiled.oldest_running_lsn() == start
+    assert until_end(events) == []  # in progress: nothing to decode
+    commit_end = wal.finish(txn, rollback=False)
+    assert wal.compiled.oldest_running_lsn() is None
+    sent = until_end(events)
+    assert kinds(sent) == ["Begin", "Relation", "Insert", "Insert", "Insert", "Commit"]
+    commit = sent[-1]
+    assert isinstance(commit, Commit) and commit.end_lsn == commit_end == wal.end_lsn
+    with pytest.raises(ScriptError, match="has ended"):
+        wal.write(txn, rows(10, 1))
+
+
+def encode_stream_at(wal: LiveWal, options: StreamOptions, from_lsn: int = 0) -> Iterator[object]:
+    return encode_stream(wal.compiled, options, from_lsn=from_lsn)
+
+
+def test_a_transaction_committed_meanwhile_comes_first_and_the_open_one_keeps_its_start() -> None:
+    wal = LiveWal(script())
+    events = encode_stream_at(wal, PROTO_1)
+    long = wal.begin()
+    wal.write(long, rows(1, 2))
+    short_end = wal.append([Transaction((insert(TABLE, id=100, v="short"),))])
+    wal.write(long, [update(TABLE, id=1, v="changed")])
+    sent = until_end(events)
+    assert kinds(sent) == ["Begin", "Relation", "Insert", "Commit"]  # only the short one
+    short_begin = sent[0]
+    assert isinstance(short_begin, Begin)
+    assert isinstance(sent[-1], Commit) and sent[-1].end_lsn == short_end
+    long_end = wal.finish(long, rollback=False)
+    sent = until_end(events)
+    assert kinds(sent) == ["Begin", "Insert", "Insert", "Update", "Commit"]
+    begin, commit = sent[0], sent[-1]
+    assert isinstance(begin, Begin) and isinstance(commit, Commit)
+    assert begin.final_lsn == commit.commit_lsn and commit.end_lsn == long_end
+    assert begin.xid < short_begin.xid  # its first write came first
+    # A walsender starting after both reads them in commit order too, and one confirmed
+    # past the short one (inside the long one) gets the long one whole.
+    later = until_end(encode_stream_at(wal, PROTO_1))
+    assert kinds(later) == ["Begin", "Relation", "Insert", "Commit", *kinds(sent)]
+    again = until_end(encode_stream_at(wal, PROTO_1, from_lsn=short_end))
+    assert kinds(again) == ["Begin", "Relation", "Insert", "Insert", "Update", "Commit"]
+
+
+def test_an_open_transaction_streams_as_it_passes_the_memory_limit() -> None:
+    wal = LiveWal(script())
+    events = encode_stream_at(wal, STREAMING)
+    txn = wal.begin()
+    wal.write(txn, rows(1, 200))
+    assert until_end(events) == []  # under 64 kB so far
+    wal.write(txn, rows(1000, 400))
+    blocks = until_end(events)
+    assert kinds(blocks)[:2] == ["StreamStart", "Relation"] and kinds(blocks)[-1] == "StreamStop"
+    first = blocks[0]
+    assert isinstance(first, StreamStart) and first.first_segment
+    streamed = sum(isinstance(m, Insert) for m in blocks)
+    assert 0 < streamed < 600
+    wal.finish(txn, rollback=False)
+    rest = until_end(events)
+    assert kinds(rest)[0] == "StreamStart" and kinds(rest)[-1] == "StreamCommit"
+    assert streamed + sum(isinstance(m, Insert) for m in rest) == 600
+
+
+def test_restarted_inside_an_open_transaction_it_is_decoded_again_from_its_first_change() -> None:
+    """A consumer that confirmed a keepalive's position inside the transaction (its
+    restart_lsn held at the first change) gets the transaction whole after a restart:
+    never streamed from before the confirmed position, so its first block again holds
+    everything from the start, with first_segment set."""
+    wal = LiveWal(script())
+    txn = wal.begin()
+    wal.write(txn, rows(1, 600))
+    streamed_before = until_end(encode_stream_at(wal, STREAMING))
+    assert isinstance(streamed_before[0], StreamStart)
+    confirmed = wal.end_lsn  # the keepalive's position, inside the transaction
+    restarted = encode_stream_at(wal, STREAMING, from_lsn=confirmed)
+    assert until_end(restarted) == []  # before the confirmed position: spilled, not streamed
+    wal.write(txn, rows(1000, 10))
+    blocks = until_end(restarted)
+    assert isinstance(blocks[0], StreamStart) and blocks[0].first_segment
+    # Spilled, it streams at its first change that may stream (ReorderBufferProcess-
+    # PartialChange): everything before, and that one.
+    assert sum(isinstance(m, Insert) for m in blocks) == 601
+    wal.finish(txn, rollback=False)
+    rest = until_end(restarted)
+    assert kinds(rest)[0] == "StreamStart" and kinds(rest)[-1] == "StreamCommit"
+    assert sum(isinstance(m, Insert) for m in rest) == 9
+    # Not streaming: the whole transaction at its commit.
+    whole = until_end(encode_stream_at(wal, PROTO_1, from_lsn=confirmed))
+    assert kinds(whole)[:2] == ["Begin", "Relation"]
+    assert sum(isinstance(m, Insert) for m in whole) == 610
+
+
+def test_a_rolled_back_open_transaction_that_streamed_gets_a_stream_abort() -> None:
+    wal = LiveWal(script())
+    events = encode_stream_at(wal, STREAMING)
+    txn = wal.begin()
+    wal.write(txn, [*rows(1, 10), savepoint("s1"), *rows(100, 600)])
+    assert isinstance(until_end(events)[0], StreamStart)
+    wal.write(txn, [rollback_to_savepoint("s1")])
+    sub_abort = until_end(events)
+    assert kinds(sub_abort) == ["StreamAbort"]
+    wal.finish(txn, rollback=True)
+    top_abort = until_end(events)
+    assert kinds(top_abort) == ["StreamAbort"]
+    assert isinstance(top_abort[0], StreamAbort) and top_abort[0].xid == top_abort[0].subxid
+    # Not streaming, the rolled-back transaction is never sent.
+    assert until_end(encode_stream_at(wal, PROTO_1)) == []
+
+
+def test_a_write_that_does_not_fit_writes_nothing_and_the_transaction_goes_on() -> None:
+    wal = LiveWal(script())
+    txn = wal.begin()
+    wal.write(txn, rows(1, 1))
+    end = wal.end_lsn
+    with pytest.raises(ScriptError, match="no column 'nope'"):
+        wal.write(txn, [savepoint("a"), *rows(2, 1), update(TABLE, id=1, nope="x")])
+    with pytest.raises(ScriptError, match="not supported in an open transaction"):
+        wal.write(txn, [alter_table(TABLE, add=[column("w", "int4")])])
+    assert wal.end_lsn == end and len(txn.wtxn.items) == 1 and txn.stack == [txn.wtxn.top]
+    wal.write(txn, [savepoint("a"), *rows(2, 1)])
+    wal.finish(txn, rollback=False)
+    sent = until_end(encode_stream_at(wal, PROTO_1))
+    inserts = [m for m in sent if isinstance(m, Insert)]
+    assert [m.xid for m in sent if isinstance(m, Begin)] == [txn.wtxn.top.xid]
+    assert len(inserts) == 2
+    # The subtransaction got the next xid after the top one: the failed write used none.
+    second, top = txn.wtxn.items[1], txn.wtxn.top.xid
+    assert isinstance(second, WChange) and top is not None and second.sub.xid == top + 1
+
+
+def test_a_wait_for_step_and_an_open_transaction_exclude_each_other() -> None:
+    wal = LiveWal(script())
+    txn = wal.begin()
+    wal.write(txn, rows(1, 1))
+    with pytest.raises(ScriptError, match="while a transaction is open"):
+        wal.append(script().wait_for(slot="s").steps)
+    wal.finish(txn, rollback=False)
+    wal.append(script().wait_for(slot="s").steps)
+    with pytest.raises(ScriptError, match="holds the WAL back"):
+        wal.begin()
+
+
+def test_a_transaction_that_wrote_nothing_leaves_no_trace() -> None:
+    wal = LiveWal(script())
+    end = wal.end_lsn
+    txn = wal.begin()
+    wal.write(txn, [savepoint("a")])
+    assert wal.finish(txn, rollback=False) == end == wal.end_lsn
+    assert until_end(encode_stream_at(wal, PROTO_1)) == []
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+class Consumer:
+    """psycopg2 on slot s, as CDC consumers are written: acknowledges keepalives' positions
+    once it has nothing left to apply (as pg_recvlogical does)."""
+
+    def __init__(self, server: WalSender, options: dict[str, str]) -> None:
+        self.conn = psycopg2.connect(
+            server.dsn(), connection_factory=extras.LogicalReplicationConnection
+        )
+        self.cur = self.conn.cursor()
+        self.cur.start_replication(
+            slot_name="s", decode=False, options={**options, "publication_names": "pub"}
+        )
+        self.decoder = Decoder()
+
+    def read(self, until: type, timeout: float = 10.0) -> list[PgOutputMessage]:
+        out: list[PgOutputMessage] = []
+        deadline = time.monotonic() + timeout
+        while not out or not isinstance(out[-1], until):
+            message = self.cur.read_message()
+            if message is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no {until.__name__} within the timeout: {kinds(out)}")
+                select.select([self.conn], [], [], 0.05)
+                continue
+            out.append(self.decoder.decode(bytes(message.payload)))
+        return out
+
+    def acknowledge_keepalive(self, server: WalSender, position: int) -> None:
+        """Wait for a keepalive at ``position`` and confirm it."""
+        deadline = time.monotonic() + 10
+        while self.cur.wal_end < position:
+            assert self.cur.read_message() is None, "nothing is sent while it is open"
+            assert time.monotonic() < deadline, "no keepalive at the end of WAL"
+            select.select([self.conn], [], [], 0.05)
+        self.cur.send_feedback(flush_lsn=self.cur.wal_end, force=True)
+        server.wait_confirmed("s", position)
+
+    def kill(self) -> None:
+        self.conn.close()
+
+
+def test_a_consumer_restarted_inside_an_open_transaction_gets_it_whole_at_its_commit(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    server = make_walsender(script=script(), idle_keepalive_interval=0.05)
+    consumer = Consumer(server, {"proto_version": "1"})
+    with server.begin() as txn:
+        first = txn.write(rows(1, 2))
+        start = server.slots["s"].restart_lsn
+        consumer.acknowledge_keepalive(server, first)
+        slot = server.slots["s"]
+        assert slot.confirmed_flush == first  # inside the transaction
+        assert slot.restart_lsn <= first - 1 and slot.restart_lsn >= start
+        consumer.kill()
+        txn.write(rows(10, 1))
+        consumer = Consumer(server, {"proto_version": "1"})
+    got = consumer.read(Commit)
+    assert kinds(got) == ["Begin", "Relation", "Insert", "Insert", "Insert", "Commit"]
+    consumer.kill()
+
+
+def test_a_streaming_consumer_gets_the_blocks_again_after_a_restart(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    options = {"proto_version": "2", "streaming": "on"}
+    server = make_walsender(script=script(), idle_keepalive_interval=0.05)
+    consumer = Consumer(server, options)
+    txn = server.begin()
+    txn.write(rows(1, 600))
+    before = consumer.read(StreamStop)
+    assert isinstance(before[0], StreamStart) and before[0].first_segment
+    consumer.kill()
+    consumer = Consumer(server, options)
+    txn.write(rows(1000, 10))
+    end = txn.commit()
+    after = consumer.read(StreamCommit)
+    assert isinstance(after[0], StreamStart) and after[0].first_segment  # from the start again
+    assert sum(isinstance(m, Insert) for m in after) == 610
+    assert isinstance(after[-1], StreamCommit) and after[-1].end_lsn == end
+    consumer.kill()
