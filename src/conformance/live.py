@@ -22,6 +22,12 @@ run (streaming clients get their blocks and a Stream Abort for each rollback); t
 consumer dies before acknowledging, and the restarted walsender decodes them again after
 the fact, when CLOG already shows the rollbacks (``WalSender.commit(...,
 long_running=True)`` on the fake).
+
+A third (:func:`run_open_story`) restarts the consumer in the middle of a transaction: it
+stays open (600 rows, past logical_decoding_work_mem) while a short one commits; the
+consumer applies and acknowledges the short one (a position inside the open one) and
+dies; the open one writes more, the consumer restarts, the open one commits. The restarted
+walsender must decode it again from its first change (``WalSender.begin`` on the fake).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from codec.pgoutput import Begin, Commit, Decoder, StreamCommit
 
@@ -48,6 +54,7 @@ __all__ = [
     "observed",
     "real_side",
     "run_long_story",
+    "run_open_story",
     "run_story",
 ]
 
@@ -84,6 +91,9 @@ LONG_TRANSACTIONS: tuple[LongTransaction, ...] = (
     ),
 )
 
+#: The parts of the transaction that stays open across the consumer's restart.
+OPEN_PARTS: tuple[tuple[Row, ...], ...] = (_rows(8000, 600), _rows(9000, 10))
+
 #: pgoutput options by the least major that accepts them.
 OPTION_SETS: tuple[tuple[int, Mapping[str, str]], ...] = (
     (14, {"proto_version": "1"}),
@@ -118,6 +128,15 @@ class Side:
     commit: Callable[[Sequence[Row]], object]
     confirmed_flush: Callable[[], int]
     run_long: Callable[[LongTransaction], object]
+    begin: Callable[[], OpenTransaction]
+
+
+class OpenTransaction(Protocol):
+    """A transaction left open on one side: ``write`` adds rows (the WAL holds them once
+    it returns), ``commit`` ends it."""
+
+    def write(self, rows: Sequence[Row]) -> object: ...
+    def commit(self) -> object: ...
 
 
 # --- the consumer ---------------------------------------------------------------------------
@@ -152,21 +171,26 @@ class Consumer:
                     raise
                 time.sleep(0.05)
 
-    def read(self, commits: int, *, acknowledge: bool) -> list[Received]:
-        """Read until ``commits`` transactions ended; acknowledge each commit if told."""
+    def read(self, commits: int, *, acknowledge: bool, blocks: int = 0) -> list[Received]:
+        """Read until ``commits`` transactions and ``blocks`` streamed blocks ended;
+        acknowledge each commit if told."""
         out: list[Received] = []
         deadline = time.monotonic() + self.timeout
         done = 0
-        while done < commits:
+        while done < commits or blocks > 0:
             message = self.cur.read_message()
             if message is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{done} of {commits} transactions within the timeout")
+                    raise TimeoutError(
+                        f"{done} of {commits} transactions ({blocks} more streamed blocks "
+                        "awaited) within the timeout"
+                    )
                 select.select([self.conn], [], [], min(left, 0.5))
                 continue
             payload = bytes(message.payload)
             out.append(Received(message.data_start, message.wal_end, payload))
+            blocks -= payload[:1] == b"E"
             if payload[:1] in (b"C", b"c"):
                 done += 1
                 if acknowledge:
@@ -201,12 +225,36 @@ def run_long_story(side: Side, options: Mapping[str, str], *, timeout: float = 3
     return _restart_and_read(side, options, timeout, first, commits=1)
 
 
-def _restart_and_read(
-    side: Side, options: Mapping[str, str], timeout: float, first: list[Received], commits: int
-) -> LiveRun:
-    """A restarted consumer reads ``commits`` transactions, acknowledging each; the run
-    ends once the slot confirmed the last (asynchronously on a real server)."""
+def run_open_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) -> LiveRun:
+    """The open transaction of the module docstring, on one side."""
     consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)  # the walsender waits at the end of WAL
+    txn = side.begin()
+    txn.write(OPEN_PARTS[0])
+    # Streaming clients get a block of it while it runs, before anything commits.
+    first = consumer.read(0, acknowledge=False, blocks=1) if options.get("streaming") else []
+    side.commit(TRANSACTIONS[0])
+    first += consumer.read(1, acknowledge=True)
+    consumer.kill()
+    txn.write(OPEN_PARTS[1])
+    return _restart_and_read(side, options, timeout, first, commits=1, then=txn.commit)
+
+
+def _restart_and_read(
+    side: Side,
+    options: Mapping[str, str],
+    timeout: float,
+    first: list[Received],
+    commits: int,
+    then: Callable[[], object] | None = None,
+) -> LiveRun:
+    """A restarted consumer reads ``commits`` transactions (after ``then`` ran, once its
+    walsender waits at the end of WAL), acknowledging each; the run ends once the slot
+    confirmed the last (asynchronously on a real server)."""
+    consumer = Consumer(side, options, timeout)
+    if then is not None:
+        time.sleep(0.5)
+        then()
     after = consumer.read(commits, acknowledge=True)
     consumer.kill()
     last_end = after[-1].wal_start
@@ -302,16 +350,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
 
         def commit(rows: Sequence[Row]) -> None:
             with conn.transaction():
-                for kind, key, value in rows:
-                    if kind == "insert":
-                        query = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident)
-                        conn.execute(query, (key, value))
-                    elif kind == "update":
-                        query = sql.SQL("UPDATE {} SET v = %s WHERE id = %s").format(ident)
-                        conn.execute(query, (value, key))
-                    else:
-                        query = sql.SQL("DELETE FROM {} WHERE id = %s").format(ident)
-                        conn.execute(query, (key,))
+                _apply(conn, ident, rows)
 
         def run_long(txn: LongTransaction) -> None:
             # Pauses long enough for the WAL writer (wal_writer_delay 200 ms) to flush
@@ -324,6 +363,9 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                 time.sleep(0.5)
                 conn.execute(command)
 
+        def begin() -> OpenTransaction:
+            return _RealOpenTransaction(server.connect(), ident)
+
         def confirmed_flush() -> int:
             row = conn.execute(
                 "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
@@ -332,11 +374,43 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
             return int(row[0]) if row is not None else 0
 
         try:
-            yield Side(dsn, slot, publication, commit, confirmed_flush, run_long)
+            yield Side(dsn, slot, publication, commit, confirmed_flush, run_long, begin)
         finally:
             _drop_slot(conn, slot)
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
+
+
+def _apply(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    for kind, key, value in rows:
+        if kind == "insert":
+            conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident), (key, value))
+        elif kind == "update":
+            query = sql.SQL("UPDATE {} SET v = %s WHERE id = %s").format(ident)
+            conn.execute(query, (value, key))
+        else:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(ident), (key,))
+
+
+class _RealOpenTransaction:
+    """A transaction left open on its own connection."""
+
+    def __init__(self, conn: Any, ident: Any) -> None:
+        self.conn = conn
+        self.ident = ident
+        conn.execute("BEGIN")
+
+    def write(self, rows: Sequence[Row]) -> None:
+        _apply(self.conn, self.ident, rows)
+        # An open transaction's records reach the walsender once the WAL writer flushes
+        # them (wal_writer_delay, 200 ms).
+        time.sleep(0.5)
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+        self.conn.close()
 
 
 def _drop_slot(conn: Any, slot: str) -> None:
@@ -392,14 +466,28 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
                 changes.append(rollback_to_savepoint(savepoint_name))
         server.commit(changes, rollback=txn[-1][1] == "ROLLBACK", long_running=True)
 
+    def changes(rows: Sequence[Row]) -> list[Any]:
+        return [makers[kind](key, value) for kind, key, value in rows]
+
+    class FakeOpenTransaction:
+        def __init__(self) -> None:
+            self.txn = server.begin()
+
+        def write(self, rows: Sequence[Row]) -> None:
+            self.txn.write(changes(rows))
+
+        def commit(self) -> None:
+            self.txn.commit()
+
     try:
         yield Side(
             server.dsn(),
             slot,
             publication,
-            lambda rows: server.commit([makers[kind](key, value) for kind, key, value in rows]),
+            lambda rows: server.commit(changes(rows)),
             lambda: server.slots[slot].confirmed_flush,
             run_long,
+            FakeOpenTransaction,
         )
     finally:
         server.stop()

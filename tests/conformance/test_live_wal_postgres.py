@@ -72,3 +72,20 @@ def test_long_transactions_decoded_while_they_run_then_after_a_restart(pg_server
         if options.get("streaming"):
             assert types.count("StreamAbort") >= 3, types  # two savepoints, one ROLLBACK
         assert fake == real, options
+
+
+def test_a_consumer_restarted_inside_an_open_transaction(pg_server: Server) -> None:
+    """A transaction stays open (600 rows) while a short one commits; the consumer
+    acknowledges the short one, a position inside the open one, and dies; the open one
+    writes more, the consumer restarts, the open one commits. Decoded again from its
+    first change: all 610 rows come after the restart (streaming clients: their blocks
+    again, first_segment set, nothing streamed from before the confirmed position). The
+    fake, given it as ``WalSender.begin``, sends the same."""
+    for options in _option_sets(pg_server.version):
+        real, fake = _observed_on_both(pg_server, options, live.run_open_story)
+        assert real["confirmed_flush_is_last_acknowledged_end"], options
+        after = real["after_restart"]["messages"]
+        assert sum(m["type"] == "Insert" for m in after) == 610, options
+        if options.get("streaming"):
+            assert "StreamStart" in [m["type"] for m in real["first"]["messages"]], options
+        assert fake == real, options
