@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import pytest
 
 from codec.replication import StandbyStatusUpdate
-from pgwire_mock.script.compile import OPEN, OpenTxn
+from pgwire_mock.script.compile import OpenTxn
 from pgwire_mock.script.model import Change, Script, Step, Transaction
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
@@ -353,7 +353,7 @@ class OpenTransaction:
 
     @property
     def open(self) -> bool:
-        return self._txn.wtxn.kind == OPEN
+        return not self._txn.ended
 
     def __enter__(self) -> OpenTransaction:
         return self

@@ -199,3 +199,54 @@ def test_a_control_endpoint_that_cannot_listen_stops_serve(tmp_path: Path) -> No
         assert result.returncode == code, result.stderr
         assert error.startswith("pgwire-mock serve:"), result.stderr
     taken.close()
+
+
+def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: Served) -> None:
+    """POST /transactions begins one; its changes reach the WAL at once (the end of WAL
+    moves, nothing is sent); the consumer confirms a position inside it and restarts, and
+    gets it whole at its commit. Bad requests get one-line errors."""
+    dsn = f"host=127.0.0.1 port={served.port} user=postgres dbname=postgres"
+    options = {"proto_version": "1", "publication_names": "pub"}
+
+    def consumer() -> tuple[object, object]:
+        conn = psycopg2.connect(dsn, connection_factory=extras.LogicalReplicationConnection)
+        cur = conn.cursor()
+        cur.start_replication(slot_name="s", decode=False, options=options)
+        return conn, cur
+
+    conn, cur = consumer()
+    assert _commits(cur, conn, 1) == [b"B", b"R", b"I", b"C"]
+    status, begun = served.request("POST", "/transactions", "")
+    assert status == 200 and begun["id"] == 1
+    status, written = served.request(
+        "POST", "/transactions/1", "[{insert: public.t, values: {id: 2, v: b}}]"
+    )
+    assert status == 200 and written["end_lsn"] > begun["end_lsn"]
+    status, answer = served.request("POST", "/transactions/1", "{insert: public.nope}")
+    assert status == 400 and "no table 'public.nope'" in answer["error"]
+    assert answer["end_lsn"] == written["end_lsn"]  # nothing of it written
+    cur.send_feedback(flush_lsn=_lsn(written["end_lsn"]), force=True)  # type: ignore[attr-defined]
+    time.sleep(0.2)
+    slot = served.request("GET", "/wal")[1]["slots"]["s"]
+    assert slot["confirmed_flush"] == written["end_lsn"]
+    assert _lsn(slot["restart_lsn"]) <= _lsn(begun["end_lsn"])  # held at its first change
+    conn.close()  # type: ignore[attr-defined]
+    served.request(
+        "POST",
+        "/transactions/1",
+        '{"changes": [{"update": "public.t", "values": {"id": 1, "v": "z"}}]}',
+    )
+    conn, cur = consumer()
+    status, ended = served.request("POST", "/transactions/1/commit", "")
+    assert status == 200 and ended["commit_end_lsn"] == ended["end_lsn"]
+    assert _commits(cur, conn, 1) == [b"B", b"R", b"I", b"U", b"C"]
+    conn.close()  # type: ignore[attr-defined]
+    assert served.request("POST", "/transactions/1", "[]")[0] == 409
+    assert served.request("POST", "/transactions/7/commit", "")[0] == 404
+    status, answer = served.request("POST", "/transactions", "{stream: sometimes}")
+    assert status == 400 and "stream" in answer["error"]
+
+
+def _lsn(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)

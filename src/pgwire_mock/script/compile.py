@@ -282,6 +282,10 @@ class OpenTxn:
     stack: list[SubTxn]
     written: int = 0
 
+    @property
+    def ended(self) -> bool:
+        return self.wtxn.kind != OPEN
+
 
 @dataclass(eq=False)
 class WFinishPrepared:
@@ -435,7 +439,7 @@ class Compiler:
         """Write ``changes`` of an open transaction at the end of WAL; ScriptError (and
         nothing written) for one that does not fit, or after the transaction ended."""
         wtxn = txn.wtxn
-        if wtxn.kind != OPEN:
+        if txn.ended:
             raise ScriptError("the transaction has ended", wtxn.where)
         start, next_xid, clock, count = self.lsn, self.next_xid, self.clock, len(wtxn.items)
         stack, released = list(txn.stack), [len(s.released) for s in txn.stack]
@@ -468,7 +472,7 @@ class Compiler:
     def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> None:
         """End an open transaction: its commit (or abort) record at the end of WAL."""
         wtxn = txn.wtxn
-        if wtxn.kind != OPEN:
+        if txn.ended:
             raise ScriptError("the transaction has ended", wtxn.where)
         kind = "abort" if rollback else "commit"
         if wtxn.top.xid is None:

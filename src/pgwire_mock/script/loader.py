@@ -49,7 +49,14 @@ from pgwire_mock.script.model import (
 )
 from pgwire_mock.script.types import ColumnType, convert, is_plain, to_plain
 
-__all__ = ["dump_script", "load_script", "loads_script", "loads_steps"]
+__all__ = [
+    "dump_script",
+    "load_script",
+    "loads_changes",
+    "loads_options",
+    "loads_script",
+    "loads_steps",
+]
 
 T = TypeVar("T")
 
@@ -109,6 +116,38 @@ def loads_steps(text: str, *, source: str = "<steps>") -> list[Step]:
         return [_step(step, f"steps[{i}]") for i, step in enumerate(raw)]
     except ScriptError as err:
         raise err.located(source) from None
+
+
+def loads_changes(text: str, *, source: str = "<changes>") -> list[Change]:
+    """Parse changes written as in a transaction's ``changes`` (YAML or JSON): a list of
+    changes, one change, or a mapping with a ``changes`` list."""
+    data = _parse(text, source, json_only=False)
+    if isinstance(data, Mapping) and "changes" in data and len(data) == 1:
+        data = data["changes"]
+    raw = data if isinstance(data, list) else [data]
+    try:
+        return [_change(change, f"changes[{i}]") for i, change in enumerate(raw)]
+    except ScriptError as err:
+        raise err.located(source) from None
+
+
+def loads_options(text: str, keys: tuple[str, ...], *, source: str = "<options>") -> dict[str, Any]:
+    """Parse a mapping of a transaction's options (``keys`` of origin, origin_lsn,
+    commit_time, stream; YAML or JSON); an empty text is no options."""
+    kinds: dict[str, Callable[[object, str], Any]] = {
+        "origin": _opt_str,
+        "origin_lsn": _opt_lsn,
+        "commit_time": _opt_time,
+        "stream": _str,
+    }
+    data = _parse(text, source, json_only=False) if text.strip() else {}
+    try:
+        r = _Reader(data, "")
+        options = {key: r.get(key, kinds[key], None) for key in keys if key in r.data}
+        r.done()
+    except ScriptError as err:
+        raise err.located(source) from None
+    return options
 
 
 def _parse(text: str, source: str, json_only: bool) -> object:
