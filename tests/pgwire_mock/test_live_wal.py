@@ -113,6 +113,16 @@ def test_an_append_that_does_not_fit_changes_nothing() -> None:
     assert [e.payload[:1] for e in txns] == [b"B", b"R", b"I", b"C", b"B", b"I", b"C"]
 
 
+def test_appending_leaves_the_given_script_as_it_was() -> None:
+    """Two servers of one Script (a test module's constant): the second starts without
+    what the first one's test appended."""
+    given = script().transaction([insert(TABLE, id=1, v="a")])
+    first = LiveWal(given)
+    first.append([Transaction((insert(TABLE, id=2, v="b"),))])
+    assert len(given.steps) == 1
+    assert LiveWal(given).end_lsn < first.end_lsn
+
+
 def test_wait_for_steps_round_trip_through_yaml() -> None:
     s = script().wait_for().wait_for(slot="s", timeout=5).wait_for(confirmed=False, seconds=1.5)
     text = dump_script(s)

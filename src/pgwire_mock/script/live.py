@@ -13,6 +13,7 @@ reaches the end of what is written waits there
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 
 from pgwire_mock.script.compile import CompiledScript, Compiler, OpenTxn, WMarker
@@ -26,6 +27,10 @@ class LiveWal:
     """A script's WAL that grows: :meth:`append` and :meth:`release` write more of it."""
 
     def __init__(self, script: Script) -> None:
+        # What is appended joins the served script's steps: a copy, so the caller's
+        # Script (one a test module shares between its tests' servers) stays as given.
+        script = copy.copy(script)
+        script.steps = list(script.steps)
         self._compiler = Compiler.start(script)
         self.compiled: CompiledScript = self._compiler.compiled
         self.compiled.live = True
