@@ -56,6 +56,7 @@ __all__ = [
     "run_long_story",
     "run_open_story",
     "run_story",
+    "run_two_open_story",
 ]
 
 #: (kind, id, value) rows of each transaction the story commits, in order. The third is
@@ -238,6 +239,25 @@ def run_open_story(side: Side, options: Mapping[str, str], *, timeout: float = 3
     consumer.kill()
     txn.write(OPEN_PARTS[1])
     return _restart_and_read(side, options, timeout, first, commits=1, then=txn.commit)
+
+
+def run_two_open_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) -> LiveRun:
+    """Two transactions open at once, their writes interleaved (300 rows each, twice),
+    then both commit: the reorder buffer counts their memory together, so a streaming
+    client gets blocks of the larger one when the two together pass the limit. The
+    consumer then restarts and reads both again."""
+    consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)
+    a, b = side.begin(), side.begin()
+    a.write(_rows(10000, 300))
+    b.write(_rows(20000, 300))
+    a.write(_rows(11000, 300))
+    b.write(_rows(21000, 300))
+    a.commit()
+    b.commit()
+    first = consumer.read(2, acknowledge=False)
+    consumer.kill()
+    return _restart_and_read(side, options, timeout, first, commits=2)
 
 
 def _restart_and_read(

@@ -89,3 +89,16 @@ def test_a_consumer_restarted_inside_an_open_transaction(pg_server: Server) -> N
         if options.get("streaming"):
             assert "StreamStart" in [m["type"] for m in real["first"]["messages"]], options
         assert fake == real, options
+
+
+def test_two_transactions_open_at_once_share_the_memory_limit(pg_server: Server) -> None:
+    """Two open transactions write 300 rows each in turn, twice: the reorder buffer
+    counts their memory together, so at the limit the larger one streams (blocks of 300
+    rows, not of what one transaction alone would reach). Both commit, the consumer
+    restarts without acknowledging and gets both again the same way."""
+    for options in _option_sets(pg_server.version):
+        real, fake = _observed_on_both(pg_server, options, live.run_two_open_story)
+        if options.get("streaming"):
+            first = [m["type"] for m in real["first"]["messages"]]
+            assert first.count("StreamStart") == 4, first
+        assert fake == real, options

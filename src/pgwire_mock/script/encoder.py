@@ -433,6 +433,10 @@ class _Session:
         # by record: the reading of each begun, the index of the next item each reads,
         # and the position up to which the WAL is read (their items before it).
         self.reading: dict[int, Iterator[StreamEvent | None]] = {}
+        # The transactions whose changes the reorder buffer holds now, by id(WTxn), in
+        # the order their decoding began (the current one and those read record by
+        # record): their memory counts together against logical_decoding_work_mem.
+        self.queued: dict[int, tuple[WTxn, _TxnState]] = {}
         self.next_item: dict[int, int] = {}
         self.horizon = _NO_HORIZON
 
@@ -637,6 +641,13 @@ class _Session:
         state = _TxnState(
             live=txn.long_running and self.waited_at is not None and txn.first_lsn >= self.waited_at
         )
+        self.queued[id(txn)] = (txn, state)
+        try:
+            yield from self.decode(txn, state)
+        finally:
+            del self.queued[id(txn)]
+
+    def decode(self, txn: WTxn, state: _TxnState) -> Iterator[StreamEvent | None]:
         streamable = self.can_stream and txn.stream != "never"
         top_xid = _xid(txn.top)
         for item in self.items(txn):
@@ -653,22 +664,12 @@ class _Session:
                     continue  # txn->concurrent_abort: no more changes are collected
                 state.pending.append(item)
                 state.memory += item.size
-                if not (streamable and txn.stream == "auto"):
-                    continue
-                if state.memory >= self.limit:
-                    if item.lsn >= self.from_lsn and self.aborted_after_the_fact(txn, state):
-                        yield from self.concurrent_abort(txn, state, item.lsn)
-                    elif item.lsn >= self.from_lsn:
-                        yield from self.stream_block(txn, state)
-                    else:
-                        # ReorderBufferCanStartStreaming: a resumed walsender may not
-                        # stream before the start point; it spills the transaction to
-                        # disk, which empties its memory as streaming would.
-                        state.memory = 0
-                        state.spilled = len(state.pending)
-                        state.serialized.update(id(c.sub) for c in state.pending)
+                if self.queued_memory() >= self.limit:
+                    yield from self.memory_limit(item)
                 elif (
-                    id(item.sub) in state.serialized
+                    streamable
+                    and txn.stream == "auto"
+                    and id(item.sub) in state.serialized
                     and item.lsn >= self.from_lsn
                     and item.kind != "ddl"
                 ):
@@ -768,35 +769,71 @@ class _Session:
             # ReorderBufferProcessPartialChange, before the memory check.
             yield from self.stream_block(txn, state)
             return
-        if state.memory < self.limit:
-            return
-        if can_stream:
-            # ReorderBufferLargestStreamableTopTXN: the top transaction, checked first.
-            if self.aborted_after_the_fact(txn, state):
-                self.truncate(txn, state, None)
+        if self.queued_memory() >= self.limit:
+            yield from self.memory_limit(change)
+
+    def queued_memory(self) -> int:
+        """rb->size: the memory of every transaction the reorder buffer holds."""
+        return sum(state.memory for _, state in self.queued.values())
+
+    def memory_limit(self, change: WChange) -> Iterator[StreamEvent]:
+        """ReorderBufferCheckMemoryLimit once ``change`` is queued and the transactions
+        held together reach the limit: until under it, stream the largest top
+        transaction that may stream (ReorderBufferLargestTopTXN, the older of equals),
+        if the walsender may start streaming at ``change`` (ReorderBufferCanStartStreaming:
+        not before its start point), else spill the largest to disk, which empties its
+        memory as streaming would. A transaction CLOG already shows aborted is cut short
+        when streamed (14-17, HandleConcurrentAbort) or truncated first (18,
+        ReorderBufferCheckAndTruncateAbortedTXN)."""
+        total = self.queued_memory()
+        while total >= self.limit:
+            held = [ts for ts in self.queued.values() if ts[1].memory > 0]
+            streamable = [ts for ts in held if self.can_stream and ts[0].stream == "auto"]
+            if change.lsn >= self.from_lsn and streamable:
+                txn, state = max(streamable, key=lambda ts: ts[1].memory)
+                if not self.aborted_after_the_fact(txn, state):
+                    yield from self.stream_block(txn, state)
+                elif self.version >= 18:
+                    self.truncate(txn, state, None)
+                else:
+                    yield from self.concurrent_abort(txn, state, change.lsn)
+            elif self.version >= 18:
+                self.spill_largest(change)
             else:
-                yield from self.stream_block(txn, state)
-            return
-        # ReorderBufferLargestTXN, one (sub)transaction at a time until under the limit.
+                txn, state = max(held, key=lambda ts: ts[1].memory)
+                state.memory = 0
+                state.spilled = len(state.pending)
+                state.serialized.update(id(c.sub) for c in state.pending)
+            before, total = total, self.queued_memory()
+            if total >= before:  # nothing left to evict (never, if the sizes add up)
+                return
+
+    def spill_largest(self, change: WChange) -> None:
+        """18's ReorderBufferLargestTXN: the largest (sub)transaction in memory goes to
+        disk, or is truncated if CLOG shows it (or its top transaction) aborted."""
+        sizes: dict[tuple[int, int], int] = {}
+        owners: dict[int, tuple[WTxn, _TxnState]] = {}
+        for txn, state in self.queued.values():
+            for c in state.pending:
+                if id(c) not in state.on_disk:
+                    key = (id(txn), id(c.sub))
+                    sizes[key] = sizes.get(key, 0) + c.size
+            owners[id(txn)] = (txn, state)
+        key = max(sizes, key=sizes.__getitem__)
+        txn, state = owners[key[0]]
+        largest = key[1]
         aborted_subs = {
             id(s)
             for i in txn.items
             if isinstance(i, WSubAbort) and not (state.live and i.end_lsn > change.lsn)
             for s in i.subs
         }
-        top_aborted = self.aborted_after_the_fact(txn, state)
-        while state.memory >= self.limit and not state.aborted:
-            sizes: dict[int, int] = {}
-            for c in state.pending:
-                if id(c) not in state.on_disk:
-                    sizes[id(c.sub)] = sizes.get(id(c.sub), 0) + c.size
-            largest = max(sizes, key=sizes.__getitem__)
-            if top_aborted or largest in aborted_subs:
-                self.truncate(txn, state, None if largest == id(txn.top) else largest)
-            else:
-                state.on_disk.update(id(c) for c in state.pending if id(c.sub) == largest)
-                state.serialized.add(largest)
-                state.memory -= sizes[largest]
+        if self.aborted_after_the_fact(txn, state) or largest in aborted_subs:
+            self.truncate(txn, state, None if largest == id(txn.top) else largest)
+        else:
+            state.on_disk.update(id(c) for c in state.pending if id(c.sub) == largest)
+            state.serialized.add(largest)
+            state.memory -= sizes[key]
 
     def concurrent_abort(self, txn: WTxn, state: _TxnState, lsn: int) -> Iterator[StreamEvent]:
         """14-17 stream a transaction that CLOG already shows aborted; the walsender
