@@ -33,8 +33,10 @@ with the PostgreSQL source it comes from:
   block then holds everything before (first_segment set), and one not streamed again
   before its commit is sent as an ordinary transaction.
 
-The memory accounting is per transaction (a real server counts all transactions in
-progress); block boundaries are therefore close to, not exactly, a real server's.
+The memory accounting counts every transaction the reorder buffer holds at once (the one
+being decoded and those written change by change, read as the WAL grows), as
+``ReorderBufferCheckMemoryLimit`` does; a transaction prepared without two-phase decoding
+no longer counts once prepared (a real server keeps it until COMMIT PREPARED).
 """
 
 from __future__ import annotations
