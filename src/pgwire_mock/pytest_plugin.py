@@ -345,11 +345,14 @@ class OpenTransaction:
         """Roll back; returns the end of WAL after the abort record."""
         return self._finish(rollback=True)
 
-    def _finish(self, *, rollback: bool, commit_time: str | None = None) -> int:
+    def prepare(self, gid: str, *, prepare_time: str | None = None) -> int:
+        """PREPARE TRANSACTION ``gid``; returns the end of its record. Finish it with
+        ``walsender.append(CommitPrepared(gid))`` (or RollbackPrepared) later."""
+        return self._finish(prepare=gid, commit_time=prepare_time)
+
+    def _finish(self, **how: Any) -> int:
         writer, txn = self._writer, self._txn
-        return self._sender._call(
-            lambda: writer.finish(txn, rollback=rollback, commit_time=commit_time)
-        )
+        return self._sender._call(lambda: writer.finish(txn, **how))
 
     @property
     def open(self) -> bool:

@@ -229,6 +229,33 @@ def test_a_wait_for_step_and_an_open_transaction_exclude_each_other() -> None:
         wal.begin()
 
 
+def test_an_open_transaction_can_end_prepared() -> None:
+    """PREPARE TRANSACTION: a two-phase client gets it at the prepare (streamed, since it
+    passed the memory limit while open), COMMIT PREPARED later; one without two-phase
+    decoding gets it whole at COMMIT PREPARED. A gid in use is refused."""
+    two_phase = StreamOptions(
+        proto_version=3, streaming="on", two_phase=True, publication_names=("pub",)
+    )
+    wal = LiveWal(script())
+    events = encode_stream_at(wal, two_phase)
+    txn = wal.begin()
+    wal.write(txn, rows(1, 600))
+    assert kinds(until_end(events))[0] == "StreamStart"
+    with pytest.raises(ScriptError, match="exclude each other"):
+        wal.finish(txn, prepare="g1", rollback=True)
+    prepared_end = wal.finish(txn, prepare="g1")
+    sent = until_end(events)
+    assert kinds(sent)[-1] == "StreamPrepare" and sent[-1].end_lsn == prepared_end  # type: ignore[attr-defined]
+    other = wal.begin()
+    with pytest.raises(ScriptError, match="already exists"):
+        wal.finish(other, prepare="g1")
+    wal.append(script().commit_prepared("g1").steps)
+    assert kinds(until_end(events)) == ["CommitPrepared"]
+    whole = until_end(encode_stream_at(wal, PROTO_1))
+    assert kinds(whole)[:2] == ["Begin", "Relation"] and kinds(whole)[-1] == "Commit"
+    assert sum(isinstance(m, Insert) for m in whole) == 600
+
+
 def test_a_transaction_that_wrote_nothing_leaves_no_trace() -> None:
     wal = LiveWal(script())
     end = wal.end_lsn

@@ -245,6 +245,15 @@ def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: S
     assert served.request("POST", "/transactions/7/commit", "")[0] == 404
     status, answer = served.request("POST", "/transactions", "{stream: sometimes}")
     assert status == 400 and "stream" in answer["error"]
+    # One that ends prepared, finished by a commit_prepared step.
+    assert served.request("POST", "/transactions", "")[1]["id"] == 2
+    served.request("POST", "/transactions/2", "{insert: public.t, values: {id: 3, v: c}}")
+    status, answer = served.request("POST", "/transactions/2/prepare", "")
+    assert status == 400 and "missing gid" in answer["error"]
+    status, prepared = served.request("POST", "/transactions/2/prepare", "{gid: g1}")
+    assert status == 200 and prepared["commit_end_lsn"] == prepared["end_lsn"]
+    status, answer = served.request("POST", "/wal", "- commit_prepared: g1")
+    assert status == 200 and answer["end_lsn"] > prepared["end_lsn"]
 
 
 def _lsn(text: str) -> int:

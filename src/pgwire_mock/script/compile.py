@@ -469,22 +469,44 @@ class Compiler:
             self.compiled.running.append(wtxn)
         self.compiled.end_lsn = self.lsn
 
-    def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> None:
-        """End an open transaction: its commit (or abort) record at the end of WAL."""
+    def finish(
+        self,
+        txn: OpenTxn,
+        *,
+        rollback: bool = False,
+        prepare: str | None = None,
+        commit_time: str | None = None,
+    ) -> None:
+        """End an open transaction: its commit, abort or PREPARE TRANSACTION ``prepare``
+        record at the end of WAL (a prepared one is finished by a commit_prepared or
+        rollback_prepared step)."""
         wtxn = txn.wtxn
         if txn.ended:
             raise ScriptError("the transaction has ended", wtxn.where)
-        kind = "abort" if rollback else "commit"
+        if prepare is not None and rollback:
+            raise ScriptError("prepare and rollback exclude each other", wtxn.where)
+        if prepare is not None and (prepare in self.prepared or not prepare):
+            raise ScriptError(
+                f"prepared transaction {prepare!r} already exists", f"{wtxn.where}.prepare"
+            )
+        kind = "prepare" if prepare is not None else "abort" if rollback else "commit"
+        saved = (self.lsn, self.next_xid, self.clock, len(self.wal))
+        if prepare is not None:
+            self.assign(wtxn.top)  # PREPARE TRANSACTION takes an xid, even without writes
         if wtxn.top.xid is None:
             wtxn.kind = kind  # nothing written: no xid, no record, nothing to decode
             return
-        saved = (self.lsn, self.clock, len(self.wal))
+        if not wtxn.items:
+            wtxn.first_lsn = self.lsn
+        wtxn.gid = prepare
         try:
             self.end(wtxn, kind, commit_time)
         except ScriptError as err:
-            self.lsn, self.clock, count = saved
+            self.lsn, self.next_xid, self.clock, count = saved
             del self.wal[count:]
-            wtxn.kind = OPEN
+            wtxn.kind, wtxn.gid = OPEN, None
+            if not wtxn.items:
+                wtxn.top.xid = None
             raise err.located(self.script.source) from err.__cause__
         self.compiled.end_lsn = self.lsn
 

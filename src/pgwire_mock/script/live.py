@@ -84,11 +84,18 @@ class LiveWal:
         self._compiler.write(txn, changes)
         return self.end_lsn
 
-    def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> int:
-        """Commit or roll back an open transaction; returns the end of its commit record
-        (what a consumer confirms once it applied it), or the end of WAL if it wrote
-        nothing."""
-        self._compiler.finish(txn, rollback=rollback, commit_time=commit_time)
+    def finish(
+        self,
+        txn: OpenTxn,
+        *,
+        rollback: bool = False,
+        prepare: str | None = None,
+        commit_time: str | None = None,
+    ) -> int:
+        """Commit, roll back or prepare (as ``prepare``) an open transaction; returns the
+        end of the record that ends it (what a consumer confirms once it applied it), or
+        the end of WAL if it wrote nothing."""
+        self._compiler.finish(txn, rollback=rollback, prepare=prepare, commit_time=commit_time)
         self._write()
         return txn.wtxn.end_lsn or self.end_lsn
 

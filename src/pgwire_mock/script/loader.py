@@ -133,12 +133,13 @@ def loads_changes(text: str, *, source: str = "<changes>") -> list[Change]:
 
 def loads_options(text: str, keys: tuple[str, ...], *, source: str = "<options>") -> dict[str, Any]:
     """Parse a mapping of a transaction's options (``keys`` of origin, origin_lsn,
-    commit_time, stream; YAML or JSON); an empty text is no options."""
+    commit_time, stream, gid; YAML or JSON); an empty text is no options."""
     kinds: dict[str, Callable[[object, str], Any]] = {
         "origin": _opt_str,
         "origin_lsn": _opt_lsn,
         "commit_time": _opt_time,
         "stream": _str,
+        "gid": _str,
     }
     data = _parse(text, source, json_only=False) if text.strip() else {}
     try:

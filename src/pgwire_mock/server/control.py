@@ -22,6 +22,8 @@ a fault. The endpoints (JSON answers; positions as ``X/Y``):
 ``POST /transactions/ID/commit``, ``POST /transactions/ID/rollback``
     ends it (a body ``{"commit_time": ...}`` is optional); answers ``commit_end_lsn``,
     the position a consumer confirms once it applied the transaction;
+    ``POST /transactions/ID/prepare`` with ``{"gid": ...}`` prepares it (a
+    ``commit_prepared`` step posted to ``/wal`` finishes it);
 ``POST /faults``
     a body ``NAME[:ARGS]`` as ``--fault`` takes it, applied to the newest streaming
     connection now (``"applied": true``) or else to the next one that starts.
@@ -138,7 +140,7 @@ class _Transactions(Resource):
                 self.open[key] = txn
                 return _answer(request, 200, {"id": key, **self.wal.status()})
             found = self.open.get(int(path[0])) if path[0].isdigit() else None
-            if found is None or path[1:] not in ([], ["commit"], ["rollback"]):
+            if found is None or path[1:] not in ([], ["commit"], ["rollback"], ["prepare"]):
                 return _answer(request, 404, {"error": "no such transaction or action"})
             txn, where = found, "POST /transactions/" + "/".join(path)
             if txn.ended:
@@ -146,8 +148,14 @@ class _Transactions(Resource):
             if len(path) == 1:
                 writer.write(txn, loads_changes(text, source=where))
                 return _answer(request, 200, self.wal.status())
-            options = loads_options(text, ("commit_time",), source=where)
-            end = writer.finish(txn, rollback=path[1] == "rollback", **options)
+            if path[1] == "prepare":
+                options = loads_options(text, ("gid", "commit_time"), source=where)
+                if "gid" not in options:
+                    raise ScriptError("missing gid", where)
+                end = writer.finish(txn, prepare=options.pop("gid"), **options)
+            else:
+                options = loads_options(text, ("commit_time",), source=where)
+                end = writer.finish(txn, rollback=path[1] == "rollback", **options)
             return _answer(request, 200, {"commit_end_lsn": format_lsn(end), **self.wal.status()})
         except ScriptError as err:
             return _answer(request, 400, {"error": str(err), **self.wal.status()})

@@ -70,10 +70,11 @@ class WalWriter:
         finally:
             self._written()
 
-    def finish(self, txn: OpenTxn, *, rollback: bool, commit_time: str | None = None) -> int:
-        """Commit or roll back an open transaction; returns its commit record's end."""
+    def finish(self, txn: OpenTxn, **how: Any) -> int:
+        """End an open transaction (LiveWal.finish's rollback, prepare, commit_time);
+        returns the end of the record that ends it."""
         try:
-            return self.wal.finish(txn, rollback=rollback, commit_time=commit_time)
+            return self.wal.finish(txn, **how)
         finally:
             self._written()
 
