@@ -47,6 +47,7 @@ __all__ = [
     "LONG_TRANSACTIONS",
     "OPTION_SETS",
     "TRANSACTIONS",
+    "TWO_PHASE_OPTION_SETS",
     "LiveRun",
     "Received",
     "fake_side",
@@ -55,6 +56,7 @@ __all__ = [
     "real_side",
     "run_long_story",
     "run_open_story",
+    "run_prepared_story",
     "run_story",
     "run_two_open_story",
 ]
@@ -95,6 +97,17 @@ LONG_TRANSACTIONS: tuple[LongTransaction, ...] = (
 #: The parts of the transaction that stays open across the consumer's restart.
 OPEN_PARTS: tuple[tuple[Row, ...], ...] = (_rows(8000, 600), _rows(9000, 10))
 
+#: Messages that end a transaction for the consumer: Commit, Stream Commit, Prepare,
+#: Stream Prepare, Commit Prepared, Rollback Prepared.
+_ENDS = frozenset(bytes([c]) for c in b"CcPpKr")
+
+#: Two-phase options by the least major that accepts them (the prepared story).
+TWO_PHASE_OPTION_SETS: tuple[tuple[int, Mapping[str, str]], ...] = (
+    (15, {"proto_version": "3", "two_phase": "on"}),
+    (15, {"proto_version": "3", "two_phase": "on", "streaming": "on"}),
+    (16, {"proto_version": "4", "two_phase": "on", "streaming": "parallel"}),
+)
+
 #: pgoutput options by the least major that accepts them.
 OPTION_SETS: tuple[tuple[int, Mapping[str, str]], ...] = (
     (14, {"proto_version": "1"}),
@@ -130,14 +143,16 @@ class Side:
     confirmed_flush: Callable[[], int]
     run_long: Callable[[LongTransaction], object]
     begin: Callable[[], OpenTransaction]
+    commit_prepared: Callable[[str], object]
 
 
 class OpenTransaction(Protocol):
     """A transaction left open on one side: ``write`` adds rows (the WAL holds them once
-    it returns), ``commit`` ends it."""
+    it returns), ``commit`` or ``prepare`` ends it."""
 
     def write(self, rows: Sequence[Row]) -> object: ...
     def commit(self) -> object: ...
+    def prepare(self, gid: str) -> object: ...
 
 
 # --- the consumer ---------------------------------------------------------------------------
@@ -192,7 +207,7 @@ class Consumer:
             payload = bytes(message.payload)
             out.append(Received(message.data_start, message.wal_end, payload))
             blocks -= payload[:1] == b"E"
-            if payload[:1] in (b"C", b"c"):
+            if payload[:1] in _ENDS:
                 done += 1
                 if acknowledge:
                     self.cur.send_feedback(flush_lsn=message.data_start, force=True)
@@ -258,6 +273,24 @@ def run_two_open_story(side: Side, options: Mapping[str, str], *, timeout: float
     first = consumer.read(2, acknowledge=False)
     consumer.kill()
     return _restart_and_read(side, options, timeout, first, commits=2)
+
+
+def run_prepared_story(side: Side, options: Mapping[str, str], *, timeout: float = 30.0) -> LiveRun:
+    """A two-phase consumer dies while a transaction is open (600 rows: streamed in part
+    if it streams); the transaction writes 10 more and is prepared while the consumer is
+    down; the restarted consumer gets the prepared transaction (decoded again from its
+    first change) and then, committed, its COMMIT PREPARED."""
+    consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)
+    txn = side.begin()
+    txn.write(OPEN_PARTS[0])
+    first = consumer.read(0, acknowledge=False, blocks=1) if options.get("streaming") else []
+    consumer.kill()
+    txn.write(OPEN_PARTS[1])
+    gid = f"{side.slot}_gid"
+    txn.prepare(gid)
+    commit = lambda: side.commit_prepared(gid)  # noqa: E731 - a one-line step
+    return _restart_and_read(side, options, timeout, first, commits=2, then=commit)
 
 
 def _restart_and_read(
@@ -331,7 +364,7 @@ def observed(run: LiveRun) -> dict[str, Any]:
                 if isinstance(m, StreamCommit)
             ],
         }
-        ends = [r.wal_start for r in received if r.payload[:1] in (b"C", b"c")]
+        ends = [r.wal_start for r in received if r.payload[:1] in _ENDS]
         if name == "after_restart" and ends:
             last_commit_end = ends[-1]
     out["confirmed_flush_is_last_acknowledged_end"] = run.confirmed_flush == last_commit_end
@@ -386,6 +419,9 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
         def begin() -> OpenTransaction:
             return _RealOpenTransaction(server.connect(), ident)
 
+        def commit_prepared(gid: str) -> None:
+            conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(gid)))
+
         def confirmed_flush() -> int:
             row = conn.execute(
                 "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
@@ -394,8 +430,15 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
             return int(row[0]) if row is not None else 0
 
         try:
-            yield Side(dsn, slot, publication, commit, confirmed_flush, run_long, begin)
+            yield Side(
+                dsn, slot, publication, commit, confirmed_flush, run_long, begin, commit_prepared
+            )
         finally:
+            # A prepared transaction left by a failed run would hold the table's lock.
+            for (gid,) in conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE gid = %s", (f"{slot}_gid",)
+            ).fetchall():
+                conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
             _drop_slot(conn, slot)
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
@@ -432,6 +475,12 @@ class _RealOpenTransaction:
         self.conn.execute("COMMIT")
         self.conn.close()
 
+    def prepare(self, gid: str) -> None:
+        from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+        self.conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+        self.conn.close()
+
 
 def _drop_slot(conn: Any, slot: str) -> None:
     deadline = time.monotonic() + 10
@@ -451,6 +500,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
     slot; transactions committed with ``WalSender.commit``."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
     from pgwire_mock.script import (  # noqa: PLC0415
+        CommitPrepared,
         Script,
         column,
         delete,
@@ -499,6 +549,9 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
         def commit(self) -> None:
             self.txn.commit()
 
+        def prepare(self, gid: str) -> None:
+            self.txn.prepare(gid)
+
     try:
         yield Side(
             server.dsn(),
@@ -508,6 +561,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             lambda: server.slots[slot].confirmed_flush,
             run_long,
             FakeOpenTransaction,
+            lambda gid: server.append(CommitPrepared(gid)),
         )
     finally:
         server.stop()

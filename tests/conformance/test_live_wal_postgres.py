@@ -102,3 +102,15 @@ def test_two_transactions_open_at_once_share_the_memory_limit(pg_server: Server)
             first = [m["type"] for m in real["first"]["messages"]]
             assert first.count("StreamStart") == 4, first
         assert fake == real, options
+
+
+def test_a_two_phase_consumer_restarted_before_the_prepare(pg_server: Server) -> None:
+    """15+: a two-phase consumer dies inside an open transaction, which is prepared while
+    it is down: the restarted consumer gets the prepared transaction whole (streaming: its
+    blocks again, then Stream Prepare), then its COMMIT PREPARED."""
+    sets = [options for least, options in live.TWO_PHASE_OPTION_SETS if pg_server.version >= least]
+    for options in sets:
+        real, fake = _observed_on_both(pg_server, options, live.run_prepared_story)
+        types = [m["type"] for m in real["after_restart"]["messages"]]
+        assert types[-1] == "CommitPrepared" and types.count("Insert") == 610, types
+        assert fake == real, options
