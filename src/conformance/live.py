@@ -12,7 +12,8 @@ What is compared (:func:`observed`): every message decoded, with what differs be
 any two servers taken out — xids, LSN values, timestamps and OIDs — and kept as the
 relations a consumer relies on instead: each XLogData's position is 0/0 or not, positions
 never go back, Begin's final_lsn is its Commit's commit_lsn, a Commit arrives at its
-end_lsn, the slot's confirmed_flush after the run is the last acknowledged end_lsn. The
+end_lsn, the slot's confirmed_flush after the run is the last acknowledged end_lsn, its
+restart_lsn when the consumer restarts is at or before everything sent again. The
 transactions the consumer applies, in order, must then be equal byte for byte.
 
 A second story (:func:`run_long_story`) runs two long transactions while the consumer
@@ -125,11 +126,13 @@ class Received:
 
 @dataclass
 class LiveRun:
-    """What the consumer received in each phase, and the slot's confirmed_flush after."""
+    """What the consumer received in each phase, the slot's restart_lsn when it
+    restarted and its confirmed_flush after."""
 
     first: list[Received]  # T0 acknowledged, T1 read without acknowledging
     after_restart: list[Received]
     confirmed_flush: int
+    restart_lsn: int = 0
 
 
 @dataclass
@@ -140,7 +143,7 @@ class Side:
     slot: str
     publication: str
     commit: Callable[[Sequence[Row]], object]
-    confirmed_flush: Callable[[], int]
+    slot_positions: Callable[[], tuple[int, int]]  # confirmed_flush, restart_lsn
     run_long: Callable[[LongTransaction], object]
     begin: Callable[[], OpenTransaction]
     commit_prepared: Callable[[str], object]
@@ -304,6 +307,7 @@ def _restart_and_read(
     """A restarted consumer reads ``commits`` transactions (after ``then`` ran, once its
     walsender waits at the end of WAL), acknowledging each; the run ends once the slot
     confirmed the last (asynchronously on a real server)."""
+    _, restart_lsn = side.slot_positions()
     consumer = Consumer(side, options, timeout)
     if then is not None:
         time.sleep(0.5)
@@ -312,11 +316,11 @@ def _restart_and_read(
     consumer.kill()
     last_end = after[-1].wal_start
     deadline = time.monotonic() + timeout
-    confirmed = side.confirmed_flush()
+    confirmed, _ = side.slot_positions()
     while confirmed < last_end and time.monotonic() < deadline:
         time.sleep(0.05)
-        confirmed = side.confirmed_flush()
-    return LiveRun(first, after, confirmed)
+        confirmed, _ = side.slot_positions()
+    return LiveRun(first, after, confirmed, restart_lsn)
 
 
 # --- what is compared -----------------------------------------------------------------------
@@ -368,6 +372,10 @@ def observed(run: LiveRun) -> dict[str, Any]:
         if name == "after_restart" and ends:
             last_commit_end = ends[-1]
     out["confirmed_flush_is_last_acknowledged_end"] = run.confirmed_flush == last_commit_end
+    # Decoding restarts at restart_lsn: at or before everything sent again, the first
+    # change of a transaction still open included, however far the slot confirmed.
+    again = [r.wal_start for r in run.after_restart if r.wal_start]
+    out["restart_lsn_at_or_before_what_comes_again"] = all(run.restart_lsn <= p for p in again)
     return out
 
 
@@ -422,16 +430,17 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
         def commit_prepared(gid: str) -> None:
             conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(gid)))
 
-        def confirmed_flush() -> int:
+        def slot_positions() -> tuple[int, int]:
             row = conn.execute(
-                "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots WHERE slot_name = %s",
+                "SELECT confirmed_flush_lsn - '0/0', restart_lsn - '0/0' FROM pg_replication_slots"
+                " WHERE slot_name = %s",
                 (slot,),
             ).fetchone()
-            return int(row[0]) if row is not None else 0
+            return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
         try:
             yield Side(
-                dsn, slot, publication, commit, confirmed_flush, run_long, begin, commit_prepared
+                dsn, slot, publication, commit, slot_positions, run_long, begin, commit_prepared
             )
         finally:
             # A prepared transaction left by a failed run would hold the table's lock.
@@ -558,7 +567,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             slot,
             publication,
             lambda rows: server.commit(changes(rows)),
-            lambda: server.slots[slot].confirmed_flush,
+            lambda: (server.slots[slot].confirmed_flush, server.slots[slot].restart_lsn),
             run_long,
             FakeOpenTransaction,
             lambda gid: server.append(CommitPrepared(gid)),

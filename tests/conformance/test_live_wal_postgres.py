@@ -84,6 +84,8 @@ def test_a_consumer_restarted_inside_an_open_transaction(pg_server: Server) -> N
     for options in _option_sets(pg_server.version):
         real, fake = _observed_on_both(pg_server, options, live.run_open_story)
         assert real["confirmed_flush_is_last_acknowledged_end"], options
+        # Confirmed inside the open transaction, restart_lsn stayed before its start.
+        assert real["restart_lsn_at_or_before_what_comes_again"], options
         after = real["after_restart"]["messages"]
         assert sum(m["type"] == "Insert" for m in after) == 610, options
         if options.get("streaming"):
