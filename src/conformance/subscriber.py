@@ -37,6 +37,7 @@ __all__ = [
     "fake_publisher",
     "option_sets",
     "real_publisher",
+    "script_changes",
     "subscribe",
 ]
 
@@ -78,6 +79,7 @@ class Publisher:
     publication: str
     commit: Any  # Callable[[Sequence[Row]], object]
     own_rows: Any  # Callable[[], list[tuple[int, str]]] — the publisher's table, or None
+    server: Any = None  # the real Server or the fake's WalSender, for other stories
 
 
 def _names() -> tuple[str, str]:
@@ -137,6 +139,7 @@ def real_publisher(
                 publication,
                 commit,
                 own_rows,
+                server,
             )
         finally:
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
@@ -149,7 +152,7 @@ def fake_publisher(
 ) -> Iterator[Publisher]:
     """The fake emulating ``major``, serving the same data as a script."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
+    from pgwire_mock.script import Script, column  # noqa: PLC0415
 
     name = f"public.{table}"
     script = (
@@ -168,15 +171,7 @@ def fake_publisher(
     )
 
     def changes(rows: Sequence[Row]) -> list[Any]:
-        out: list[Any] = []
-        for kind, key, value in rows:
-            if kind == "insert":
-                out.append(insert(name, id=key, v=value))
-            elif kind == "update":
-                out.append(update(name, id=key, v=value))
-            else:
-                out.append(delete(name, key={"id": key}))
-        return out
+        return script_changes(name, rows)
 
     for rows in BEFORE:
         script.transaction(changes(rows))
@@ -190,9 +185,25 @@ def fake_publisher(
             publication,
             lambda rows: server.commit(changes(rows)),
             None,
+            server,
         )
     finally:
         server.stop()
+
+
+def script_changes(name: str, rows: Sequence[Row]) -> list[Any]:
+    """``rows`` as the fake's changes to table ``name`` (schema-qualified)."""
+    from pgwire_mock.script import delete, insert, update  # noqa: PLC0415
+
+    out: list[Any] = []
+    for kind, key, value in rows:
+        if kind == "insert":
+            out.append(insert(name, id=key, v=value))
+        elif kind == "update":
+            out.append(update(name, id=key, v=value))
+        else:
+            out.append(delete(name, key={"id": key}))
+    return out
 
 
 @dataclass

@@ -1,0 +1,352 @@
+"""PostgreSQL's own subscriber restarted inside an open transaction, against the fake and
+against a real publisher.
+
+The publishers are conformance.subscriber's (its INITIAL rows and BEFORE transactions,
+copied by the subscription's table sync). Once the subscription is synchronized, a
+transaction begins on the publisher and writes :data:`OPEN_PARTS` [0] (600 rows, past the
+64 kB logical_decoding_work_mem, so a streaming subscription gets blocks of it while it
+runs); once the subscriber has received a position inside it, the subscription is
+disabled and its apply worker and walsender end. The open transaction writes 10 more
+rows, the subscription is enabled again, and once the new walsender has sent something
+the transaction commits (or rolls back), followed by a short transaction the check
+waits for. The restarted walsender must decode the open transaction again from its
+first change, whatever position the subscriber confirmed before the restart: the
+subscriber ends with all 610 rows, or none of them after a rollback.
+
+The real publisher's walsenders run with logical_decoding_work_mem = 64kB through a
+role of their own (``ALTER ROLE ... SET``): the subscriber's libpqwalreceiver replaces
+a conninfo's ``options`` on 14-17 (18 appends to them), so ``-c`` there is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from conformance import subscriber as sub
+
+__all__ = [
+    "OPEN_PARTS",
+    "Outcome",
+    "fake_publisher",
+    "option_sets",
+    "real_publisher",
+    "run",
+]
+
+Row = sub.Row
+
+
+def _rows(first: int, count: int) -> tuple[Row, ...]:
+    return tuple(("insert", first + i, f"open {i:04d} " + "x" * 40) for i in range(count))
+
+
+#: The open transaction's two writes: before the restart, and while the subscription is
+#: disabled.
+OPEN_PARTS: tuple[tuple[Row, ...], ...] = (_rows(8000, 600), _rows(9000, 10))
+
+#: The short transaction committed after the open one ends (the check waits for its
+#: marker row); after a commit it also updates a row of the open transaction.
+AFTER_COMMIT: tuple[Row, ...] = (
+    ("update", 8000, "changed after the commit"),
+    ("insert", 9900, "marker"),
+)
+AFTER_ROLLBACK: tuple[Row, ...] = (("insert", 9900, "marker"),)
+
+
+def option_sets(subscriber: int, publisher: int) -> list[Mapping[str, str]]:
+    """No streaming, streaming on, and parallel where both are 16+."""
+    sets: list[Mapping[str, str]] = [{"streaming": "off"}, {"streaming": "on"}]
+    if min(subscriber, publisher) >= 16:
+        sets.append({"streaming": "parallel"})
+    return sets
+
+
+class OpenTransaction(Protocol):
+    """A transaction left open on the publisher."""
+
+    def write(self, rows: Sequence[Row]) -> object: ...
+    def commit(self) -> object: ...
+    def rollback(self) -> object: ...
+
+
+@dataclass
+class Publisher:
+    """conformance.subscriber's publisher, and what this story does on it besides."""
+
+    base: sub.Publisher
+    begin: Callable[[], OpenTransaction]
+    end_of_wal: Callable[[], int]
+    slot_active: Callable[[str], bool]
+    confirmed_flush: Callable[[str], int]
+    drop_slot: Callable[[str], None]
+    # The slot's stream_txns in pg_stat_replication_slots (waiting for it to pass 0 if
+    # told: 14 reports it asynchronously); None on the fake.
+    streamed_txns: Callable[[str, bool], int | None]
+
+
+@dataclass
+class Outcome:
+    """The subscriber's table after the story, and what it observed on the way."""
+
+    rows: list[tuple[int, str | None]]
+    # Before the restart: the subscriber had a block of the open transaction (streaming:
+    # its changes file, or a parallel apply worker) or else a position inside it; its
+    # slot had confirmed a position inside it.
+    saw_open_transaction: bool
+    confirmed_inside: bool
+    errors: list[str]  # the subscriber's ERROR lines during the run
+    streamed_txns: int | None  # the real publisher's count for the subscription's slot
+    own_rows: list[tuple[int, str]] | None  # the real publisher's table
+
+
+# --- the publishers -------------------------------------------------------------------------
+
+
+@contextmanager
+def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publisher]:
+    """conformance.subscriber's real publisher, subscribed to as a role whose sessions
+    run with logical_decoding_work_mem = 64kB (checked here)."""
+    from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
+
+    role = f"{table}_role"
+    with sub.real_publisher(server, table, publication) as base, server.connect() as conn:
+        ident = sql.Identifier(role)
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN REPLICATION").format(ident))
+        try:
+            conn.execute(
+                sql.SQL("ALTER ROLE {} SET logical_decoding_work_mem = '64kB'").format(ident)
+            )
+            conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(table), ident))
+            dsn = conninfo.make_conninfo(base.conninfo, user=role)
+            with _connect(dsn) as check:
+                setting = check.execute("SHOW logical_decoding_work_mem").fetchone()
+            if setting is None or setting[0] != "64kB":
+                raise RuntimeError(f"{role} runs with logical_decoding_work_mem={setting}")
+
+            def scalar(query: str, *args: object) -> Any:
+                row = conn.execute(query, args).fetchone()
+                return None if row is None else row[0]
+
+            def streamed_txns(slot: str, wait: bool) -> int:
+                query = "SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = %s"
+                deadline = time.monotonic() + (2 if wait else 0)
+                count = int(scalar(query, slot) or 0)
+                while count == 0 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    count = int(scalar(query, slot) or 0)
+                return count
+
+            def drop_slot(slot: str) -> None:
+                deadline = time.monotonic() + 10
+                while scalar("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", slot):
+                    try:
+                        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                    except Exception:  # its walsender may not have exited yet
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.1)
+
+            yield Publisher(
+                dataclasses.replace(base, conninfo=dsn),
+                lambda: _RealOpenTransaction(server, table),
+                lambda: int(scalar("SELECT pg_current_wal_lsn() - '0/0'")),
+                lambda slot: bool(
+                    scalar("SELECT active FROM pg_replication_slots WHERE slot_name = %s", slot)
+                ),
+                lambda slot: int(
+                    scalar(
+                        "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots "
+                        "WHERE slot_name = %s",
+                        slot,
+                    )
+                ),
+                drop_slot,
+                streamed_txns,
+            )
+        finally:
+            conn.execute(sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.Identifier(table), ident))
+            conn.execute(sql.SQL("DROP ROLE {}").format(ident))
+
+
+def _connect(dsn: str) -> Any:
+    import psycopg  # noqa: PLC0415 - a test-time dependency
+
+    return psycopg.connect(dsn, autocommit=True)
+
+
+class _RealOpenTransaction:
+    """A transaction left open on a connection of its own."""
+
+    def __init__(self, server: Any, table: str) -> None:
+        from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+        self.conn = server.connect()
+        self.insert = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(sql.Identifier(table))
+        self.conn.execute("BEGIN")
+
+    def write(self, rows: Sequence[Row]) -> None:
+        assert all(kind == "insert" for kind, _, _ in rows)
+        with self.conn.cursor() as cur:
+            cur.executemany(self.insert, [(key, value) for _, key, value in rows])
+        # The walsender reads an open transaction's records once the WAL writer has
+        # flushed them (wal_writer_delay, 200 ms).
+        time.sleep(0.5)
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+        self.conn.close()
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+
+
+@contextmanager
+def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
+    """conformance.subscriber's fake publisher; the open transaction is
+    ``WalSender.begin``."""
+    with sub.fake_publisher(major, table, publication) as base:
+        server = base.server
+        name = f"public.{table}"
+
+        class FakeOpenTransaction:
+            def __init__(self) -> None:
+                self.txn = server.begin()
+
+            def write(self, rows: Sequence[Row]) -> None:
+                self.txn.write(sub.script_changes(name, rows))
+
+            def commit(self) -> None:
+                self.txn.commit()
+
+            def rollback(self) -> None:
+                self.txn.rollback()
+
+        def slot_active(slot: str) -> bool:
+            info = server.slots.get(slot)
+            return info is not None and bool(info.active)
+
+        yield Publisher(
+            base,
+            FakeOpenTransaction,
+            lambda: int(server.end_of_wal),
+            slot_active,
+            lambda slot: int(server.slots[slot].confirmed_flush),
+            lambda _slot: None,  # gone with the server
+            lambda _slot, _wait: None,
+        )
+
+
+# --- the story ------------------------------------------------------------------------------
+
+
+def run(
+    subscriber: Any,
+    publisher: Publisher,
+    options: Mapping[str, str],
+    *,
+    rollback: bool = False,
+    timeout: float = 30,
+) -> Outcome:
+    """The story of the module docstring: ``subscriber`` (a cluster) subscribes to
+    ``publisher`` with ``options`` (copy_data true) and is restarted inside the open
+    transaction, which then commits, or rolls back if ``rollback``."""
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    pub = publisher.base
+    table = sql.Identifier(pub.table)
+    name = f"s_{uuid.uuid4().hex[:10]}"
+    ident = sql.Identifier(name)
+    log = Path(subscriber.log_file)
+    log_start = log.stat().st_size
+    with subscriber.connect() as conn:
+
+        def one(query: str) -> Any:
+            row = conn.execute(query, (name,)).fetchone()
+            return None if row is None else row[0]
+
+        # The leader apply worker (relid NULL; 16+ parallel apply workers have no
+        # received_lsn).
+        received = (
+            "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
+            "WHERE subname = %s AND relid IS NULL"
+        )
+        workers = "SELECT count(pid) FROM pg_stat_subscription WHERE subname = %s"
+        states = (
+            "SELECT string_agg(srsubstate::text, '') FROM pg_subscription_rel r "
+            "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
+        )
+        marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
+
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
+        with_options = ", ".join(f"{k} = {v}" for k, v in {**options, "copy_data": "true"}.items())
+        conn.execute(
+            sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
+                ident,
+                sql.Literal(pub.conninfo),
+                sql.Identifier(pub.publication),
+                sql.SQL(with_options),
+            )
+        )
+        try:
+            _wait(lambda: one(states) == "r" and one(received) is not None, timeout, "sync")
+            before = publisher.end_of_wal()
+            txn = publisher.begin()
+            txn.write(OPEN_PARTS[0])
+            if options.get("streaming", "off") == "off":
+                saw = _poll(lambda: (one(received) or 0) > before, 5)
+            else:
+                # A block is written to a changes file, or applied by a parallel apply
+                # worker (the leader serializes the first block after a table sync).
+                tmp = Path(subscriber.data_dir) / "base" / "pgsql_tmp"
+                saw = _poll(lambda: any(tmp.glob("*/*.changes*")) or one(workers) > 1, 5)
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
+            _wait(lambda: one(workers) == 0, timeout, "the apply worker's exit")
+            _wait(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
+            confirmed_inside = publisher.confirmed_flush(name) > before
+            txn.write(OPEN_PARTS[1])
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
+            _wait(lambda: one(received) is not None, timeout, "the new walsender")
+            if rollback:
+                txn.rollback()
+            else:
+                txn.commit()
+            pub.commit(AFTER_ROLLBACK if rollback else AFTER_COMMIT)
+            _wait(lambda: conn.execute(marker).fetchone() is not None, timeout, "the marker")
+            query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
+            rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
+        finally:
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
+            conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
+            conn.execute(sql.SQL("DROP TABLE {}").format(table))
+    streamed = publisher.streamed_txns(name, options.get("streaming", "off") != "off")
+    publisher.drop_slot(name)
+    with log.open("rb") as f:
+        f.seek(log_start)
+        errors = [
+            line for line in f.read().decode(errors="replace").splitlines() if "ERROR" in line
+        ]
+    own = pub.own_rows() if pub.own_rows is not None else None
+    return Outcome(rows, saw, confirmed_inside, errors, streamed, own)
+
+
+def _poll(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    if not _poll(condition, timeout):
+        raise TimeoutError(f"waited {timeout}s for {what}")

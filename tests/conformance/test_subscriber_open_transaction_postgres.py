@@ -1,0 +1,55 @@
+"""A real PostgreSQL subscriber restarted inside a transaction that stays open on the
+publisher (conformance.subscriber_live), against the fake emulating the subscriber's
+major and against a real publisher of that major: both subscriptions end with the same
+table, the real publisher's own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conformance import provision
+from conformance import subscriber as sub
+from conformance import subscriber_live as live
+from conformance.provision import Cluster, Server
+
+
+@pytest.fixture(scope="module")
+def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
+    """A second cluster of the subscriber's major; the apply worker retries fast."""
+    installation = provision.install(pg_server.version).installation
+    with Cluster(installation, settings={"wal_retrieve_retry_interval": "200ms"}) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("rollback", [False, True], ids=["commit", "rollback"])
+def test_a_subscriber_restarted_inside_an_open_transaction_gets_it_whole_or_not_at_all(
+    pg_server: Server, subscriber_cluster: Cluster, rollback: bool
+) -> None:
+    """Disabled and enabled again while the transaction is open (after a streaming
+    subscription got blocks of it), the subscriber gets all of it once it commits and
+    none of it once it rolls back, from the fake as from PostgreSQL."""
+    major = pg_server.version
+    results = []
+    for options in live.option_sets(major, major):
+        table, publication = sub.new_names()
+        with live.real_publisher(pg_server, table, publication) as pub:
+            from_postgres = live.run(subscriber_cluster, pub, options, rollback=rollback)
+        with live.fake_publisher(major, table, publication) as pub:
+            from_fake = live.run(subscriber_cluster, pub, options, rollback=rollback)
+        results.append((dict(options), from_postgres, from_fake))
+    for options, from_postgres, from_fake in results:
+        own = from_postgres.own_rows
+        assert own is not None
+        assert from_postgres.errors == from_fake.errors == [], options
+        assert from_postgres.saw_open_transaction, options
+        assert from_fake.saw_open_transaction, options
+        assert from_fake.confirmed_inside == from_postgres.confirmed_inside, options
+        assert from_fake.rows == from_postgres.rows, options
+        assert from_postgres.rows == own, options
+        opened = [key for key, _ in own if 8000 <= key < 9900]
+        assert len(opened) == (0 if rollback else 610), options
+        if options["streaming"] != "off":
+            # The real publisher streamed under its 64 kB logical_decoding_work_mem.
+            assert (from_postgres.streamed_txns or 0) > 0, options
