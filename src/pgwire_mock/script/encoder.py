@@ -440,6 +440,7 @@ class _Session:
         # record): their memory counts together against logical_decoding_work_mem.
         self.queued: dict[int, tuple[WTxn, _TxnState]] = {}
         self.next_item: dict[int, int] = {}
+        self.running_read = 0  # CompiledScript.running[:running_read] are read whole
         self.horizon = _NO_HORIZON
 
     # helpers
@@ -581,9 +582,18 @@ class _Session:
         change, in LSN order across them, as the walsender reads the WAL: one in progress
         streams a block when its memory reaches the limit, before anything the WAL holds
         after that change. Each ends where the WAL ends it (:meth:`run`)."""
+        running = self.compiled.running
         while True:
+            # Those at the front read to their end are done with for good.
+            while self.running_read < len(running):
+                done = running[self.running_read]
+                if done.kind == OPEN or self.next_item.get(id(done), 0) < len(done.items):
+                    break
+                self.next_item.pop(id(done), None)
+                self.running_read += 1
             found: tuple[int, WTxn] | None = None
-            for txn in self.compiled.running:
+            for k in range(self.running_read, len(running)):
+                txn = running[k]
                 j = self.next_item.get(id(txn), 0)
                 if j < len(txn.items):
                     lsn = _item_lsn(txn.items[j])
