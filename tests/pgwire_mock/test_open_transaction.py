@@ -5,6 +5,7 @@ The same stories against real PostgreSQL: tests/conformance/test_live_wal_postgr
 
 from __future__ import annotations
 
+import re
 import select
 import time
 from collections.abc import Callable, Iterator
@@ -34,15 +35,18 @@ from pgwire_mock.script import (
     Transaction,
     alter_table,
     column,
+    compile_script,
+    dump_script,
     encode_stream,
     insert,
+    loads_script,
     rollback_to_savepoint,
     savepoint,
     update,
 )
 from pgwire_mock.script.compile import WChange
 from pgwire_mock.script.live import LiveWal
-from pgwire_mock.script.model import Change
+from pgwire_mock.script.model import BeginTransaction, Change, EndTransaction
 
 TABLE = "public.t"
 PROTO_1 = StreamOptions(proto_version=1, publication_names=("pub",))
@@ -217,16 +221,23 @@ def test_a_write_that_does_not_fit_writes_nothing_and_the_transaction_goes_on() 
     assert isinstance(second, WChange) and top is not None and second.sub.xid == top + 1
 
 
-def test_a_wait_for_step_and_an_open_transaction_exclude_each_other() -> None:
+def test_a_wait_for_step_holds_back_an_open_transactions_later_records() -> None:
     wal = LiveWal(script())
+    events = encode_stream_at(wal, STREAMING)
     txn = wal.begin()
-    wal.write(txn, rows(1, 1))
-    with pytest.raises(ScriptError, match="while a transaction is open"):
-        wal.append(script().wait_for(slot="s").steps)
-    wal.finish(txn, rollback=False)
+    wal.write(txn, rows(1, 200))
     wal.append(script().wait_for(slot="s").steps)
-    with pytest.raises(ScriptError, match="holds the WAL back"):
-        wal.begin()
+    held = wal.end_lsn
+    assert wal.write(txn, rows(1000, 400)) == held  # compiled, not written yet
+    assert until_end(events) == []  # the 200 rows before the wait: under the limit
+    wal.finish(txn, rollback=False)  # its commit waits too: in progress for clients
+    assert wal.end_lsn == held and until_end(events) == []
+    assert wal.compiled.oldest_running_lsn() == txn.wtxn.first_lsn
+    wal.release()
+    sent = until_end(events)
+    assert kinds(sent)[0] == "StreamStart" and kinds(sent)[-1] == "StreamCommit"
+    assert sum(isinstance(m, Insert) for m in sent) == 600
+    assert wal.compiled.oldest_running_lsn() is None
 
 
 def test_an_open_transaction_can_end_prepared() -> None:
@@ -347,4 +358,68 @@ def test_a_streaming_consumer_gets_the_blocks_again_after_a_restart(
     assert isinstance(after[0], StreamStart) and after[0].first_segment  # from the start again
     assert sum(isinstance(m, Insert) for m in after) == 610
     assert isinstance(after[-1], StreamCommit) and after[-1].end_lsn == end
+    consumer.kill()
+
+
+# --- in a script file -----------------------------------------------------------------------
+
+LIVE_SCRIPT = """\
+format_version: 1
+server: {pg_version: 16}
+tables:
+  - name: public.t
+    columns: [{name: id, type: int4, key: true}, {name: v, type: text}]
+publications: [{name: pub, tables: [public.t]}]
+slots: [{name: s}]
+steps:
+  - begin: big
+  - write: big
+    changes: [{insert: public.t, values: {id: 1, v: a}}, {insert: public.t, values: {id: 2, v: b}}]
+  - transaction: [{insert: public.t, values: {id: 100, v: short}}]
+  - wait_for: {slot: s}
+  - write: big
+    changes: [{update: public.t, values: {id: 1, v: z}}]
+  - commit: big
+"""
+
+
+def test_open_transactions_in_a_script_file_round_trip_and_are_checked() -> None:
+    script_ = loads_script(LIVE_SCRIPT)
+    assert script_.steps[0] == BeginTransaction("big")
+    assert script_.steps[-1] == EndTransaction("big")
+    assert loads_script(dump_script(script_)) == script_
+    prepared = loads_script(LIVE_SCRIPT.replace("- commit: big", "- {prepare: big, gid: g1}"))
+    assert prepared.steps[-1] == EndTransaction("big", prepare="g1")
+    assert loads_script(dump_script(prepared)) == prepared
+    for bad, problem in (
+        ("- write: nope\n    changes: []", "steps[1]: no open transaction 'nope'"),
+        ("- begin: big", "steps[1]: expected a name no open transaction has"),
+        ("- prepare: big", "steps[1]: missing gid"),
+        ("- {rollback: big, commit: big}", "expected exactly one of"),
+    ):
+        text = LIVE_SCRIPT.replace(
+            "  - write: big\n    changes: [{insert",
+            f"  {bad}\n  - write: big\n    changes: [{{insert",
+            1,
+        )
+        with pytest.raises(ScriptError, match=re.escape(problem)):
+            compile_script(loads_script(text))
+
+
+def test_a_served_script_holds_an_open_transaction_at_a_wait_for_step(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    """The short transaction commits inside the open one; once the consumer confirms it,
+    the wait_for step releases the rest: the open transaction's update and commit."""
+    server = make_walsender(script=loads_script(LIVE_SCRIPT))
+    consumer = Consumer(server, {"proto_version": "1"})
+    short = consumer.read(Commit)
+    assert kinds(short) == ["Begin", "Relation", "Insert", "Commit"]
+    held = server.end_of_wal
+    assert server.slots["s"].restart_lsn < held  # the open transaction began before
+    assert isinstance(short[-1], Commit)
+    consumer.cur.send_feedback(flush_lsn=short[-1].end_lsn, force=True)
+    big = consumer.read(Commit)
+    assert kinds(big) == ["Begin", "Insert", "Insert", "Update", "Commit"]
+    assert server.end_of_wal > held
     consumer.kill()

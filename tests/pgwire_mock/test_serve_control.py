@@ -202,9 +202,9 @@ def test_a_control_endpoint_that_cannot_listen_stops_serve(tmp_path: Path) -> No
 
 
 def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: Served) -> None:
-    """POST /transactions begins one; its changes reach the WAL at once (the end of WAL
-    moves, nothing is sent); the consumer confirms a position inside it and restarts, and
-    gets it whole at its commit. Bad requests get one-line errors."""
+    """POST /wal with a begin step opens one; its write steps reach the WAL at once (the
+    end of WAL moves, nothing is sent); the consumer confirms a position inside it and
+    restarts, and gets it whole at its commit step. Bad steps get one-line errors."""
     dsn = f"host=127.0.0.1 port={served.port} user=postgres dbname=postgres"
     options = {"proto_version": "1", "publication_names": "pub"}
 
@@ -216,14 +216,14 @@ def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: S
 
     conn, cur = consumer()
     assert _commits(cur, conn, 1) == [b"B", b"R", b"I", b"C"]
-    status, begun = served.request("POST", "/transactions", "")
-    assert status == 200 and begun["id"] == 1
+    status, begun = served.request("POST", "/wal", "- begin: t1")
+    assert status == 200 and begun["end_lsn"] == served.request("GET", "/wal")[1]["end_lsn"]
     status, written = served.request(
-        "POST", "/transactions/1", "[{insert: public.t, values: {id: 2, v: b}}]"
+        "POST", "/wal", "- write: t1\n  changes: [{insert: public.t, values: {id: 2, v: b}}]"
     )
     assert status == 200 and written["end_lsn"] > begun["end_lsn"]
-    status, answer = served.request("POST", "/transactions/1", "{insert: public.nope}")
-    assert status == 400 and "no table 'public.nope'" in answer["error"]
+    status, answer = served.request("POST", "/wal", "{write: t1, changes: [{insert: public.no}]}")
+    assert status == 400 and "no table 'public.no'" in answer["error"]
     assert answer["end_lsn"] == written["end_lsn"]  # nothing of it written
     cur.send_feedback(flush_lsn=_lsn(written["end_lsn"]), force=True)  # type: ignore[attr-defined]
     time.sleep(0.2)
@@ -232,26 +232,21 @@ def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: S
     assert _lsn(slot["restart_lsn"]) <= _lsn(begun["end_lsn"])  # held at its first change
     conn.close()  # type: ignore[attr-defined]
     served.request(
-        "POST",
-        "/transactions/1",
-        '{"changes": [{"update": "public.t", "values": {"id": 1, "v": "z"}}]}',
+        "POST", "/wal", '{"write": "t1", "changes": [{"update": "public.t", "values": {"id": 1}}]}'
     )
     conn, cur = consumer()
-    status, ended = served.request("POST", "/transactions/1/commit", "")
-    assert status == 200 and ended["commit_end_lsn"] == ended["end_lsn"]
+    assert served.request("POST", "/wal", "- commit: t1")[0] == 200
     assert _commits(cur, conn, 1) == [b"B", b"R", b"I", b"U", b"C"]
     conn.close()  # type: ignore[attr-defined]
-    assert served.request("POST", "/transactions/1", "[]")[0] == 409
-    assert served.request("POST", "/transactions/7/commit", "")[0] == 404
-    status, answer = served.request("POST", "/transactions", "{stream: sometimes}")
-    assert status == 400 and "stream" in answer["error"]
+    status, answer = served.request("POST", "/wal", "- commit: t1")
+    assert status == 400 and "no open transaction 't1'" in answer["error"]
     # One that ends prepared, finished by a commit_prepared step.
-    assert served.request("POST", "/transactions", "")[1]["id"] == 2
-    served.request("POST", "/transactions/2", "{insert: public.t, values: {id: 3, v: c}}")
-    status, answer = served.request("POST", "/transactions/2/prepare", "")
+    steps = "[{begin: t2}, {write: t2, changes: [{insert: public.t, values: {id: 3}}]}]"
+    assert served.request("POST", "/wal", steps)[0] == 200
+    status, answer = served.request("POST", "/wal", "- prepare: t2")
     assert status == 400 and "missing gid" in answer["error"]
-    status, prepared = served.request("POST", "/transactions/2/prepare", "{gid: g1}")
-    assert status == 200 and prepared["commit_end_lsn"] == prepared["end_lsn"]
+    status, prepared = served.request("POST", "/wal", "- {prepare: t2, gid: g1}")
+    assert status == 200
     status, answer = served.request("POST", "/wal", "- commit_prepared: g1")
     assert status == 200 and answer["end_lsn"] > prepared["end_lsn"]
 

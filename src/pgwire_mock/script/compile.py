@@ -31,10 +31,12 @@ from pgwire_mock.script.model import (
     REPLICA_IDENTITIES,
     STREAM_MODES,
     AlterTable,
+    BeginTransaction,
     Change,
     Column,
     CommitPrepared,
     Delete,
+    EndTransaction,
     Fault,
     Insert,
     LogicalMessage,
@@ -50,6 +52,7 @@ from pgwire_mock.script.model import (
     Truncate,
     Update,
     WaitFor,
+    WriteTransaction,
 )
 from pgwire_mock.script.rowfilter import RowFilter, RowFilterError
 from pgwire_mock.script.types import (
@@ -350,10 +353,21 @@ class CompiledScript:
     their first records were written; those still OPEN have changes in the WAL but no
     end yet."""
 
+    def written_end(self) -> int:
+        """Where the written WAL ends: a live WAL's wait_for step holds back what
+        follows it (its records are compiled, not yet written)."""
+        if self.live and self.available < len(self.wal):
+            return self.wal[self.available].lsn
+        return self.end_lsn
+
     def oldest_running_lsn(self) -> int | None:
-        """The first record of the oldest transaction still in progress: a slot's
-        restart_lsn stays at or before it, since decoding must start there to see it."""
-        return min((t.first_lsn for t in self.running if t.kind == OPEN), default=None)
+        """The first record of the oldest transaction still in progress (its end not
+        written): a slot's restart_lsn stays at or before it, since decoding must start
+        there to see it."""
+        end = self.written_end()
+        return min(
+            (t.first_lsn for t in self.running if t.kind == OPEN or t.lsn >= end), default=None
+        )
 
 
 # --- the compiler ----------------------------------------------------------------------
@@ -391,6 +405,8 @@ class Compiler:
         self.wal: list[WalItem] = []
         self.prepared: dict[str, WTxn] = {}
         self.tables: dict[str, TableVersion] = {}
+        self.open_named: dict[str, OpenTxn] = {}  # the begin steps' transactions still open
+        self.running: list[WTxn] = []  # CompiledScript.running
 
     @classmethod
     def start(cls, script: Script) -> Compiler:
@@ -408,11 +424,13 @@ class Compiler:
         where = f"steps[{len(self.script.steps)}]"
         saved = (self.lsn, self.next_xid, self.clock, self.next_oid, len(self.wal))
         used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
+        open_named = dict(self.open_named)
         try:
             self.step(step, where)
         except ScriptError as err:
             self.lsn, self.next_xid, self.clock, self.next_oid, count = saved
             self.used_oids, self.prepared, self.tables = used_oids, prepared, tables
+            self.open_named = open_named
             del self.wal[count:]
             raise err.located(self.script.source) from err.__cause__
         self.script.steps.append(step)
@@ -423,7 +441,7 @@ class Compiler:
     ) -> OpenTxn:
         """A transaction that stays open while :meth:`write` adds its changes at the end
         of WAL, between other transactions' records, until :meth:`finish` ends it."""
-        where = f"open transaction {len(self.compiled.running) + 1}"
+        where = f"open transaction {len(self.running) + 1}"
         if stream not in STREAM_MODES:
             raise ScriptError(
                 f"expected one of {', '.join(STREAM_MODES)}, got {stream!r}", f"{where}.stream"
@@ -435,9 +453,16 @@ class Compiler:
         wtxn.running = True
         return OpenTxn(wtxn, [top])
 
-    def write(self, txn: OpenTxn, changes: Sequence[Change]) -> None:
-        """Write ``changes`` of an open transaction at the end of WAL; ScriptError (and
-        nothing written) for one that does not fit, or after the transaction ended."""
+    def named(self, name: str, where: str) -> OpenTxn:
+        txn = self.open_named.get(name)
+        if txn is None:
+            raise ScriptError(f"no open transaction {name!r}", where)
+        return txn
+
+    def write(self, txn: OpenTxn, changes: Sequence[Change], where: str | None = None) -> None:
+        """Write ``changes`` of an open transaction at the end of WAL (``where``: the
+        step giving them); ScriptError (and nothing written) for one that does not fit,
+        or after the transaction ended."""
         wtxn = txn.wtxn
         if txn.ended:
             raise ScriptError("the transaction has ended", wtxn.where)
@@ -445,7 +470,10 @@ class Compiler:
         stack, released = list(txn.stack), [len(s.released) for s in txn.stack]
         try:
             for i, change in enumerate(changes):
-                here = f"{wtxn.where}.changes[{txn.written + i}]"
+                if where is None:
+                    here = f"{wtxn.where}.changes[{txn.written + i}]"
+                else:
+                    here = f"{where}.changes[{i}]"
                 if isinstance(change, AlterTable):
                     # Its lock would make every other writer of the table wait for it,
                     # and the compiler keeps one version of each table for all.
@@ -466,8 +494,8 @@ class Compiler:
         txn.written += len(changes)
         if count == 0 and wtxn.items:
             wtxn.first_lsn = start
-            self.compiled.running.append(wtxn)
-        self.compiled.end_lsn = self.lsn
+            self.running.append(wtxn)
+        self._moved()
 
     def finish(
         self,
@@ -508,7 +536,13 @@ class Compiler:
             if not wtxn.items:
                 wtxn.top.xid = None
             raise err.located(self.script.source) from err.__cause__
-        self.compiled.end_lsn = self.lsn
+        self._moved()
+
+    def _moved(self) -> None:
+        # The end of WAL moved outside a step (once the script is compiled).
+        compiled: CompiledScript | None = getattr(self, "compiled", None)
+        if compiled is not None:
+            compiled.end_lsn = self.lsn
 
     # helpers
 
@@ -642,6 +676,7 @@ class Compiler:
             initial,
             published,
             generated_columns=gencols,
+            running=self.running,
         )
 
     def _gencols(self, p: Publication, where: str) -> str:
@@ -845,6 +880,24 @@ class Compiler:
             except FaultError as err:
                 raise ScriptError(str(err), where) from None
             self.wal.append(WMarker("fault", self.lsn, step))
+        elif isinstance(step, BeginTransaction):
+            if not step.name or step.name in self.open_named:
+                raise ScriptError(
+                    f"expected a name no open transaction has, got {step.name!r}", where
+                )
+            begun = self.begin(stream=step.stream, origin=step.origin, origin_lsn=step.origin_lsn)
+            begun.wtxn.where = where
+            self.open_named[step.name] = begun
+        elif isinstance(step, WriteTransaction):
+            self.write(self.named(step.name, where), step.changes, where)
+        elif isinstance(step, EndTransaction):
+            self.finish(
+                self.named(step.name, where),
+                rollback=step.rollback,
+                prepare=step.prepare,
+                commit_time=step.commit_time,
+            )
+            del self.open_named[step.name]
         elif isinstance(step, WaitFor):
             for name, value in (("seconds", step.seconds), ("timeout", step.timeout)):
                 if value is not None and (not isinstance(value, int | float) or value < 0):

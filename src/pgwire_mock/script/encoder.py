@@ -537,11 +537,13 @@ class _Session:
         i = 0
         while True:
             if i >= (compiled.available if compiled.live else len(wal)):
+                # The records of transactions still open up to the end of what is
+                # written: a wait_for step holds back those after it too.
+                yield from self.read_running(compiled.written_end())
                 if not compiled.live:
                     return
                 # The end of the WAL written so far: the caller resumes this generator
                 # once more is written.
-                yield from self.read_running(compiled.end_lsn)
                 if self.waited_at is None:
                     self.waited_at = compiled.end_lsn
                 yield EndOfWal(compiled.end_lsn)

@@ -17,7 +17,6 @@ import copy
 from collections.abc import Iterable, Sequence
 
 from pgwire_mock.script.compile import CompiledScript, Compiler, OpenTxn, WMarker
-from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import Change, Script, Step, WaitFor
 
 __all__ = ["LiveWal"]
@@ -39,8 +38,7 @@ class LiveWal:
     @property
     def end_lsn(self) -> int:
         """The end of the WAL written so far (IDENTIFY_SYSTEM's xlogpos)."""
-        held = self.held
-        return held.lsn if held is not None else self.compiled.end_lsn
+        return self.compiled.written_end()
 
     @property
     def held(self) -> WMarker | None:
@@ -60,11 +58,6 @@ class LiveWal:
         """Compile ``steps`` after the script's (ScriptError for one that does not fit; the
         ones before it stay), write what no wait holds back; returns :attr:`end_lsn`."""
         for step in steps:
-            if isinstance(step, WaitFor) and self.compiled.oldest_running_lsn() is not None:
-                raise ScriptError(
-                    "a wait_for step cannot hold the WAL back while a transaction is open",
-                    f"steps[{len(self.compiled.script.steps)}]",
-                )
             self._compiler.append(step)
         self._write()
         return self.end_lsn
@@ -73,14 +66,14 @@ class LiveWal:
         self, *, stream: str = "auto", origin: str | None = None, origin_lsn: int | None = None
     ) -> OpenTxn:
         """A transaction that stays open: :meth:`write` adds its changes, :meth:`finish`
-        ends it. ScriptError while a wait_for step holds the WAL back."""
-        self._not_held()
+        ends it."""
         return self._compiler.begin(stream=stream, origin=origin, origin_lsn=origin_lsn)
 
     def write(self, txn: OpenTxn, changes: Sequence[Change]) -> int:
         """Write an open transaction's ``changes`` now; returns :attr:`end_lsn`.
-        ScriptError (and nothing written) for one that does not fit."""
-        self._not_held()
+        ScriptError (and nothing written) for one that does not fit. While a wait_for
+        step holds the WAL back, they are written when it is released, as what follows
+        it is."""
         self._compiler.write(txn, changes)
         return self.end_lsn
 
@@ -98,13 +91,6 @@ class LiveWal:
         self._compiler.finish(txn, rollback=rollback, prepare=prepare, commit_time=commit_time)
         self._write()
         return txn.wtxn.end_lsn or self.end_lsn
-
-    def _not_held(self) -> None:
-        # What an open transaction writes reaches the WAL at once: it cannot wait.
-        if self.held is not None:
-            raise ScriptError(
-                "a wait_for step holds the WAL back: an open transaction cannot write"
-            )
 
     def release(self) -> None:
         """The held wait_for step's condition holds: write on, to the next one."""

@@ -23,10 +23,12 @@ from pgwire_mock.script.model import (
     FORMAT_VERSION,
     GENERATED_KINDS,
     AlterTable,
+    BeginTransaction,
     Change,
     Column,
     CommitPrepared,
     Delete,
+    EndTransaction,
     Fault,
     Insert,
     LogicalMessage,
@@ -46,17 +48,11 @@ from pgwire_mock.script.model import (
     Update,
     UserTypeDecl,
     WaitFor,
+    WriteTransaction,
 )
 from pgwire_mock.script.types import ColumnType, convert, is_plain, to_plain
 
-__all__ = [
-    "dump_script",
-    "load_script",
-    "loads_changes",
-    "loads_options",
-    "loads_script",
-    "loads_steps",
-]
+__all__ = ["dump_script", "load_script", "loads_script", "loads_steps"]
 
 T = TypeVar("T")
 
@@ -116,39 +112,6 @@ def loads_steps(text: str, *, source: str = "<steps>") -> list[Step]:
         return [_step(step, f"steps[{i}]") for i, step in enumerate(raw)]
     except ScriptError as err:
         raise err.located(source) from None
-
-
-def loads_changes(text: str, *, source: str = "<changes>") -> list[Change]:
-    """Parse changes written as in a transaction's ``changes`` (YAML or JSON): a list of
-    changes, one change, or a mapping with a ``changes`` list."""
-    data = _parse(text, source, json_only=False)
-    if isinstance(data, Mapping) and "changes" in data and len(data) == 1:
-        data = data["changes"]
-    raw = data if isinstance(data, list) else [data]
-    try:
-        return [_change(change, f"changes[{i}]") for i, change in enumerate(raw)]
-    except ScriptError as err:
-        raise err.located(source) from None
-
-
-def loads_options(text: str, keys: tuple[str, ...], *, source: str = "<options>") -> dict[str, Any]:
-    """Parse a mapping of a transaction's options (``keys`` of origin, origin_lsn,
-    commit_time, stream, gid; YAML or JSON); an empty text is no options."""
-    kinds: dict[str, Callable[[object, str], Any]] = {
-        "origin": _opt_str,
-        "origin_lsn": _opt_lsn,
-        "commit_time": _opt_time,
-        "stream": _str,
-        "gid": _str,
-    }
-    data = _parse(text, source, json_only=False) if text.strip() else {}
-    try:
-        r = _Reader(data, "")
-        options = {key: r.get(key, kinds[key], None) for key in keys if key in r.data}
-        r.done()
-    except ScriptError as err:
-        raise err.located(source) from None
-    return options
 
 
 def _parse(text: str, source: str, json_only: bool) -> object:
@@ -498,6 +461,11 @@ _STEP_KEYS = (
     "sleep",
     "fault",
     "wait_for",
+    "begin",
+    "write",
+    "commit",
+    "rollback",
+    "prepare",
 )
 
 
@@ -526,6 +494,24 @@ def _step(raw: object, where: str) -> Step:
         step = Sleep(r.need(kind, _number))
     elif kind == "wait_for":
         step = _wait_for(r)
+    elif kind == "begin":
+        step = BeginTransaction(
+            r.need(kind, _str),
+            r.get("stream", _str, "auto"),
+            r.get("origin", _opt_str, None),
+            r.get("origin_lsn", _opt_lsn, None),
+        )
+    elif kind == "write":
+        raw_changes = r.need("changes", _list)
+        changes = (_change(c, f"{r.at('changes')}[{i}]") for i, c in enumerate(raw_changes))
+        step = WriteTransaction(r.need(kind, _str), tuple(changes))
+    elif kind in ("commit", "rollback", "prepare"):
+        step = EndTransaction(
+            r.need(kind, _str),
+            kind == "rollback",
+            r.need("gid", _str) if kind == "prepare" else None,
+            r.get("commit_time", _opt_time, None),
+        )
     else:
         name = r.need(kind, _str)
         params = {k: v for k, v in r.data.items() if k != "fault"}
@@ -872,6 +858,25 @@ def _step_dict(step: Step, plain: _Plain) -> dict[str, Any]:
         return {"sleep": step.seconds}
     if isinstance(step, WaitFor):
         return {"wait_for": _wait_dict(step)}
+    if isinstance(step, BeginTransaction):
+        d = {"begin": step.name}
+        if step.stream != "auto":
+            d["stream"] = step.stream
+        if step.origin is not None:
+            d["origin"] = step.origin
+        if step.origin_lsn is not None:
+            d["origin_lsn"] = str(LSN(step.origin_lsn))
+        return d
+    if isinstance(step, WriteTransaction):
+        return {"write": step.name, "changes": [_change_dict(c, plain) for c in step.changes]}
+    if isinstance(step, EndTransaction):
+        how = "prepare" if step.prepare is not None else "rollback" if step.rollback else "commit"
+        d = {how: step.name}
+        if step.prepare is not None:
+            d["gid"] = step.prepare
+        if step.commit_time is not None:
+            d["commit_time"] = step.commit_time
+        return d
     return {"fault": step.name, **dict(step.params)}
 
 

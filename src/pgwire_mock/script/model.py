@@ -30,10 +30,12 @@ __all__ = [
     "GENERATED_KINDS",
     "PUBLISH_GENERATED",
     "AlterTable",
+    "BeginTransaction",
     "Change",
     "Column",
     "CommitPrepared",
     "Delete",
+    "EndTransaction",
     "Fault",
     "Insert",
     "LogicalMessage",
@@ -52,6 +54,7 @@ __all__ = [
     "Truncate",
     "Update",
     "WaitFor",
+    "WriteTransaction",
     "alter_table",
     "column",
     "delete",
@@ -331,6 +334,38 @@ class WaitFor:
     timeout: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BeginTransaction:
+    """Begin a transaction that stays open across the steps that follow, named ``name``
+    (``stream``, ``origin``, ``origin_lsn`` as for :class:`Transaction`): its changes
+    reach the WAL step by step (:class:`WriteTransaction`), between other transactions'
+    records, until :class:`EndTransaction`. A consumer can restart in the middle of it."""
+
+    name: str
+    stream: str = "auto"
+    origin: str | None = None
+    origin_lsn: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTransaction:
+    """Changes of the open transaction ``name``, written at this point of the WAL."""
+
+    name: str
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransaction:
+    """End the open transaction ``name``: COMMIT, ROLLBACK, or PREPARE TRANSACTION
+    ``prepare`` (finished by a later commit_prepared / rollback_prepared step)."""
+
+    name: str
+    rollback: bool = False
+    prepare: str | None = None
+    commit_time: str | None = None
+
+
 Step: TypeAlias = (
     Transaction
     | CommitPrepared
@@ -340,6 +375,9 @@ Step: TypeAlias = (
     | Sleep
     | Fault
     | WaitFor
+    | BeginTransaction
+    | WriteTransaction
+    | EndTransaction
 )
 
 
@@ -579,6 +617,35 @@ class Script:
     ) -> Script:
         """Hold the rest of the WAL back until the condition holds (see :class:`WaitFor`)."""
         self.steps.append(WaitFor(confirmed, slot, seconds, timeout))
+        return self
+
+    def begin(
+        self,
+        name: str,
+        *,
+        stream: str = "auto",
+        origin: str | None = None,
+        origin_lsn: int | None = None,
+    ) -> Script:
+        """Begin a transaction that stays open (see :class:`BeginTransaction`)."""
+        self.steps.append(BeginTransaction(name, stream, origin, origin_lsn))
+        return self
+
+    def write(self, name: str, changes: Iterable[Change]) -> Script:
+        """Write changes of the open transaction ``name`` here."""
+        self.steps.append(WriteTransaction(name, tuple(changes)))
+        return self
+
+    def end(
+        self,
+        name: str,
+        *,
+        rollback: bool = False,
+        prepare: str | None = None,
+        commit_time: str | None = None,
+    ) -> Script:
+        """Commit (or roll back, or prepare) the open transaction ``name``."""
+        self.steps.append(EndTransaction(name, rollback, prepare, commit_time))
         return self
 
     # serialisation (implemented in pgwire_mock.script.loader)
