@@ -4,15 +4,15 @@ against a real publisher.
 The publishers are conformance.subscriber's (its INITIAL rows and BEFORE transactions,
 copied by the subscription's table sync). Once the subscription is synchronized, a
 transaction begins on the publisher and writes :data:`OPEN_PARTS` [0] (600 rows, past the
-64 kB logical_decoding_work_mem, so a streaming subscription gets blocks of it while it
-runs); once the subscriber has received a position inside it, the subscription is
-disabled and its apply worker and walsender end. The open transaction writes 10 more
-rows, the subscription is enabled again, and once the new walsender has sent something
-the transaction commits or rolls back (or it ends while the subscription is down),
-followed by a short transaction the check waits for. The restarted walsender must
-decode the open transaction again from its first change, whatever position the
-subscriber confirmed before the restart: the subscriber ends with all 610 rows, or none
-of them after a rollback.
+64 kB logical_decoding_work_mem, so a streaming subscription gets a block of it while it
+runs); once the subscriber has received that block (streaming) and confirmed a position
+inside the transaction, the subscription is disabled and its apply worker and walsender
+end. The open transaction writes 10 more rows, the subscription is enabled again, and
+once the new walsender has sent something the transaction commits or rolls back (or it
+ends while the subscription is down), followed by a short transaction the check waits
+for. The restarted walsender must decode the open transaction again from its first
+change, whatever position the subscriber confirmed before the restart: the subscriber
+ends with all 610 rows, or none of them after a rollback.
 
 The real publisher's walsenders run with logical_decoding_work_mem = 64kB through
 ``options`` in the subscription's conninfo (libpqwalreceiver keeps them, adding its own
@@ -117,8 +117,8 @@ class Outcome:
 
     rows: list[tuple[int, str | None]]
     # Before the restart: the subscriber had a block of the open transaction (streaming:
-    # its changes file, or a parallel apply worker) or else a position inside it; its
-    # slot had confirmed a position inside it.
+    # its changes file, or a parallel apply worker) or else a position inside it, and
+    # had confirmed a position inside it.
     saw_open_transaction: bool
     confirmed_inside: bool
     errors: list[str]  # the subscriber's ERROR lines during the run
@@ -315,6 +315,9 @@ def run(
                 # worker (the leader serializes the first block after a table sync).
                 tmp = Path(subscriber.data_dir) / "base" / "pgsql_tmp"
                 saw = _poll(lambda: any(tmp.glob("*/*.changes*")) or one(workers) > 1, 5)
+            # The restart comes after the subscriber confirmed a position inside the
+            # transaction (it replies to the keepalive sent at the end of what was read).
+            confirmed_inside = _poll(lambda: publisher.confirmed_flush(name) > before, 5)
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
             # Until its processes are gone: a worker leaves pg_stat_subscription before
@@ -322,7 +325,6 @@ def run(
             # in between fails ("replication origin ... is already active").
             _wait(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
             _wait(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
-            confirmed_inside = publisher.confirmed_flush(name) > before
             txn.write(OPEN_PARTS[1])
             end = txn.rollback if rollback else txn.commit
             if while_down:
