@@ -14,13 +14,6 @@ from conformance import subscriber as sub
 from conformance import subscriber_live as live
 from conformance.provision import Cluster, Server
 
-CONCURRENT_ABORT = (
-    "14-17: the restarted walsender streams the spilled transaction at its first change "
-    "after the confirmed position (ReorderBufferProcessPartialChange); CLOG showing it "
-    "aborted, it stops at the first catalog lookup (HandleConcurrentAbort): PostgreSQL "
-    "sends an empty block and Stream Abort, the fake the whole transaction in the block"
-)
-
 
 @pytest.fixture(scope="module")
 def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
@@ -37,15 +30,12 @@ def test_a_subscriber_restarted_inside_an_open_transaction_gets_it_whole_or_not_
     subscriber_cluster: Cluster,
     rollback: bool,
     while_down: bool,
-    request: pytest.FixtureRequest,
 ) -> None:
     """Disabled and enabled again while the transaction is open (after a streaming
     subscription got a block of it), the subscriber gets all of it once it commits and
     none of it once it rolls back (after the restart, or while it is down), from the
     fake as from PostgreSQL."""
     major = pg_server.version
-    if rollback and while_down and major < 18:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CONCURRENT_ABORT))
     results = []
     for options in live.option_sets(major, major):
         table, publication = sub.new_names()

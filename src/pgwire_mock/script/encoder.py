@@ -690,7 +690,7 @@ class _Session:
                     # ReorderBufferProcessPartialChange: a spilled (sub)transaction streams
                     # at its first change that may stream, not at the next memory limit
                     # (the rule server/resume.py applies to recordings).
-                    yield from self.stream_block(txn, state)
+                    yield from self.stream_or_abort(txn, state, item.lsn)
                 continue
             aborted = {id(s) for s in item.subs}
             if (
@@ -781,7 +781,7 @@ class _Session:
         can_stream = streamable and txn.stream == "auto" and change.lsn >= self.from_lsn
         if can_stream and id(change.sub) in state.serialized and change.kind != "ddl":
             # ReorderBufferProcessPartialChange, before the memory check.
-            yield from self.stream_block(txn, state)
+            yield from self.stream_or_abort(txn, state, change.lsn)
             return
         if self.queued_memory() >= self.limit:
             yield from self.memory_limit(change)
@@ -805,12 +805,10 @@ class _Session:
             streamable = [ts for ts in held if self.can_stream and ts[0].stream == "auto"]
             if change.lsn >= self.from_lsn and streamable:
                 txn, state = max(streamable, key=lambda ts: ts[1].memory)
-                if not self.aborted_after_the_fact(txn, state):
-                    yield from self.stream_block(txn, state)
-                elif self.version >= 18:
+                if self.version >= 18 and self.aborted_after_the_fact(txn, state):
                     self.truncate(txn, state, None)
                 else:
-                    yield from self.concurrent_abort(txn, state, change.lsn)
+                    yield from self.stream_or_abort(txn, state, change.lsn)
             elif self.version >= 18:
                 self.spill_largest(change)
             else:
@@ -821,6 +819,14 @@ class _Session:
             before, total = total, self.queued_memory()
             if total >= before:  # nothing left to evict (never, if the sizes add up)
                 return
+
+    def stream_or_abort(self, txn: WTxn, state: _TxnState, lsn: int) -> Iterator[StreamEvent]:
+        """ReorderBufferStreamTXN at ``lsn``: a block, or cut short if CLOG already shows
+        the transaction aborted (HandleConcurrentAbort at its first catalog access)."""
+        if self.aborted_after_the_fact(txn, state):
+            yield from self.concurrent_abort(txn, state, lsn)
+        else:
+            yield from self.stream_block(txn, state)
 
     def spill_largest(self, change: WChange) -> None:
         """18's ReorderBufferLargestTXN: the largest (sub)transaction in memory goes to
