@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import select
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,6 +59,7 @@ __all__ = [
     "run_long_story",
     "run_open_story",
     "run_prepared_story",
+    "run_slot_creation_story",
     "run_story",
     "run_two_open_story",
 ]
@@ -296,6 +298,64 @@ def run_prepared_story(side: Side, options: Mapping[str, str], *, timeout: float
     return _restart_and_read(side, options, timeout, first, commits=2, then=commit)
 
 
+class _SlotCreation:
+    """CREATE_REPLICATION_SLOT in a thread of its own: it may block (psycopg 3's simple
+    query protocol, as replication commands need)."""
+
+    def __init__(self, dsn: str, name: str) -> None:
+        import psycopg  # noqa: PLC0415 - a test-time dependency
+
+        self.conn = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor)
+        self.thread = threading.Thread(target=self._create, args=(name,), daemon=True)
+        self.thread.start()
+
+    def _create(self, name: str) -> None:
+        self.conn.execute(f"CREATE_REPLICATION_SLOT {name} LOGICAL pgoutput")
+
+    def waiting(self, seconds: float) -> bool:
+        self.thread.join(seconds)
+        return self.thread.is_alive()
+
+    def drop(self, name: str, timeout: float) -> None:
+        """Drop the slot once the walsender that used it let it go."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.conn.execute(f"DROP_REPLICATION_SLOT {name}")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        self.conn.close()
+
+
+def run_slot_creation_story(
+    side: Side, options: Mapping[str, str], *, timeout: float = 30.0
+) -> dict[str, Any]:
+    """A slot created while a transaction is open: the command answers only once it
+    ended (the snapshot builder waits for the transactions in progress), and the slot
+    never decodes it, only what commits after."""
+    txn = side.begin()
+    txn.write(TRANSACTIONS[0])
+    name = f"{side.slot}_late"
+    creation = _SlotCreation(side.dsn, name)
+    blocked = creation.waiting(1.5)
+    txn.commit()
+    created = not creation.waiting(timeout)
+    side.commit(TRANSACTIONS[1])
+    consumer = Consumer(dataclasses.replace(side, slot=name), options, timeout)
+    received = consumer.read(1, acknowledge=True)
+    consumer.kill()
+    creation.drop(name, timeout)
+    decoder = Decoder()
+    return {
+        "blocked_while_open": blocked,
+        "created_after_its_end": created,
+        "messages": [_plain(decoder.decode(r.payload)) for r in received],
+    }
+
+
 def _restart_and_read(
     side: Side,
     options: Mapping[str, str],
@@ -527,7 +587,8 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
         .publication(publication, tables=[name])
         .slot(slot)
     )
-    server = start_walsender(script)
+    # PostgreSQL's rule for where a new slot starts (a story creates one).
+    server = start_walsender(script, new_slots="end_of_wal")
     makers: dict[str, Callable[[int, str], Any]] = {
         "insert": lambda key, value: insert(name, id=key, v=value),
         "update": lambda key, value: update(name, id=key, v=value),

@@ -116,3 +116,17 @@ def test_a_two_phase_consumer_restarted_before_the_prepare(pg_server: Server) ->
         types = [m["type"] for m in real["after_restart"]["messages"]]
         assert types[-1] == "CommitPrepared" and types.count("Insert") == 610, types
         assert fake == real, options
+
+
+def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:
+    """CREATE_REPLICATION_SLOT waits until the open transaction ends, and the new slot
+    does not decode it: only the next transaction."""
+    names = live.new_names()
+    options = {"proto_version": "1"}
+    with live.real_side(pg_server, names) as side:
+        real = live.run_slot_creation_story(side, options)
+    with live.fake_side(pg_server.version, names) as side:
+        fake = live.run_slot_creation_story(side, options)
+    assert real["blocked_while_open"] and real["created_after_its_end"]
+    assert [m["type"] for m in real["messages"]] == ["Begin", "Relation", "Update", "Commit"]
+    assert fake == real

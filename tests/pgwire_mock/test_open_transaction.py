@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import re
 import select
+import threading
 import time
 from collections.abc import Callable, Iterator
 
+import psycopg
 import psycopg2
 import pytest
 from psycopg2 import extras
@@ -283,13 +285,13 @@ class Consumer:
     """psycopg2 on slot s, as CDC consumers are written: acknowledges keepalives' positions
     once it has nothing left to apply (as pg_recvlogical does)."""
 
-    def __init__(self, server: WalSender, options: dict[str, str]) -> None:
+    def __init__(self, server: WalSender, options: dict[str, str], slot: str = "s") -> None:
         self.conn = psycopg2.connect(
             server.dsn(), connection_factory=extras.LogicalReplicationConnection
         )
         self.cur = self.conn.cursor()
         self.cur.start_replication(
-            slot_name="s", decode=False, options={**options, "publication_names": "pub"}
+            slot_name=slot, decode=False, options={**options, "publication_names": "pub"}
         )
         self.decoder = Decoder()
 
@@ -423,3 +425,87 @@ def test_a_served_script_holds_an_open_transaction_at_a_wait_for_step(
     assert kinds(big) == ["Begin", "Insert", "Insert", "Update", "Commit"]
     assert server.end_of_wal > held
     consumer.kill()
+
+
+# --- creating a slot while transactions are in progress -----------------------------------
+
+
+class SlotCreation:
+    """CREATE_REPLICATION_SLOT on a connection of its own, in a thread: it blocks.
+    (psycopg 3: psycopg2's cancel() holds the GIL while it waits for the in-process
+    server, which then cannot answer.)"""
+
+    def __init__(self, server: WalSender, name: str) -> None:
+        self.conn = psycopg.connect(
+            server.dsn(), autocommit=True, cursor_factory=psycopg.ClientCursor
+        )
+        self.row: tuple[object, ...] | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._create, args=(name,))
+        self.thread.start()
+
+    def _create(self, name: str) -> None:
+        try:
+            self.row = self.conn.execute(
+                f"CREATE_REPLICATION_SLOT {name} LOGICAL pgoutput"
+            ).fetchone()
+        except psycopg.Error as err:
+            self.error = err
+
+    def waiting(self, seconds: float = 0.5) -> bool:
+        self.thread.join(seconds)
+        return self.thread.is_alive()
+
+
+def _lsn(text: object) -> int:
+    high, low = str(text).split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+def test_creating_a_slot_waits_for_the_transactions_in_progress(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    """As snapbuild.c does: the slot is consistent only once the transaction open when it
+    began has ended, and then the one that began meanwhile; it never decodes them.
+    (PostgreSQL's rule for where a new slot starts: new_slots="end_of_wal".)"""
+    server = make_walsender(script=script(), new_slots="end_of_wal")
+    first = server.begin()
+    first.write(rows(1, 2))
+    creation = SlotCreation(server, "late")
+    assert creation.waiting() and "late" not in server.slots
+    second = server.begin()
+    second.write(rows(10, 1))  # began while the slot waits: the second round
+    first.commit()
+    assert creation.waiting() and "late" not in server.slots
+    end = second.commit()
+    assert not creation.waiting(5), "the slot was not created once both ended"
+    assert creation.row is not None and _lsn(creation.row[1]) >= end
+    creation.conn.close()
+    server.commit([insert(TABLE, id=50, v="after")])
+    consumer = Consumer(server, {"proto_version": "1"}, slot="late")
+    got = consumer.read(Commit)
+    assert [m.new_tuple[0] for m in got if isinstance(m, Insert)] == ["50"]
+    consumer.kill()
+
+
+def test_a_slot_creation_waiting_for_a_transaction_can_be_cancelled(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    server = make_walsender(script=script(), new_slots="end_of_wal")
+    txn = server.begin()
+    txn.write(rows(1, 1))
+    creation = SlotCreation(server, "late")
+    assert creation.waiting()
+    creation.conn.cancel_safe()
+    assert not creation.waiting(5)
+    assert isinstance(creation.error, psycopg.errors.QueryCanceled)
+    assert creation.conn.execute("IDENTIFY_SYSTEM").fetchone() is not None  # it goes on
+    creation.conn.close()
+    txn.commit()
+    assert "late" not in server.slots
+    # A slot that starts at the stream's start (the default) waits for nothing.
+    default = make_walsender(script=script())
+    default.begin().write(rows(1, 1))
+    early = SlotCreation(default, "early")
+    assert not early.waiting(5) and early.error is None
+    early.conn.close()

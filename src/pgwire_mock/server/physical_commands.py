@@ -57,7 +57,6 @@ class PhysicalCommands:
     transaction_status: str
     _out: list[bytes]
     _now: float
-    _held: bytearray
     _physical: PhysicalStream | None
     _backup: BackupReplay | None
     _done_receiving: bool
@@ -69,7 +68,7 @@ class PhysicalCommands:
 
         @property
         def can_produce(self) -> bool: ...
-        def receive_data(self, data: bytes, now: float) -> None: ...
+        def _read_held(self) -> None: ...
         def _send(self, *messages: object) -> None: ...
         def _ready(self) -> None: ...
         def _finish(self) -> None: ...
@@ -244,9 +243,8 @@ class PhysicalCommands:
         if replay.done:
             self._backup = None
             self._ready()
-            held, self._held = bytes(self._held), bytearray()
-            if held:
-                self.receive_data(held, now)
+            self._now = now
+            self._read_held()
         return sum(len(f) for f in frames)
 
     def _physical_release(self) -> None:

@@ -307,9 +307,10 @@ class WalSenderProtocol(Protocol):
         return True
 
     def wake(self) -> None:
-        """More WAL was written: stream it if this connection waits at the old end."""
+        """More WAL was written: stream it if this connection waits at the old end (or
+        go on creating a slot that waited for transactions to end)."""
         session = self.session
-        if session is not None and session.streaming:
+        if session is not None and session.waits_for_wal:
             session.wake()
             self._after()
 

@@ -250,8 +250,9 @@ class WalSenderSession(
         if self.closed:
             return
         s = self._stream
-        if self._backup is not None:
-            self._held += data  # a walsender sending a backup reads nothing meanwhile
+        if self._backup is not None or self._slot_creation is not None:
+            # A walsender sending a backup, or creating a slot, reads nothing meanwhile.
+            self._held += data
             return
         if s is not None and s.faults.deaf:
             if s.faults.silent_until is None:
@@ -426,11 +427,24 @@ class WalSenderSession(
         faults.spent(produced, now)
         return produced
 
+    @property
+    def waits_for_wal(self) -> bool:
+        """Streaming, or creating a logical slot that waits for transactions to end."""
+        return self.phase is Phase.STREAMING or self._slot_creation is not None
+
     def wake(self) -> None:
-        """More WAL was written: a walsender waiting at the end of a live WAL goes on."""
+        """More WAL was written: a walsender waiting at the end of a live WAL goes on, and
+        a slot creation waiting for transactions in progress checks them again."""
         s = self._stream
         if self.phase is Phase.STREAMING and s is not None and s.events is not None:
             s.exhausted = False
+        self._check_slot_creation()
+
+    def _read_held(self) -> None:
+        """Read the client bytes held while the backend was busy."""
+        held, self._held = bytes(self._held), bytearray()
+        if held:
+            self.receive_data(held, self._now)
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` next has something to do (None: nothing pending)."""
@@ -512,8 +526,12 @@ class WalSenderSession(
         )
 
     def cancel(self) -> None:
-        """A CancelRequest for this backend: cancels a running START_REPLICATION."""
-        if self.phase is Phase.STREAMING:
+        """A CancelRequest for this backend: cancels a running START_REPLICATION or a
+        slot creation waiting for transactions."""
+        if self._cancel_slot_creation():
+            if self.on_output is not None:
+                self.on_output()
+        elif self.phase is Phase.STREAMING:
             self._stream_error(
                 ServerError("ERROR", "57014", "canceling statement due to user request")
             )

@@ -10,6 +10,7 @@ session module stays about its connection's state machine.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from codec.wire import CommandComplete
@@ -23,6 +24,7 @@ from pgwire_mock.server.grammar import (
     parse_bool,
 )
 from pgwire_mock.server.physical import redo_pointer_of, timeline_of_point
+from pgwire_mock.server.source import ScriptSource
 from pgwire_mock.server.state import (
     ServerState,
     SlotActiveError,
@@ -41,8 +43,24 @@ __all__ = ["SlotCommands"]
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
+@dataclass
+class _SlotCreation:
+    """A CREATE_REPLICATION_SLOT's arguments, and for a logical slot the transactions
+    its snapshot builder waits for."""
+
+    command: CreateReplicationSlot
+    snapshot: str
+    two_phase: bool
+    failover: bool
+    reserve_wal: bool
+    waiting: list[object] = field(default_factory=list)
+    first_round: bool = True
+
+
 class SlotCommands:
     """The slot commands; the session provides the attributes and output methods below."""
+
+    _slot_creation: _SlotCreation | None = None
 
     config: SessionConfig
     state: ServerState
@@ -60,6 +78,10 @@ class SlotCommands:
         def _send(self, *messages: object) -> None: ...
 
         def _ready(self) -> None: ...
+
+        def _command_error(self, err: ServerError) -> None: ...
+
+        def _read_held(self) -> None: ...
 
         def _rows(
             self,
@@ -127,16 +149,73 @@ class SlotCommands:
             raise ServerError("ERROR", "25001", f"{what} must not be called inside a transaction")
         if snapshot == "use" and command.kind == "logical" and self._catalog is not None:
             self._catalog.check_use_snapshot(in_transaction=self.transaction_status != "I")
+        if command.slot_name in self.state.slots:
+            raise error(self.major, "slot_already_exists", slot=command.slot_name)
+        creation = _SlotCreation(command, snapshot, two_phase, failover, reserve_wal)
+        if command.kind == "logical" and self.state.new_slot_lsn is None:
+            # DecodingContextFindStartpoint: the snapshot builder is consistent only once
+            # the transactions in progress now have ended, then those in progress at that
+            # point (SnapBuildFindSnapshot, SnapBuildWaitSnapshot): till then the
+            # command does not answer, and the backend reads nothing more. (A slot that
+            # starts at the stream's start, --new-slots stream-start, waits for nothing.)
+            creation.waiting = self._in_progress()
+            if creation.waiting:
+                self._log(f"slot {command.slot_name} waits for transactions in progress")
+                self._slot_creation = creation
+                return
+        self._create(creation)
+
+    def _in_progress(self) -> list[object]:
+        """The transactions of a live script in progress: written, their end not yet."""
+        source = self.config.source
+        if not isinstance(source, ScriptSource) or source.wal is None:
+            return []
+        return list(source.wal.compiled.in_progress())
+
+    def _check_slot_creation(self) -> None:
+        """More WAL was written: a waiting CREATE_REPLICATION_SLOT goes on once what it
+        waits for has ended (a second round for those that began meanwhile)."""
+        creation = self._slot_creation
+        if creation is None:
+            return
+        running = {id(t) for t in self._in_progress()}
+        if any(id(t) in running for t in creation.waiting):
+            return
+        if creation.first_round:
+            creation.first_round = False
+            creation.waiting = self._in_progress()
+            if creation.waiting:
+                return
+        self._slot_creation = None
+        try:
+            self._create(creation)
+        except ServerError as err:
+            self._command_error(err)
+        self._read_held()
+
+    def _cancel_slot_creation(self) -> bool:
+        """A CancelRequest stops the wait (XactLockTableWait is interruptible)."""
+        if self._slot_creation is None:
+            return False
+        self._slot_creation = None
+        self._command_error(
+            ServerError("ERROR", "57014", "canceling statement due to user request")
+        )
+        self._read_held()
+        return True
+
+    def _create(self, creation: _SlotCreation) -> None:
+        command, snapshot = creation.command, creation.snapshot
         try:
             slot = self.state.create_slot(
                 command.slot_name,
                 command.plugin if command.kind == "logical" else None,
                 temporary=command.temporary,
-                two_phase=two_phase and command.kind == "logical",
-                failover=failover,
+                two_phase=creation.two_phase and command.kind == "logical",
+                failover=creation.failover,
                 owner_pid=self.pid,
                 database=self.database,
-                reserve_wal=reserve_wal,
+                reserve_wal=creation.reserve_wal,
                 reserve_at=redo_pointer_of(self.config.source),
             )
         except SlotExistsError:
