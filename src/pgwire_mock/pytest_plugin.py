@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 import pytest
 
 from codec.replication import StandbyStatusUpdate
-from pgwire_mock.script.compile import OpenTxn
 from pgwire_mock.script.model import Change, Script, Step, Transaction
+from pgwire_mock.script.wal import OpenTxn
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
 from pgwire_mock.server.live import WalWriter

@@ -46,9 +46,9 @@ from pgwire_mock.script import (
     savepoint,
     update,
 )
-from pgwire_mock.script.compile import WChange
 from pgwire_mock.script.live import LiveWal
 from pgwire_mock.script.model import BeginTransaction, Change, EndTransaction
+from pgwire_mock.script.wal import WChange
 
 TABLE = "public.t"
 PROTO_1 = StreamOptions(proto_version=1, publication_names=("pub",))

@@ -19,8 +19,8 @@ from pgwire_mock.script import (
     truncate,
     update,
 )
-from pgwire_mock.script.compile import WFinishPrepared, WTxn
 from pgwire_mock.script.tables import tables_at
+from pgwire_mock.script.wal import WFinishPrepared, WTxn
 
 T = "public.t"
 

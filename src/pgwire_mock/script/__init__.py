@@ -21,7 +21,7 @@ byte for byte. The format is documented in ``docs/script-format.md``.
 ['Begin', 'Relation', 'Insert', 'Commit']
 """
 
-from pgwire_mock.script.compile import CompiledScript, Compiler, compile_script
+from pgwire_mock.script.compile import Compiler, compile_script
 from pgwire_mock.script.encoder import (
     MAX_PROTO_VERSION,
     EndOfWal,
@@ -72,6 +72,7 @@ from pgwire_mock.script.model import (
     update,
 )
 from pgwire_mock.script.recording import Recording, load_recording
+from pgwire_mock.script.wal import CompiledScript
 
 __all__ = [
     "FAULT_NAMES",

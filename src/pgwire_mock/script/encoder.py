@@ -67,7 +67,13 @@ from codec.pgoutput import (
     Update,
     encode,
 )
-from pgwire_mock.script.compile import (
+from pgwire_mock.script.compile import compile_script
+from pgwire_mock.script.errors import OptionError, PublicationMissingError
+from pgwire_mock.script.model import Fault as ScriptFault
+from pgwire_mock.script.model import Script
+from pgwire_mock.script.model import Sleep as ScriptSleep
+from pgwire_mock.script.rowfilter import RowFilter
+from pgwire_mock.script.wal import (
     OPEN,
     CompiledScript,
     PublishedTable,
@@ -79,14 +85,8 @@ from pgwire_mock.script.compile import (
     WMessage,
     WSubAbort,
     WTxn,
-    compile_script,
     encode_row,
 )
-from pgwire_mock.script.errors import OptionError, PublicationMissingError
-from pgwire_mock.script.model import Fault as ScriptFault
-from pgwire_mock.script.model import Script
-from pgwire_mock.script.model import Sleep as ScriptSleep
-from pgwire_mock.script.rowfilter import RowFilter
 
 __all__ = [
     "MAX_PROTO_VERSION",

@@ -16,8 +16,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 
-from pgwire_mock.script.compile import CompiledScript, Compiler, OpenTxn, WMarker
+from pgwire_mock.script.compile import Compiler
 from pgwire_mock.script.model import Change, Script, Step, WaitFor
+from pgwire_mock.script.wal import CompiledScript, OpenTxn, WMarker
 
 __all__ = ["LiveWal"]
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import yaml
 
 from codec.values import LSN
-from pgwire_mock.script.compile import CompiledScript, compile_script
+from pgwire_mock.script.compile import compile_script
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
     FORMAT_VERSION,
@@ -51,6 +51,7 @@ from pgwire_mock.script.model import (
     WriteTransaction,
 )
 from pgwire_mock.script.types import ColumnType, convert, is_plain, to_plain
+from pgwire_mock.script.wal import CompiledScript
 
 __all__ = ["dump_script", "load_script", "loads_script", "loads_steps"]
 

@@ -53,9 +53,9 @@ from codec.pgoutput import (
     Update,
 )
 from codec.values import LSN, TYPES, decode_binary, decode_text
-from pgwire_mock.script.compile import CColumn, Row, SubTxn, TableVersion, WChange
 from pgwire_mock.script.tables import TableState, apply_change
 from pgwire_mock.script.types import ColumnType, TypeCatalog
+from pgwire_mock.script.wal import CColumn, Row, SubTxn, TableVersion, WChange
 from pgwire_mock.streamfile import SnapshotRow, StreamEntry, StreamFileError
 
 __all__ = ["RecordedTables", "UnreadableTables"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from codec.pgoutput import UNCHANGED_TOAST
-from pgwire_mock.script.compile import (
+from pgwire_mock.script.wal import (
     CompiledScript,
     Row,
     TableVersion,

@@ -34,9 +34,9 @@ from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
 
 if TYPE_CHECKING:  # the script package loads YAML: only script sources need it
-    from pgwire_mock.script.compile import CColumn
     from pgwire_mock.script.rowfilter import RowFilter
     from pgwire_mock.script.tables import TableState
+    from pgwire_mock.script.wal import CColumn
 
 __all__ = ["CatalogQueries", "CopyOut", "ServedTables"]
 

@@ -19,9 +19,9 @@ from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.state import ServerState
 
 if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
-    from pgwire_mock.script.compile import OpenTxn
     from pgwire_mock.script.live import LiveWal
     from pgwire_mock.script.model import Change, Step, WaitFor
+    from pgwire_mock.script.wal import OpenTxn
 
 __all__ = ["WalWriter"]
 

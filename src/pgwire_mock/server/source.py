@@ -475,7 +475,7 @@ class ScriptSource:
     def next_xid(self, lsn: int) -> int:
         """The xid the script's next transaction gets as of ``lsn``: one past every xid
         its transactions took before ``lsn`` (the server's first_xid if none did)."""
-        from pgwire_mock.script.compile import WChange, WTxn  # noqa: PLC0415 - see from_file
+        from pgwire_mock.script.wal import WChange, WTxn  # noqa: PLC0415 - see from_file
 
         highest = int(self.script.server.first_xid) - 1
         wal = self.wal.compiled.wal if self.wal is not None else []

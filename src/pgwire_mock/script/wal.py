@@ -1,0 +1,312 @@
+"""A compiled script: its tables as the catalogue holds them at each point, and its WAL
+as :class:`~pgwire_mock.script.compile.Compiler` lays it out — transactions with their
+changes, LSNs and xids, non-transactional messages, markers — which
+:mod:`pgwire_mock.script.encoder` decodes for one client's options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from codec.pgoutput import UNCHANGED_TOAST, Relation, RelationColumn, Type
+from pgwire_mock.script.model import Fault, Script, Sleep, WaitFor
+from pgwire_mock.script.rowfilter import RowFilter
+from pgwire_mock.script.types import ColumnType, TypeCatalog, encode_value
+
+__all__ = [
+    "OPEN",
+    "CColumn",
+    "CompiledScript",
+    "OpenTxn",
+    "PublishedTable",
+    "Row",
+    "SubTxn",
+    "TableVersion",
+    "WChange",
+    "WFinishPrepared",
+    "WMarker",
+    "WMessage",
+    "WSubAbort",
+    "WTxn",
+    "WalItem",
+    "encode_row",
+]
+
+
+# --- compiled catalogue ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CColumn:
+    name: str
+    ctype: ColumnType
+    typmod: int
+    key: bool
+    generated: str
+    """pg_attribute.attgenerated: '' (not generated), 's' (stored) or 'v' (virtual, 18)."""
+    attnum: int = 0
+    """pg_attribute.attnum: its place when it was added (a dropped column keeps its own)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TableVersion:
+    """A table as defined at one point of the script (ALTER TABLE makes a new one)."""
+
+    name: str
+    namespace: str
+    relname: str
+    oid: int
+    identity: str  # relreplident: d, f, i, n
+    columns: tuple[CColumn, ...]
+    natts: int = 0
+    """pg_class.relnatts: columns ever added, dropped ones included."""
+
+    @property
+    def published(self) -> tuple[CColumn, ...]:
+        """The columns pgoutput always publishes (without a column list): the ordinary
+        ones, as 14–17 do and 18 does unless ``publish_generated_columns = stored``."""
+        return tuple(c for c in self.columns if not c.generated)
+
+    @property
+    def stored(self) -> tuple[CColumn, ...]:
+        """The columns a :data:`Row` holds: all but virtual generated ones."""
+        return tuple(c for c in self.columns if c.generated != "v")
+
+    @property
+    def has_key(self) -> bool:
+        return self.identity in "di" and any(c.key for c in self.published)
+
+    def publishes(self, columns: tuple[str, ...] | None, gencols: str = "n") -> tuple[str, ...]:
+        """The columns sent with a column list (exactly its columns), or without one
+        those a publication with ``pubgencols`` ``gencols`` sends: the ordinary ones, and
+        the stored generated ones when it is ``s`` (proto.c
+        logicalrep_should_publish_column, 18; 14–17 know no generated ones here)."""
+        if columns is not None:
+            return tuple(c.name for c in self.stored if c.name in columns)
+        return tuple(
+            c.name
+            for c in self.stored
+            if not c.generated or (c.generated == "s" and gencols == "s")
+        )
+
+    def sent(self, columns: tuple[str, ...] | None) -> tuple[CColumn, ...]:
+        """The columns of ``columns`` (from :meth:`publishes`); None: the ordinary ones."""
+        if columns is None:
+            return self.published
+        return tuple(c for c in self.stored if c.name in columns)
+
+    def relation(self, xid: int | None, columns: tuple[str, ...] | None = None) -> Relation:
+        full = self.identity == "f"
+        described = tuple(
+            RelationColumn(
+                1 if full or (self.identity in "di" and c.key) else 0,
+                c.name,
+                c.ctype.oid,
+                c.typmod,
+            )
+            for c in self.sent(columns)
+        )
+        namespace = "" if self.namespace == "pg_catalog" else self.namespace
+        return Relation(self.oid, namespace, self.relname, self.identity, described, xid=xid)
+
+    def type_messages(self, xid: int | None, columns: tuple[str, ...] | None = None) -> list[Type]:
+        out = []
+        for c in self.sent(columns):
+            if c.ctype.is_user_defined:
+                namespace, name = c.ctype.type_message_names
+                namespace = "" if namespace == "pg_catalog" else namespace
+                out.append(Type(c.ctype.oid, namespace, name, xid=xid))
+        return out
+
+
+Row = tuple[object, ...]
+"""One entry per :attr:`TableVersion.stored` column: value, None or UNCHANGED_TOAST."""
+
+
+def encode_row(
+    table: TableVersion, row: Row, *, binary: bool, columns: tuple[str, ...] | None = None
+) -> tuple[object, ...]:
+    """The TupleData of ``row`` in text or binary format: the columns ``columns`` names
+    (:meth:`TableVersion.publishes`), or the ordinary columns when it is None."""
+    out: list[object] = []
+    for c, v in zip(table.stored, row, strict=True):
+        if (c.name not in columns) if columns is not None else bool(c.generated):
+            continue
+        if v is None or v is UNCHANGED_TOAST:
+            out.append(v)
+        else:
+            out.append(encode_value(c.ctype, v, binary=binary))
+    return tuple(out)
+
+
+# --- WAL items ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class SubTxn:
+    """A (sub)transaction; ``xid`` is assigned at its first write, parents first."""
+
+    parent: SubTxn | None
+    name: str | None = None
+    xid: int | None = None
+    released: list[SubTxn] = field(default_factory=list)
+
+    @property
+    def top(self) -> SubTxn:
+        t = self
+        while t.parent is not None:
+            t = t.parent
+        return t
+
+
+@dataclass(eq=False)
+class WChange:
+    """One decodable record of a transaction (a row change, TRUNCATE, a transactional
+    message, or a catalog change that invalidates ``tables``)."""
+
+    kind: str  # insert, update, delete, truncate, message, ddl
+    lsn: int
+    sub: SubTxn
+    size: int  # reorder buffer memory
+    table: TableVersion | None = None
+    tables: tuple[TableVersion, ...] = ()
+    new: Row | None = None
+    old: Row | None = None
+    old_kind: str | None = None  # "K" or "O"
+    options: int = 0
+    prefix: str = ""
+    content: bytes = b""
+
+
+@dataclass(eq=False)
+class WSubAbort:
+    """The abort record of a subtransaction (ROLLBACK TO SAVEPOINT): ``subs`` are the
+    aborted xids in the record's order, released descendants first."""
+
+    end_lsn: int
+    subs: tuple[SubTxn, ...]
+    time: int
+
+
+OPEN: Final = "open"
+"""A transaction's kind until the record that ends it is written."""
+
+
+@dataclass(eq=False)
+class WTxn:
+    """A transaction: its changes (and subtransaction aborts) in WAL order, ``first_lsn``
+    its first record's start, ``lsn``/``end_lsn`` the record that ends it (``kind``
+    commit, prepare or abort; OPEN until written)."""
+
+    top: SubTxn
+    items: list[WChange | WSubAbort]
+    first_lsn: int
+    kind: str  # commit, prepare, abort; OPEN until its end is written
+    lsn: int
+    end_lsn: int
+    time: int
+    origin: str | None
+    origin_lsn: int
+    stream: str
+    gid: str | None = None
+    where: str = ""
+    long_running: bool = False
+    running: bool = False
+    """Written change by change (:meth:`Compiler.begin`), so other transactions' records
+    may come between its own: a walsender reads it by LSN, as the WAL grows."""
+
+
+@dataclass(eq=False)
+class OpenTxn:
+    """A transaction in progress that :meth:`Compiler.write` adds changes to and
+    :meth:`Compiler.finish` ends; ``written`` counts the changes given so far."""
+
+    wtxn: WTxn
+    stack: list[SubTxn]
+    written: int = 0
+
+    @property
+    def ended(self) -> bool:
+        return self.wtxn.kind != OPEN
+
+
+@dataclass(eq=False)
+class WFinishPrepared:
+    txn: WTxn
+    commit: bool
+    lsn: int
+    end_lsn: int
+    time: int
+
+
+@dataclass(eq=False)
+class WMessage:
+    """A non-transactional logical message; ``lsn`` is its record's end, ``start`` its start."""
+
+    start: int
+    lsn: int
+    prefix: str
+    content: bytes
+
+
+@dataclass(eq=False)
+class WMarker:
+    """A sleep, fault or wait_for step, at the WAL position where the script reaches it."""
+
+    kind: str  # sleep, fault, wait
+    lsn: int
+    step: Sleep | Fault | WaitFor
+
+
+WalItem = WTxn | WFinishPrepared | WMessage | WMarker
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PublishedTable:
+    """How a publication publishes one listed table (15+ column list and row filter)."""
+
+    columns: tuple[str, ...] | None = None
+    filter: RowFilter | None = None
+
+
+@dataclass(eq=False)
+class CompiledScript:
+    script: Script
+    catalog: TypeCatalog
+    publications: Mapping[str, frozenset[str] | None]  # None: all tables
+    wal: list[WalItem]
+    end_lsn: int
+    slots_confirmed: Mapping[str, int]
+    initial: Mapping[str, tuple[TableVersion, list[Row]]] = field(default_factory=dict)
+    """Each table as declared, with its rows before the first step."""
+    published: Mapping[str, Mapping[str, PublishedTable]] = field(default_factory=dict)
+    """Publication → listed table → its column list and row filter."""
+    generated_columns: Mapping[str, str] = field(default_factory=dict)
+    """Publication → pg_publication.pubgencols: ``n`` (none) or ``s`` (stored, 18)."""
+    live: bool = False
+    """A served script's WAL grows: steps are appended, and a wait_for step holds back
+    what follows it until its condition holds. Only the first ``available`` items of a
+    live WAL are written; a walsender that reaches them waits for more."""
+    available: int = 0
+    running: list[WTxn] = field(default_factory=list)
+    """Transactions written change by change (:meth:`Compiler.begin`), in the order
+    their first records were written; those still OPEN have changes in the WAL but no
+    end yet."""
+
+    def written_end(self) -> int:
+        """Where the written WAL ends: a live WAL's wait_for step holds back what
+        follows it (its records are compiled, not yet written)."""
+        if self.live and self.available < len(self.wal):
+            return self.wal[self.available].lsn
+        return self.end_lsn
+
+    def in_progress(self) -> list[WTxn]:
+        """The transactions written change by change whose end is not written yet."""
+        end = self.written_end()
+        return [t for t in self.running if t.kind == OPEN or t.lsn >= end]
+
+    def oldest_running_lsn(self) -> int | None:
+        """The first record of the oldest transaction still in progress: a slot's
+        restart_lsn stays at or before it, since decoding must start there to see it."""
+        return min((t.first_lsn for t in self.in_progress()), default=None)
