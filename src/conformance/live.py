@@ -50,7 +50,9 @@ __all__ = [
     "OPTION_SETS",
     "TRANSACTIONS",
     "TWO_PHASE_OPTION_SETS",
+    "FakeOpenTransaction",
     "LiveRun",
+    "RealOpenTransaction",
     "Received",
     "fake_side",
     "new_names",
@@ -485,7 +487,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                 conn.execute(command)
 
         def begin() -> OpenTransaction:
-            return _RealOpenTransaction(server.connect(), ident)
+            return RealOpenTransaction(server.connect(), ident)
 
         def commit_prepared(gid: str) -> None:
             conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(gid)))
@@ -526,8 +528,9 @@ def _apply(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
             conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(ident), (key,))
 
 
-class _RealOpenTransaction:
-    """A transaction left open on its own connection."""
+class RealOpenTransaction:
+    """A transaction left open on a connection of its own (``conn``, autocommit), on the
+    table ``ident`` (a psycopg ``sql.Identifier``)."""
 
     def __init__(self, conn: Any, ident: Any) -> None:
         self.conn = conn
@@ -541,14 +544,40 @@ class _RealOpenTransaction:
         time.sleep(0.5)
 
     def commit(self) -> None:
-        self.conn.execute("COMMIT")
-        self.conn.close()
+        self._end("COMMIT")
+
+    def rollback(self) -> None:
+        self._end("ROLLBACK")
 
     def prepare(self, gid: str) -> None:
         from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
-        self.conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+        self._end(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+
+    def _end(self, command: Any) -> None:
+        self.conn.execute(command)
         self.conn.close()
+
+
+class FakeOpenTransaction:
+    """A transaction left open on the fake (``WalSender.begin``); ``changes`` turns
+    rows into script changes."""
+
+    def __init__(self, server: Any, changes: Callable[[Sequence[Row]], list[Any]]) -> None:
+        self.txn = server.begin()
+        self.changes = changes
+
+    def write(self, rows: Sequence[Row]) -> None:
+        self.txn.write(self.changes(rows))
+
+    def commit(self) -> None:
+        self.txn.commit()
+
+    def rollback(self) -> None:
+        self.txn.rollback()
+
+    def prepare(self, gid: str) -> None:
+        self.txn.prepare(gid)
 
 
 def _drop_slot(conn: Any, slot: str) -> None:
@@ -609,19 +638,6 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
     def changes(rows: Sequence[Row]) -> list[Any]:
         return [makers[kind](key, value) for kind, key, value in rows]
 
-    class FakeOpenTransaction:
-        def __init__(self) -> None:
-            self.txn = server.begin()
-
-        def write(self, rows: Sequence[Row]) -> None:
-            self.txn.write(changes(rows))
-
-        def commit(self) -> None:
-            self.txn.commit()
-
-        def prepare(self, gid: str) -> None:
-            self.txn.prepare(gid)
-
     try:
         yield Side(
             server.dsn(),
@@ -630,7 +646,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             lambda rows: server.commit(changes(rows)),
             lambda: (server.slots[slot].confirmed_flush, server.slots[slot].restart_lsn),
             run_long,
-            FakeOpenTransaction,
+            lambda: FakeOpenTransaction(server, changes),
             lambda gid: server.append(CommitPrepared(gid)),
         )
     finally:

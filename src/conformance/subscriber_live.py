@@ -49,6 +49,7 @@ from codec.errors import DecodeError
 from codec.pgoutput import Decoder, StreamStart
 from codec.replication import XLogData, decode_server_copy_data
 from codec.wire import BackendReader, CopyBothResponse, CopyData
+from conformance import live
 from conformance import subscriber as sub
 
 __all__ = [
@@ -136,7 +137,7 @@ class Outcome:
 def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publisher]:
     """conformance.subscriber's real publisher; the subscription's walsenders run with
     logical_decoding_work_mem = 64kB (``options`` in its conninfo)."""
-    from psycopg import conninfo  # noqa: PLC0415 - a test-time dependency
+    from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
 
     with sub.real_publisher(server, table, publication) as base, server.connect() as conn:
         dsn = conninfo.make_conninfo(base.conninfo, options="-c logical_decoding_work_mem=64kB")
@@ -166,7 +167,7 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
 
         yield Publisher(
             dataclasses.replace(base, conninfo=dsn),
-            lambda: _RealOpenTransaction(server, table),
+            lambda: live.RealOpenTransaction(server.connect(), sql.Identifier(table)),
             lambda: int(scalar("SELECT pg_current_wal_lsn() - '0/0'")),
             lambda slot: bool(
                 scalar("SELECT active FROM pg_replication_slots WHERE slot_name = %s", slot)
@@ -183,33 +184,6 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
         )
 
 
-class _RealOpenTransaction:
-    """A transaction left open on a connection of its own."""
-
-    def __init__(self, server: Any, table: str) -> None:
-        from psycopg import sql  # noqa: PLC0415 - a test-time dependency
-
-        self.conn = server.connect()
-        self.insert = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(sql.Identifier(table))
-        self.conn.execute("BEGIN")
-
-    def write(self, rows: Sequence[Row]) -> None:
-        assert all(kind == "insert" for kind, _, _ in rows)
-        with self.conn.cursor() as cur:
-            cur.executemany(self.insert, [(key, value) for _, key, value in rows])
-        # The walsender reads an open transaction's records once the WAL writer has
-        # flushed them (wal_writer_delay, 200 ms).
-        time.sleep(0.5)
-
-    def commit(self) -> None:
-        self.conn.execute("COMMIT")
-        self.conn.close()
-
-    def rollback(self) -> None:
-        self.conn.execute("ROLLBACK")
-        self.conn.close()
-
-
 @contextmanager
 def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
     """conformance.subscriber's fake publisher; the open transaction is
@@ -218,26 +192,13 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
         server = base.server
         name = f"public.{table}"
 
-        class FakeOpenTransaction:
-            def __init__(self) -> None:
-                self.txn = server.begin()
-
-            def write(self, rows: Sequence[Row]) -> None:
-                self.txn.write(sub.script_changes(name, rows))
-
-            def commit(self) -> None:
-                self.txn.commit()
-
-            def rollback(self) -> None:
-                self.txn.rollback()
-
         def slot_active(slot: str) -> bool:
             info = server.slots.get(slot)
             return info is not None and bool(info.active)
 
         yield Publisher(
             base,
-            FakeOpenTransaction,
+            lambda: live.FakeOpenTransaction(server, lambda rows: sub.script_changes(name, rows)),
             lambda: int(server.end_of_wal),
             slot_active,
             lambda slot: int(server.slots[slot].confirmed_flush),
