@@ -669,7 +669,9 @@ class _Session:
                 yield None
                 continue
             if txn.running:
-                state.live = txn.kind == OPEN  # what CLOG shows as the record is read
+                # What CLOG shows as the record is read: in progress until its end is
+                # written (one a wait_for step holds back is not yet).
+                state.live = txn.kind == OPEN or txn.lsn >= self.compiled.written_end()
             if isinstance(item, WChange) and self.version >= 18:
                 yield from self.queue_change(txn, state, item, streamable)
                 continue
