@@ -217,7 +217,8 @@ class WalSender:
         """Begin a transaction that stays open: each ``write`` puts its changes in the WAL
         at once, between other transactions' commits, so a consumer can stop and restart
         in the middle of it. ``options``: stream, origin, origin_lsn (as for
-        ``Script.transaction``). Raises ScriptError while a wait_for step holds the WAL."""
+        ``Script.transaction``). While a wait_for step holds the WAL back, its writes
+        and its end wait with the rest."""
         writer = self._writer()
         return OpenTransaction(self, writer, self._call(lambda: writer.begin(**options)))
 
