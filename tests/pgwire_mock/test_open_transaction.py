@@ -27,6 +27,7 @@ from codec.pgoutput import (
     StreamStart,
     StreamStop,
 )
+from codec.values import LSN
 from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.script import (
     EndOfWal,
@@ -457,11 +458,6 @@ class SlotCreation:
         return self.thread.is_alive()
 
 
-def _lsn(text: object) -> int:
-    high, low = str(text).split("/")
-    return (int(high, 16) << 32) | int(low, 16)
-
-
 def test_creating_a_slot_waits_for_the_transactions_in_progress(
     make_walsender: Callable[..., WalSender],
 ) -> None:
@@ -479,7 +475,7 @@ def test_creating_a_slot_waits_for_the_transactions_in_progress(
     assert creation.waiting() and "late" not in server.slots
     end = second.commit()
     assert not creation.waiting(5), "the slot was not created once both ended"
-    assert creation.row is not None and _lsn(creation.row[1]) >= end
+    assert creation.row is not None and LSN.parse(str(creation.row[1])) >= end
     creation.conn.close()
     server.commit([insert(TABLE, id=50, v="after")])
     consumer = Consumer(server, {"proto_version": "1"}, slot="late")

@@ -20,6 +20,8 @@ import psycopg2
 import pytest
 from psycopg2 import extras
 
+from codec.values import LSN
+
 SCRIPT = """\
 format_version: 1
 server: {pg_version: 16}
@@ -225,11 +227,11 @@ def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: S
     status, answer = served.request("POST", "/wal", "{write: t1, changes: [{insert: public.no}]}")
     assert status == 400 and "no table 'public.no'" in answer["error"]
     assert answer["end_lsn"] == written["end_lsn"]  # nothing of it written
-    cur.send_feedback(flush_lsn=_lsn(written["end_lsn"]), force=True)  # type: ignore[attr-defined]
+    cur.send_feedback(flush_lsn=LSN.parse(written["end_lsn"]), force=True)  # type: ignore[attr-defined]
     time.sleep(0.2)
     slot = served.request("GET", "/wal")[1]["slots"]["s"]
     assert slot["confirmed_flush"] == written["end_lsn"]
-    assert _lsn(slot["restart_lsn"]) <= _lsn(begun["end_lsn"])  # held at its first change
+    assert LSN.parse(slot["restart_lsn"]) <= LSN.parse(begun["end_lsn"])  # held at its first change
     conn.close()  # type: ignore[attr-defined]
     served.request(
         "POST", "/wal", '{"write": "t1", "changes": [{"update": "public.t", "values": {"id": 1}}]}'
@@ -249,8 +251,3 @@ def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: S
     assert status == 200
     status, answer = served.request("POST", "/wal", "- commit_prepared: g1")
     assert status == 200 and answer["end_lsn"] > prepared["end_lsn"]
-
-
-def _lsn(text: str) -> int:
-    high, low = text.split("/")
-    return (int(high, 16) << 32) | int(low, 16)
