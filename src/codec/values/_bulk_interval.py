@@ -26,6 +26,7 @@ runs interval_in on each element, which gives the value or the exact error.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from itertools import repeat
@@ -54,8 +55,12 @@ _UNIT_MONTHS: Final = {"year": 12, "years": 12, "mon": 1, "mons": 1}
 
 
 def interval_texts(texts: list[str]) -> list[object] | None:
-    """The Interval of each text, or None if any is outside the forms above: by shape
-    when the texts share few shapes, else one by one."""
+    """The Interval of each text, or None if any is outside the forms above: as one
+    field each when all are one date field of one unit, by shape when the texts share
+    few shapes, else one by one."""
+    values = one_field(texts)
+    if values is not None:
+        return values
     values = by_shape(texts, len(texts) // _SHAPE_SHARE, len(texts) // _PART_SHARE)
     return one_by_one(texts) if values is _TOO_MANY else values
 
@@ -195,6 +200,42 @@ def _clock_head(text: str) -> int:
         return 0
     hours, _, minutes = text.partition(":")
     return abs(int(hours)) * USECS_PER_HOUR + int(minutes) * USECS_PER_MINUTE
+
+
+# Arrays of one date field alone, of one unit ("N days" for many N, the hostile family
+# "array of distinct day counts"), skip the shapes: the texts, joined by commas, are
+# checked by one regular expression (_SHAPE's field with its digit bound), their unit
+# words deleted, and their numbers read by one json decode ("[1,-2,3]"). Per unit: the
+# check, and the months in one (None: the numbers are days).
+_ONE_FIELD: Final = {
+    unit: (re.compile(f"(?:[+-]?[0-9]{{1,{most}}}+ {unit}s?+,)*+").fullmatch, months)
+    for unit, most, months in (("day", 9, None), ("mon", 9, 1), ("year", 6, 12))
+}
+_UNIT_LETTERS: Final = str.maketrans("", "", " adeimnorsy")  # of " day(s)", " mon(s)", " year(s)"
+_JSON_NUMBERS: Final = json.JSONDecoder()
+
+
+def one_field(texts: list[str]) -> list[object] | None:
+    """The Intervals of ``texts`` if each is one date field of the same unit ("-5 days",
+    "3 mons"), else None. json reads numbers without a "+" or leading zeros, int() the
+    others (json declines "+5" and "007"; interval_in reads them as 5 and 7)."""
+    found = _ONE_FIELD.get(texts[0].rpartition(" ")[2].removesuffix("s")) if texts else None
+    if found is None:
+        return None
+    fullmatch, months = found
+    joined = ",".join(texts) + ","
+    if fullmatch(joined) is None or joined.count(",") != len(texts):
+        return None  # another form, or a text holds a comma
+    made = blank_intervals(len(texts))  # before the list below: see blank_intervals
+    numbers = joined[:-1].translate(_UNIT_LETTERS)
+    try:
+        values = _JSON_NUMBERS.decode(f"[{numbers}]")
+    except ValueError:
+        values = list(map(int, numbers.split(",")))
+    zeros = repeat(0)
+    if months is None:
+        return fill_intervals(made, zeros, values, zeros)
+    return fill_intervals(made, map(mul, values, repeat(months)), zeros, zeros)
 
 
 # The same forms, read one text at a time: a regular expression match each.
