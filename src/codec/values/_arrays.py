@@ -22,9 +22,9 @@ from codec.values._common import (
     BinaryDecoder,
     Converter,
     Invalid,
-    TextDecoder,
     type_error,
 )
+from codec.values._ranges import ElementError, convert_ranges
 
 MAXDIM: Final = 6  # src/include/utils/array.h
 ARRAY_HEADER: Final = struct.Struct("!iiI")  # ndim, has-null flag, element OID
@@ -547,34 +547,29 @@ def _parse_text(
     return shape if ndim else [], texts, spans, given_sizes, given_bounds
 
 
+_first_index: Final = operator.itemgetter(0)
+
+
 def _element_offset(text: str, spans: list[_Span], index: int) -> int:
     """The offset in ``text`` of element ``index`` (its opening quote or first
-    character), from the spans _parse_text kept: a run is scanned again up to it."""
-    first, offset, kind = spans[bisect_right([span[0] for span in spans], index) - 1]
+    character), from the spans _parse_text kept: a run is scanned again up to it (at
+    C speed: an array of valid elements ending in a bad one is read in bulk)."""
+    first, offset, kind = spans[bisect_right(list(map(_first_index, spans)), index) - 1]
     if kind is None:
         return offset
-    for k, element in enumerate(_RUN_ELEMENTS.finditer(text, offset)):
-        if k == index - first:
-            return element.start()
-    return offset  # unreachable: the run holds the element
+    elements = itertools.islice(_RUN_ELEMENTS.finditer(text, offset), index - first, None)
+    element = next(elements, None)
+    return offset if element is None else element.start()  # None: unreachable
 
 
-def _first_error(
-    text: str, texts: list[str | None], spans: list[_Span], decode: TextDecoder
+def _element_error(
+    text: str, texts: list[str | None], spans: list[_Span], bad: ElementError
 ) -> Invalid:
-    """The error of the first element (in array order) that does not decode, each
-    distinct text tried once, with its offset in the whole array text."""
-    tried: set[str | None] = {None}
-    for index, token in enumerate(texts):
-        if token in tried:
-            continue
-        tried.add(token)
-        try:
-            decode(token)  # type: ignore[arg-type]
-        except Invalid as err:
-            offset = _element_offset(text, spans, index) + err.offset
-            return Invalid(offset, f"element {index}: {err.reason}")
-    return Invalid(0, "an element does not decode")  # unreachable: one did not
+    """The error of the first element (in array order) that does not decode, with its
+    offset in the whole array text: the first occurrence of the text that raised."""
+    index = texts.index(bad.token)  # type: ignore[arg-type]
+    offset = _element_offset(text, spans, index) + bad.error.offset
+    return Invalid(offset, f"element {index}: {bad.error.reason}")
 
 
 def make_text_decoder(
@@ -587,8 +582,7 @@ def make_text_decoder(
     decode = element.decode_text
 
     def convert_all(distinct: list[str]) -> list[object]:
-        values = bulk(distinct) if bulk is not None else None
-        return list(map(decode, distinct)) if values is None else values
+        return convert_ranges(distinct, bulk, decode)
 
     def decode_text(text: str) -> object:
         values = whole(text) if whole is not None else None
@@ -598,9 +592,9 @@ def make_text_decoder(
         if flat:
             try:
                 return _each_once(flat, convert_all)
-            except Invalid:
+            except ElementError as bad:
                 # A flat array's elements are those of one run from offset 1.
-                raise _first_error(text, flat, [(0, 1, RUN)], decode) from None
+                raise _element_error(text, flat, [(0, 1, RUN)], bad) from None
         shape, texts, spans, sizes, bounds = _parse_text(text)
         if sizes is not None and bounds is not None:
             if shape and sizes != shape:
@@ -610,16 +604,11 @@ def make_text_decoder(
         else:
             bounds = [1] * len(shape)
 
-        def convert(distinct: list[str]) -> list[object]:
-            values = bulk(distinct) if bulk is not None else None
-            if values is None:
-                try:
-                    values = list(map(decode, distinct))
-                except Invalid:
-                    raise _first_error(text, texts, spans, decode) from None
-            return values
-
-        return _result(_each_once(texts, convert), shape, bounds)
+        try:
+            values = _each_once(texts, convert_all)
+        except ElementError as bad:
+            raise _element_error(text, texts, spans, bad) from None
+        return _result(values, shape, bounds)
 
     return decode_text
 
@@ -752,8 +741,7 @@ def make_binary_decoder(
     decode = element.decode_binary
 
     def convert_all(distinct: list[bytes]) -> list[object]:
-        values = bulk(distinct) if bulk is not None else None
-        return list(map(decode, distinct)) if values is None else values
+        return convert_ranges(distinct, bulk, decode)
 
     element_oid = element.oid
     unpack_header, unpack_dim = ARRAY_HEADER.unpack_from, DIMENSION.unpack_from
@@ -805,11 +793,19 @@ def make_binary_decoder(
                     return _result(values, shape, bounds)
         try:
             raws = _binary_elements(data, pos, total)
-            values = _each_once(raws, convert_all)
         except Invalid:
             # Lengths are all checked before any element is decoded; the first
             # error in array order may be an element before the bad length.
             raise _first_binary_error(data, pos, total, decode) from None
+        try:
+            values = _each_once(raws, convert_all)
+        except ElementError as bad:
+            index = raws.index(bad.token)  # type: ignore[arg-type]
+            # Each element before it: a 4-byte length and its bytes (none for NULL).
+            start = pos + 4 * (index + 1) + sum(map(len, filter(None, raws[:index])))
+            raise Invalid(
+                start + bad.error.offset, f"element {index}: {bad.error.reason}"
+            ) from None
         return _result(values, shape, bounds)
 
     return decode_binary

@@ -1,0 +1,154 @@
+"""Arrays whose bulk conversion declines: the ranges it takes are still taken in bulk
+(codec.values._ranges), and the first bad element raises as it did one by one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from test_values_adversarial import _work
+
+from codec.errors import DecodeError
+from codec.values import decode_binary, decode_text, encode_binary, type_by_name
+from codec.values._common import Invalid
+from codec.values._ranges import BUDGET, ONE_BY_ONE, ElementError, convert_ranges
+
+# The i-th of many distinct valid element texts, per element type.
+DISTINCT: dict[str, Callable[[int], str]] = {
+    "int4": lambda i: str(i * 7919),
+    "float8": lambda i: f"{i}.25",
+    "numeric": lambda i: f"{i}.5",
+    "date": lambda i: f"{2000 + i // 365:04d}-01-01",
+    "timestamptz": lambda i: f"2000-01-01 00:00:{i % 60:02d}.{i:06d}+00",
+    "interval": lambda i: f"{i} days",
+    "inet": lambda i: f"2001:db8:{i:x}::{i:x}/64",
+    "cidr": lambda i: f"10.{i // 256 % 256}.{i % 256}.0/24",
+    "uuid": lambda i: f"{i:032x}",
+    "json": lambda i: f"[{i}]",
+    "jsonb": lambda i: f"{i}e131000",
+}
+BAD = {"json": "[", "jsonb": "1e999999999"}  # else "x"
+MANY = 1024
+
+
+def _array(type_name: str, count: int, bad_at: int | None) -> tuple[str, list[str]]:
+    """An array text of ``count`` distinct elements (each quoted) with the bad one at
+    ``bad_at``, and its element texts."""
+    texts = [DISTINCT[type_name](i) for i in range(count)]
+    if bad_at is not None:
+        texts.insert(bad_at, BAD.get(type_name, "x"))
+    return "{" + ",".join(_quoted(texts)) + "}", texts
+
+
+def _expected_error(type_name: str, text: str, texts: list[str], bad_at: int) -> tuple[int, str]:
+    """Where and why array_in fails: the bad element's offset (its opening quote) plus
+    its own error's, as decoding the elements one by one in order finds it."""
+    element_oid = type_by_name(type_name).oid
+    for index, element in enumerate(texts):
+        try:
+            decode_text(element_oid, element)
+        except DecodeError as err:
+            assert index == bad_at
+            start = 1 + sum(len(quoted) + 1 for quoted in _quoted(texts[:index]))
+            return start + err.offset, f"element {index}: {err.reason}"
+    raise AssertionError("no element is bad")
+
+
+def _quoted(texts: list[str]) -> list[str]:
+    return ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in texts]
+
+
+@pytest.mark.parametrize("type_name", sorted(DISTINCT))
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_the_first_bad_element_raises_where_one_by_one_found_it(type_name: str, where: str) -> None:
+    bad_at = {"first": 0, "middle": MANY // 2 + 3, "last": MANY}[where]
+    text, texts = _array(type_name, MANY, bad_at)
+    with pytest.raises(DecodeError) as caught:
+        decode_text(type_by_name(type_name).array_oid, text)
+    assert (caught.value.offset, caught.value.reason) == _expected_error(
+        type_name, text, texts, bad_at
+    )
+
+
+@pytest.mark.parametrize("type_name", sorted(DISTINCT))
+def test_a_bad_last_element_costs_about_what_the_valid_array_does(type_name: str) -> None:
+    """The elements before the bad one are converted in bulk, by halves of the array,
+    not one by one: two bulk conversions per halving and a short run one by one, where
+    every element used to be parsed on its own (and twice, to find the error's place)."""
+    info = type_by_name(type_name)
+    valid = _work(info.array_oid, _array(type_name, MANY, None)[0])
+    element = _work(info.oid, DISTINCT[type_name](MANY // 2))
+    bad_last = _work(info.array_oid, _array(type_name, MANY, MANY)[0])
+    halvings = (MANY // ONE_BY_ONE).bit_length()
+    assert bad_last <= 2 * halvings * valid + 2 * ONE_BY_ONE * element, (valid, element, bad_last)
+
+
+@pytest.mark.parametrize("bad_at", [0, 700, MANY - 2])
+def test_binary_arrays_raise_at_the_first_bad_element_with_its_offset(bad_at: int) -> None:
+    """A binary numeric array whose element ``bad_at`` has a base-10000 digit of 10000
+    raises there, at that element's bytes plus the element's own error offset."""
+    element_oid, oid = type_by_name("numeric").oid, type_by_name("numeric").array_oid
+    values = [Decimal(i) for i in range(1, MANY)]
+    data = bytearray(encode_binary(oid, values))
+    # A 20-byte head (12, one dimension of 8), then each element's length and bytes.
+    start = len(encode_binary(oid, values[:bad_at])) + 4 if bad_at else 24
+    data[start + 8 : start + 10] = (10000).to_bytes(2, "big")
+    element = bytes(data[start : start + 10])
+    with pytest.raises(DecodeError) as own:
+        decode_binary(element_oid, element)
+    with pytest.raises(DecodeError) as caught:
+        decode_binary(oid, bytes(data))
+    assert (caught.value.offset, caught.value.reason) == (
+        start + own.value.offset,
+        f"element {bad_at}: {own.value.reason}",
+    )
+
+
+# --------------------------------------------------------------------------- the unit
+
+
+def _decode(item: int) -> object:
+    if item < 0:
+        raise Invalid(0, f"bad {item}")
+    return item * 10
+
+
+def _bulk_taking(limit: int, calls: list[int]) -> Callable[[list[int]], list[object] | None]:
+    """A bulk conversion that declines any range holding an item over ``limit`` (or a
+    bad one), counting the items it is given."""
+
+    def bulk(items: list[int]) -> list[object] | None:
+        calls.append(len(items))
+        if any(item > limit or item < 0 for item in items):
+            return None
+        return [item * 10 for item in items]
+
+    return bulk
+
+
+@pytest.mark.parametrize("unsupported", [0, 1, 5, 100, 2000])
+def test_ranges_convert_what_one_by_one_does_within_the_budget(unsupported: int) -> None:
+    items = list(range(4000))
+    limit = 4000 - unsupported  # items past it are valid but the bulk cannot take them
+    calls: list[int] = []
+    assert convert_ranges(items, _bulk_taking(limit - 1, calls), _decode) == [i * 10 for i in items]
+    assert sum(calls) <= (BUDGET + 1) * len(items)
+
+
+def test_ranges_raise_for_the_first_bad_item_after_converting_those_before() -> None:
+    items = [*range(3000), -1, *range(3000, 3100), -2]
+    calls: list[int] = []
+    with pytest.raises(ElementError) as caught:
+        convert_ranges(items, _bulk_taking(10**9, calls), _decode)
+    assert caught.value.token == -1
+    assert caught.value.error.reason == "bad -1"
+    # About two passes over the array, not one per element.
+    assert sum(calls) <= 3 * len(items)
+
+
+def test_without_a_bulk_conversion_items_go_one_by_one() -> None:
+    assert convert_ranges([1, 2, 3], None, _decode) == [10, 20, 30]
+    with pytest.raises(ElementError) as caught:
+        convert_ranges([1, -5, -6], None, _decode)
+    assert caught.value.token == -5
