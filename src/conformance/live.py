@@ -29,6 +29,11 @@ stays open (600 rows, past logical_decoding_work_mem) while a short one commits;
 consumer applies and acknowledges the short one (a position inside the open one) and
 dies; the open one writes more, the consumer restarts, the open one commits. The restarted
 walsender must decode it again from its first change (``WalSender.begin`` on the fake).
+
+Another (:func:`run_held_prepared_story`) prepares a transaction for a consumer that does
+not decode two-phase: it stays in the reorder buffer, its memory counted, until COMMIT or
+ROLLBACK PREPARED, so a later transaction that brings the total past the limit makes the
+prepared one stream.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ __all__ = [
     "new_names",
     "observed",
     "real_side",
+    "run_held_prepared_story",
     "run_long_story",
     "run_open_story",
     "run_prepared_story",
@@ -151,6 +157,7 @@ class Side:
     run_long: Callable[[LongTransaction], object]
     begin: Callable[[], OpenTransaction]
     commit_prepared: Callable[[str], object]
+    rollback_prepared: Callable[[str], object]
 
 
 class OpenTransaction(Protocol):
@@ -298,6 +305,35 @@ def run_prepared_story(side: Side, options: Mapping[str, str], *, timeout: float
     txn.prepare(gid)
     commit = lambda: side.commit_prepared(gid)  # noqa: E731 - a one-line step
     return _restart_and_read(side, options, timeout, first, commits=2, then=commit)
+
+
+def run_held_prepared_story(
+    side: Side, options: Mapping[str, str], *, rollback: bool = False, timeout: float = 30.0
+) -> LiveRun:
+    """A transaction prepared for a consumer that does not decode two-phase stays in the
+    reorder buffer until COMMIT PREPARED: A writes 250 rows and is prepared; B writes 150,
+    and the two together pass logical_decoding_work_mem (64 kB: 360 rows of 182 bytes),
+    so a streaming client gets a block of A, the larger; B writes 300 more and passes the
+    limit alone. A is then
+    committed (or rolled back) prepared and B commits; the consumer restarts without
+    acknowledging and gets both again, decoded after the fact."""
+    consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)  # the walsender waits at the end of WAL
+    a = side.begin()
+    a.write(_rows(30000, 250))
+    gid = f"{side.slot}_gid"
+    a.prepare(gid)
+    b = side.begin()
+    b.write(_rows(40000, 150))
+    # A's block is streamed while A is prepared, before it is finished either way.
+    first = consumer.read(0, acknowledge=False, blocks=1) if options.get("streaming") else []
+    b.write(_rows(41000, 300))
+    (side.rollback_prepared if rollback else side.commit_prepared)(gid)
+    b.commit()
+    commits = 1 if rollback else 2
+    first += consumer.read(commits, acknowledge=False)
+    consumer.kill()
+    return _restart_and_read(side, options, timeout, first, commits=commits)
 
 
 class _SlotCreation:
@@ -492,6 +528,9 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
         def commit_prepared(gid: str) -> None:
             conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(gid)))
 
+        def rollback_prepared(gid: str) -> None:
+            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+
         def slot_positions() -> tuple[int, int]:
             row = conn.execute(
                 "SELECT confirmed_flush_lsn - '0/0', restart_lsn - '0/0' FROM pg_replication_slots"
@@ -502,7 +541,15 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
 
         try:
             yield Side(
-                dsn, slot, publication, commit, slot_positions, run_long, begin, commit_prepared
+                dsn,
+                slot,
+                publication,
+                commit,
+                slot_positions,
+                run_long,
+                begin,
+                commit_prepared,
+                rollback_prepared,
             )
         finally:
             # A prepared transaction left by a failed run would hold the table's lock.
@@ -599,6 +646,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
     from pgwire_mock.script import (  # noqa: PLC0415
         CommitPrepared,
+        RollbackPrepared,
         Script,
         column,
         delete,
@@ -648,6 +696,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             run_long,
             lambda: FakeOpenTransaction(server, changes),
             lambda gid: server.append(CommitPrepared(gid)),
+            lambda gid: server.append(RollbackPrepared(gid)),
         )
     finally:
         server.stop()

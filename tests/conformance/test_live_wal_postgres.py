@@ -5,6 +5,7 @@ restarts; what it receives, and the slot's confirmed_flush, must be the same."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -116,6 +117,24 @@ def test_a_two_phase_consumer_restarted_before_the_prepare(pg_server: Server) ->
         types = [m["type"] for m in real["after_restart"]["messages"]]
         assert types[-1] == "CommitPrepared" and types.count("Insert") == 610, types
         assert fake == real, options
+
+
+def test_a_prepared_transaction_counts_until_finished_without_two_phase(
+    pg_server: Server,
+) -> None:
+    """Without two-phase decoding a prepared transaction stays in the reorder buffer until
+    COMMIT or ROLLBACK PREPARED: its memory still counts, so when a later transaction
+    brings the total past the limit, the prepared one (the larger) is streamed; committed
+    it ends in Stream Commit, rolled back in Stream Abort. The fake sends the same."""
+    for rollback in (False, True):
+        for options in _option_sets(pg_server.version):
+            story = functools.partial(live.run_held_prepared_story, rollback=rollback)
+            real, fake = _observed_on_both(pg_server, options, story)
+            if options.get("streaming"):
+                first = real["first"]["messages"]
+                starts = [m for m in first if m["type"] == "StreamStart"]
+                assert len(starts) >= 3, (rollback, options, [m["type"] for m in first])
+            assert fake == real, (rollback, options)
 
 
 def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:

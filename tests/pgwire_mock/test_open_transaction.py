@@ -270,6 +270,55 @@ def test_an_open_transaction_can_end_prepared() -> None:
     assert sum(isinstance(m, Insert) for m in whole) == 600
 
 
+def squeezed(messages: list[PgOutputMessage]) -> list[str]:
+    """The message kinds, each run of Inserts as one ``Insert*n``."""
+    out: list[str] = []
+    for kind in kinds(messages):
+        if kind == "Insert" and out and out[-1].startswith("Insert"):
+            count = int(out[-1].partition("*")[2] or 1)
+            out[-1] = f"Insert*{count + 1}"
+        else:
+            out.append(kind)
+    return out
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_transaction_prepared_without_two_phase_counts_until_it_is_finished(
+    commit: bool,
+) -> None:
+    """decode.c keeps a transaction prepared for a client without two-phase decoding in
+    the reorder buffer until COMMIT or ROLLBACK PREPARED: A (250 rows, prepared) and B
+    (200 rows, open) pass the 64 kB limit together, so A, the larger, streams. Measured on
+    PostgreSQL 17 with pg_logical_slot_peek_binary_changes (after the fact: a rolled-back
+    A is cut short at its first catalog lookup, an empty block); live, A streams whole."""
+    wal = LiveWal(script(17))
+    events = encode_stream_at(wal, STREAMING)
+    a = wal.begin()
+    wal.write(a, rows(30000, 250))
+    wal.finish(a, prepare="g1")
+    b = wal.begin()
+    wal.write(b, rows(40000, 200))
+    block = ["StreamStart", "Relation", "Insert*250", "StreamStop"]
+    assert squeezed(until_end(events)) == block
+    step = script().commit_prepared("g1") if commit else script().rollback_prepared("g1")
+    wal.append(step.steps)
+    wal.finish(b, rollback=False)
+    tail = (
+        ["Begin", "Insert*200", "Commit"]
+        if commit
+        else ["Begin", "Relation", "Insert*200", "Commit"]
+    )
+    ended = ["StreamCommit"] if commit else ["StreamAbort"]
+    assert squeezed(until_end(events)) == ended + tail
+    if not commit:
+        block = ["StreamStart", "StreamStop"]
+    assert squeezed(until_end(encode_stream_at(wal, STREAMING))) == block + ended + tail
+    # Without streaming A is spilled, not sent: it comes whole at COMMIT PREPARED.
+    whole = squeezed(until_end(encode_stream_at(wal, PROTO_1)))
+    a_whole = ["Begin", "Relation", "Insert*250", "Commit"] if commit else []
+    assert whole == a_whole + (tail if commit else ["Begin", "Relation", "Insert*200", "Commit"])
+
+
 def test_a_transaction_that_wrote_nothing_leaves_no_trace() -> None:
     wal = LiveWal(script())
     end = wal.end_lsn

@@ -34,9 +34,11 @@ with the PostgreSQL source it comes from:
   before its commit is sent as an ordinary transaction.
 
 The memory accounting counts every transaction the reorder buffer holds at once (the one
-being decoded and those written change by change, read as the WAL grows), as
-``ReorderBufferCheckMemoryLimit`` does; a transaction prepared without two-phase decoding
-no longer counts once prepared (a real server keeps it until COMMIT PREPARED).
+being decoded, those written change by change, read as the WAL grows, and those prepared
+without two-phase decoding, held until their COMMIT or ROLLBACK PREPARED as ``decode.c``
+holds them when ``FilterPrepare`` is true), as ``ReorderBufferCheckMemoryLimit`` does: a
+prepared one may be the transaction streamed (or spilled) when a later one passes the
+limit, then ends in Stream Commit or Stream Abort.
 """
 
 from __future__ import annotations
@@ -656,10 +658,15 @@ class _Session:
             live=txn.long_running and self.waited_at is not None and txn.first_lsn >= self.waited_at
         )
         self.queued[id(txn)] = (txn, state)
+        held = False
         try:
             yield from self.decode(txn, state)
+            # Prepared without two-phase decoding: it stays in the reorder buffer, its
+            # changes counted, until COMMIT or ROLLBACK PREPARED (finish_prepared).
+            held = id(txn) in self.deferred
         finally:
-            del self.queued[id(txn)]
+            if not held:
+                del self.queued[id(txn)]
 
     def decode(self, txn: WTxn, state: _TxnState) -> Iterator[StreamEvent | None]:
         streamable = self.can_stream and txn.stream != "never"
@@ -740,11 +747,19 @@ class _Session:
                 return
             yield from self.prepare(txn, state)
         else:
+            # decode.c: FilterPrepare, so only ReorderBufferProcessXid; the transaction is
+            # in progress for CLOG until finished, which aborted_after_the_fact reads off
+            # the WAL written by then.
+            state.live = False
             self.deferred[id(txn)] = state
 
     def finish_prepared(self, item: WFinishPrepared) -> Iterator[StreamEvent]:
         txn = item.txn
+        # The reorder buffer lets go of a transaction prepared without two-phase decoding
+        # at its COMMIT or ROLLBACK PREPARED, decoded or skipped (ReorderBufferForget).
+        self.queued.pop(id(txn), None)
         if self.skipped(txn) or item.lsn < self.from_lsn:
+            self.deferred.pop(id(txn), None)
             return
         xid = _xid(txn.top)
         gid = txn.gid or ""
