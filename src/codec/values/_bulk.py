@@ -35,7 +35,7 @@ from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import MAX_INT_DIGITS
-from codec.values._text import _JSON, jsonb_exponents_fit, jsonb_long_run, jsonb_suspect
+from codec.values._text import _JSON, json_numbers_decoder, jsonb_floats_fit, jsonb_long_run
 from codec.values._time import (
     _EPOCH,
     _EPOCH_ORDINAL,
@@ -353,25 +353,35 @@ def _json_of(jsonb: bool) -> BulkDecoder:
     """json_in / jsonb_in over all texts: each is scanned by the C scanner through the
     documented raw_decode(), which must end exactly at the text's end (half the cost of
     decode(), which also skips whitespace around the value; texts with whitespace
-    there decline). jsonb's number limits only matter where a long digit run or an
-    exponent occurs, found by one search over all texts: numbers with exponents are
-    then checked together; a long run declines."""
+    there decline). Texts of numbers and literals only are read as one JSON array, a
+    scan with no call per text. jsonb's numbers must fit numeric: the scanner hands
+    over every number with a fraction or exponent, checked together afterwards; a
+    digit run of 16383 or more declines."""
 
     def decode(texts: list[str]) -> list[object] | None:
         joined = _SEPARATOR.join(texts)
-        if "\0" in joined:
+        if "\0" in joined or (jsonb and jsonb_long_run(joined)):
             return None
-        # Numbers that might overflow numeric: a long digit run, or exponents.
-        suspect = jsonb and jsonb_suspect(joined)
-        if suspect and (jsonb_long_run(joined) or not jsonb_exponents_fit(joined)):
-            return None
+        floats: list[str] = []
+        decoder = json_numbers_decoder(floats) if jsonb else _JSON
         try:
-            ends = list(map(_end, map(_JSON.raw_decode, texts)))
+            if not any(map(joined.__contains__, _STRUCTURE)):
+                # Numbers and literals only: the texts are the elements of one JSON
+                # array (no text can end or join another), read by one scan.
+                if len(decoder.decode("[" + ",".join(texts) + "]")) != len(texts):
+                    return None
+            elif list(map(_end, map(decoder.raw_decode, texts))) != list(map(len, texts)):
+                return None
         except (ValueError, RecursionError):
             return None
-        return list(texts) if ends == list(map(len, texts)) else None
+        # jsonb's numbers must fit numeric: only those with an exponent may not.
+        return list(texts) if not floats or jsonb_floats_fit(floats) else None
 
     return decode
+
+
+# What JSON arrays, objects and strings are made of, and the separator of a JSON array.
+_STRUCTURE: Final = ("[", "]", "{", "}", '"', ",")
 
 
 # The end of an inet element without a prefix length (inet_out leaves out /32).

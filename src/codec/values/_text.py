@@ -7,8 +7,8 @@ import codecs
 import json
 import re
 import uuid
-from itertools import repeat
-from operator import add, mul, sub
+from itertools import compress, repeat
+from operator import add, gt, itemgetter, mul, sub
 from typing import Final
 
 from codec.errors import EncodeError
@@ -274,11 +274,6 @@ def jsonb_long_run(text: str) -> bool:
 
 _JSONB_LONG_RUN_RE: Final = re.compile(r"[0-9](?<![0-9][0-9])[0-9]{16382}").search
 _JSON_NUMBER: Final = re.compile(r"-?([0-9]++)(?:\.([0-9]++))?(?:[eE]([+-]?[0-9]++))?")
-# Where a number with an exponent starts (not inside a run of digits). In a JSON
-# string the same characters match too, which can only make the check below refuse.
-_JSON_EXPONENT_NUMBER: Final = re.compile(
-    r"(?<![0-9.])-?([0-9]++)(?:\.([0-9]++))?[eE]([+-]?[0-9]++)"
-)
 
 
 class _NumericOverflowError(ValueError):
@@ -303,26 +298,65 @@ def _jsonb_number(number: str) -> None:
         raise _NumericOverflowError(number)
 
 
-def jsonb_exponents_fit(text: str) -> bool:
-    """Whether every number with an exponent in ``text`` passes _jsonb_number's checks,
-    by C-level passes over them all; False (check each value) where one may not, or
-    where an exponent is too long to read."""
-    found = _JSON_EXPONENT_NUMBER.findall(text)
-    if not found:
+# An exponent's sign and a zero, so that an exponent of only zeros reads as 0.
+_EXPONENT_SIGN: Final = ("0", "-0")
+_HAS_EXPONENT: Final = re.compile("[eE]").search
+
+
+def json_numbers_decoder(floats: list[str]) -> json.JSONDecoder:
+    """A decoder that checks JSON as _JSON does and appends the text of every number
+    with a fraction or an exponent to ``floats`` (its scanner hands them over, never a
+    string's digits), for jsonb_floats_fit."""
+    return json.JSONDecoder(
+        parse_constant=_reject_constant, parse_int=str, parse_float=floats.append
+    )
+
+
+def jsonb_floats_fit(floats: list[str]) -> bool:
+    """Whether every JSON number text in ``floats`` (from json_numbers_decoder, in text
+    with no digit run of 16383) passes _jsonb_number's checks, by C-level passes over
+    them all; False (check each value) where one may not. Only an exponent can make
+    such a number overflow, and JSON gives an integer part no leading zeros, so "0" is
+    its only zero."""
+    scaled = list(compress(floats, map(_HAS_EXPONENT, floats)))
+    if not scaled:
         return True
-    wholes, fracs, exponent_texts = zip(*found, strict=True)
+    # Lower case, no "+" (only exponents have one), no mantissa sign: "-1.5E+3" is
+    # "1.5e3", then cut at every "e" into mantissas and exponents.
+    joined = ("," + ",".join(scaled)).lower().replace("+", "").replace(",-", ",")
+    pieces = joined[1:].replace("e", ",").split(",")
+    mantissas, exponent_texts = pieces[0::2], pieces[1::2]
     if max(map(len, exponent_texts)) > 11:  # a sign and ten digits
-        return False
+        # Leading zeros say nothing ("1e0000000000001" is 10): past them, more than
+        # ten digits overflow, which each value's check then reports.
+        digits = list(map(str.lstrip, exponent_texts, repeat("-0")))
+        if max(map(len, digits)) > 10:
+            return False
+        signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
+        exponent_texts = list(map(add, signs, digits))
     exponents = list(map(int, exponent_texts))
-    if max(map(abs, exponents)) > _JSONB_EXPONENT_MAX:
+    if max(exponents) > _JSONB_EXPONENT_MAX or min(exponents) < -_JSONB_EXPONENT_MAX:
         return False
+    if "." not in joined:
+        # No fraction: the scale is -exponent, the digits before the point the
+        # mantissa's and the exponent, but for "0", which takes any exponent.
+        if -min(exponents) > _JSONB_DSCALE_MAX:
+            return False
+        before = list(map(add, map(len, mantissas), exponents))
+        if max(before) <= _JSONB_INT_DIGITS:
+            return True
+        over = compress(mantissas, map(gt, before, repeat(_JSONB_INT_DIGITS)))
+        return all(map("0".__eq__, over))
+    parts = list(map(str.partition, mantissas, repeat(".")))
+    fracs = list(map(itemgetter(2), parts))
     after_point = list(map(len, fracs))
     if max(map(sub, after_point, exponents)) > _JSONB_DSCALE_MAX:
         return False
     # Digits before the point of a non-zero value (a zero takes any exponent).
+    wholes = map(itemgetter(0), parts)
     significant = list(map(len, map(str.lstrip, map(add, wholes, fracs), repeat("0"))))
-    before = map(add, map(sub, significant, after_point), exponents)
-    return bool(max(map(mul, before, map(bool, significant))) <= _JSONB_INT_DIGITS)
+    before_point = map(add, map(sub, significant, after_point), exponents)
+    return bool(max(map(mul, before_point, map(bool, significant))) <= _JSONB_INT_DIGITS)
 
 
 _JSONB_NUMBERS: Final = json.JSONDecoder(
