@@ -920,3 +920,126 @@ def test_binary_work_does_not_grow_with_runs_of_one_length() -> None:
     small = _work(oid, encode_binary(oid, few), decode_binary)
     large = _work(oid, encode_binary(oid, many), decode_binary)
     assert large <= 2 * small, (small, large)
+
+
+# --------------------------------------------------------------------------- binary numerics
+# by header (helper-36): elements that share a few headers are converted through one
+# template per header (_bulk_numeric.by_header); many headers take the by-element passes.
+
+
+@st.composite
+def _numeric_head(draw: st.DrawFn) -> tuple[int, int, int, int]:
+    """ndigits, weight, sign and dscale: mostly valid, now and then a special or one
+    numeric_recv refuses."""
+    ndigits = draw(st.integers(0, 4))
+    weight = draw(st.integers(-3, 3) | st.sampled_from([-0x8000, -17, 15, 0x7FFF]))
+    sign = draw(st.sampled_from([0, 0x4000]))
+    dscale = draw(st.integers(0, 9) | st.integers(58, 72) | st.just(0x3FFF))
+    rare = draw(st.integers(0, 39))
+    if rare == 0:
+        sign = draw(st.sampled_from([0xC000, 0xD000, 0xF000, 0x8000]))
+    elif rare == 1:
+        ndigits = draw(st.sampled_from([-1, 0x7FFF]))
+    elif rare == 2:
+        dscale = 0x4000
+    return ndigits, weight, sign, dscale
+
+
+@st.composite
+def _numerics_of_few_heads(draw: st.DrawFn) -> list[bytes]:
+    """Distinct binary numerics over one to three drawn headers, their digits drawn to
+    fit (often zero, rarely 10000 or more), rarely one too few or cut short."""
+    heads = draw(st.lists(_numeric_head(), min_size=1, max_size=3))
+    raws = []
+    for _ in range(draw(st.integers(1, 16))):
+        ndigits, weight, sign, dscale = draw(st.sampled_from(heads))
+        count = max(0, min(ndigits, 5))
+        digits = draw(st.lists(st.just(0) | st.integers(0, 9999), min_size=count, max_size=count))
+        rare = draw(st.integers(0, 99))
+        if rare == 0 and digits:
+            digits[-1] = draw(st.sampled_from([10000, 0xFFFF]))
+        elif rare == 1:
+            digits = digits[:-1] if digits else [1]
+        raw = _NUMERIC.pack(ndigits, weight, sign, dscale) + struct.pack(
+            f">{len(digits)}H", *digits
+        )
+        raws.append(raw[: draw(st.integers(0, len(raw)))] if rare == 2 else raw)
+    return list(dict.fromkeys(raws))
+
+
+@SETTINGS
+@given(raws=_numerics_of_few_heads())
+def test_binary_numerics_of_few_headers_match_numeric_recv(raws: list[bytes]) -> None:
+    """Elements sharing headers (one template each: padded, cut within a group, cut
+    whole, zeros kept as an exponent, specials) convert by header and by element
+    exactly as numeric_recv converts each, and are declined only for an element it
+    refuses."""
+    from codec.values._bulk_numeric import by_element, by_header
+
+    expected = [_element_binary("numeric", raw) for raw in raws]
+    refused = any(isinstance(e, DecodeError) for e in expected)
+    heads = [raw[:8] for raw in raws]
+    for values in (by_header(raws, heads, dict.fromkeys(heads)), by_element(raws, heads)):
+        if values is None:
+            assert refused, raws
+            continue
+        assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
+
+
+# One header per template branch: padded, cut within a group, cut by whole groups, cut
+# past every digit, zeros kept as an exponent with and without a display scale, no
+# digits; each negative too.
+_FEW_HEADS = [
+    (ndigits, weight, sign, dscale)
+    for ndigits, weight, dscale in [
+        (1, 0, 2),  # 7.00
+        (2, 0, 2),  # 7.12: the second group cut to 2 digits
+        (3, -1, 3),  # 0.000: the last two groups cut whole, the first to 3 digits
+        (2, -3, 1),  # every digit cut
+        (2, 0, 100),  # 100 zeros after 2 digits: a ScaledDecimal
+        (2, 20, 0),  # 72 zeros: a positive exponent
+        (0, 5, 3),
+    ]
+    for sign in (0, 0x4000)
+]
+
+
+def _few_heads_elements(head: tuple[int, int, int, int]) -> list[bytes]:
+    ndigits = head[0]
+    digit_sets = [[0] * ndigits, [7] * ndigits, [1234, 5678, 9012][:ndigits], [9999] * ndigits]
+    return list(
+        dict.fromkeys(
+            _NUMERIC.pack(*head) + struct.pack(f">{ndigits}H", *digits) for digits in digit_sets
+        )
+    )
+
+
+@pytest.mark.parametrize("head", [*_FEW_HEADS, None])
+def test_binary_numerics_of_each_template_match_numeric_recv(
+    head: tuple[int, int, int, int] | None,
+) -> None:
+    """Elements of one header per template branch (or of all of them together, with the
+    specials) convert by header exactly as numeric_recv converts each."""
+    from codec.values._bulk_numeric import by_header
+
+    if head is None:
+        raws = [raw for each in _FEW_HEADS for raw in _few_heads_elements(each)]
+        raws += EDGE_ELEMENTS["numeric"][:3]
+    else:
+        raws = _few_heads_elements(head)
+    heads = [raw[:8] for raw in raws]
+    values = by_header(raws, heads, dict.fromkeys(heads))
+    expected = [_element_binary("numeric", raw) for raw in raws]
+    assert values is not None
+    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
+
+
+def test_binary_numerics_of_many_headers_take_the_element_passes() -> None:
+    """1024 elements of one size and 1024 headers (each its own scale) take the
+    Python-level work of 64: past a few headers per element, the by-header templates
+    would cost a step each."""
+    oid = type_by_name("numeric").array_oid
+    values = [decode_text(1700, "1.5" + "0" * i) for i in range(MANY)]
+    few = _work(oid, encode_binary(oid, values[:FEW]), decode_binary)
+    many = _work(oid, encode_binary(oid, values), decode_binary)
+    assert many <= few + FIXED_WORK, (few, many)

@@ -1,11 +1,16 @@
 """numeric_recv over all distinct elements of a binary numeric array at once.
 
 One call per element of the receive function costs ~2 us (a 1 MB array of small
-numbers held 145,000 of them). Here every element's header and base-10000 digits are
-unpacked by one struct call each, the digits turned into one text through a table of
-zero-padded groups, and each element's Decimal made from its slice of that text, cut or
-padded to its display scale, by C-level passes over all elements. The result is what
-numeric_recv gives: the same digit string is built and read by Decimal().
+numbers held 145,000 of them). The elements' 8-byte headers (digit count, weight,
+sign, display scale) are mostly a few: by_header checks each distinct header once and
+makes it a %-format template of the element's digit groups (its sign, the groups as
+zero-padded text, the last ones cut by a precision where the scale hides digits, the
+zeros the scale pads with, the exponent), so that one format of all elements'
+templates over all digit groups writes every element's text, and Decimal() reads each.
+With many headers, by_element makes the texts by C-level passes over all elements:
+each element's slice of the digits' text, cut or padded to its display scale. Either
+way the result is what numeric_recv gives: the same digit string is built and read by
+Decimal().
 
 Anything numeric_recv refuses (short data, a length other than its digit count says,
 a bad sign word, a scale over 0x3FFF, a digit of 10000 or more) makes the conversion
@@ -21,7 +26,7 @@ from collections import deque
 from decimal import Decimal
 from itertools import accumulate, chain, compress, count, repeat
 from operator import add, and_, gt, itemgetter, mul, not_, rshift, setitem, sub
-from typing import Final
+from typing import Final, NamedTuple
 
 from codec.values._numbers import (
     _NAN,
@@ -29,6 +34,7 @@ from codec.values._numbers import (
     _PINF,
     COMPACT_ZEROS,
     NUMERIC_DSCALE_MAX,
+    NUMERIC_HEADER,
     NUMERIC_NAN,
     NUMERIC_NEG,
     NUMERIC_NINF,
@@ -47,6 +53,9 @@ _BEFORE_POINT: Final = tuple(range(4, 4 * 32768 + 4, 4)) + tuple(range(-4 * 3276
 _SIGN_TEXT: Final = {NUMERIC_POS: "0", NUMERIC_NEG: "-0"}
 _SPECIAL: Final = {NUMERIC_NAN: _NAN, NUMERIC_PINF: _PINF, NUMERIC_NINF: _NINF}
 _SIGN_WORDS: Final = frozenset((NUMERIC_POS, NUMERIC_NEG, *_SPECIAL))
+# Headers converted one by one before the by-element passes: a few, and 1 in 16 elements.
+_KINDS_FEW: Final = 16
+_KINDS_PER: Final = 16
 
 
 def numerics_recv(raws: list[bytes]) -> list[object] | None:
@@ -54,11 +63,129 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     n = len(raws)
     if not n:
         return []
-    digits = list(map(_DIGITS, raws))
-    heads = b"".join(map(_HEAD, raws))
-    if len(heads) != 8 * n:  # an element under 8 bytes
+    heads = list(map(_HEAD, raws))
+    kinds = dict.fromkeys(heads)
+    if len(kinds) <= _KINDS_FEW + n // _KINDS_PER:
+        return by_header(raws, heads, kinds)
+    return by_element(raws, heads)
+
+
+def by_header(
+    raws: list[bytes], heads: list[bytes], kinds: dict[bytes, None]
+) -> list[object] | None:
+    """The values of ``raws``, whose headers (``heads``, the distinct ones ``kinds``)
+    are few: each header's checks and text are worked out once, as a %-format template
+    that takes the element's digit groups, and one format of all templates writes every
+    element's text at once."""
+    n = len(raws)
+    # The sizes first: a header's template is as long as the digits it says it has.
+    sizes: dict[bytes, int] = {}
+    for head in kinds:
+        if len(head) != 8:
+            return None
+        sizes[head] = 8 + 2 * NUMERIC_HEADER.unpack(head)[0]  # under 8 if it is negative
+    lengths = list(map(len, raws))
+    if len(sizes) == 1:
+        if lengths.count(sizes[heads[0]]) != n:
+            return None
+    elif lengths != list(map(sizes.__getitem__, heads)):
         return None
-    flat = struct.unpack(f"!{4 * n}H", heads)
+    shapes: dict[bytes, _Shape] = {}
+    for head in kinds:
+        found = _shape(head)
+        if found is None:
+            return None
+        shapes[head] = found
+    shape = shapes[heads[0]]  # the only one, when all elements have one header
+    if any(shape.special for shape in shapes.values()):
+        signs = {head: shape.sign for head, shape in shapes.items()}
+        return _with_specials(raws, tuple(map(signs.__getitem__, heads)))
+    blob = b"".join(map(_DIGITS, raws))
+    groups = struct.unpack(f"!{len(blob) // 2}H", blob)
+    if groups and max(groups) >= 10000:
+        return None
+    if len(shapes) == 1:
+        template = shape.template * n
+    else:
+        templates = {head: shape.template for head, shape in shapes.items()}
+        template = "".join(map(templates.__getitem__, heads))
+    texts = (template % tuple(map(_GROUP_TEXT.__getitem__, groups))).split(",")
+    texts.pop()
+    scaled = {head: shape.dscale for head, shape in shapes.items() if shape.scaled}
+    if not scaled:
+        values = list(map(Decimal, texts))
+    elif len(shapes) == 1:
+        values = list(map(Decimal.__new__, repeat(ScaledDecimal, n), texts))
+        deque(map(setattr, values, repeat("_dscale"), repeat(shape.dscale)), 0)
+    else:
+        kinds_of = {head: ScaledDecimal if head in scaled else Decimal for head in shapes}
+        values = list(map(Decimal.__new__, map(kinds_of.__getitem__, heads), texts))
+        places = list(compress(count(), map(scaled.__contains__, heads)))
+        dscales = map(scaled.__getitem__, map(heads.__getitem__, places))
+        deque(map(setattr, map(values.__getitem__, places), repeat("_dscale"), dscales), 0)
+    # A negative sign on digits that are all zero or all cut, or zeros kept as an
+    # exponent: numeric_recv gives the unsigned zero at the element's scale.
+    if any(shape.unsure for shape in shapes.values()) and any(map(Decimal.is_zero, values)):
+        zeros = {head: shape.zero for head, shape in shapes.items()}
+        places = list(compress(count(), map(Decimal.is_zero, values)))
+        at_scale = map(zeros.__getitem__, map(heads.__getitem__, places))
+        deque(map(setitem, repeat(values), places, at_scale), 0)
+    return values  # type: ignore[return-value]
+
+
+class _Shape(NamedTuple):
+    """What a header makes of an element: its sign word, and for a number its text as a
+    template of its digit groups (the groups a scale cuts print as nothing)."""
+
+    sign: int
+    special: bool
+    template: str
+    scaled: bool  # a ScaledDecimal (zeros kept as an exponent under a display scale)
+    dscale: int
+    unsure: bool  # a zero may come out signed or at another exponent
+    zero: Decimal
+
+
+def _shape(head: bytes) -> _Shape | None:
+    """The shape of elements with ``head`` (8 bytes, a digit count of 0 or more), or
+    None if numeric_recv refuses it."""
+    ndigits, weight, sign, dscale = NUMERIC_HEADER.unpack(head)
+    if sign in _SPECIAL:
+        return _Shape(sign, True, "", False, 0, False, _NAN)
+    if sign not in _SIGN_TEXT or dscale > NUMERIC_DSCALE_MAX:
+        return None
+    zero = f"0E-{dscale}"
+    shape = _Shape(sign, False, zero + ",", False, dscale, False, Decimal(zero))
+    if not ndigits:
+        return shape
+    prefix, every = _SIGN_TEXT[sign], "%s" * ndigits
+    exp10 = 4 * (weight + 1 - ndigits)
+    if exp10 + dscale > COMPACT_ZEROS:  # zeros the bytes do not spell: an exponent
+        template = f"{prefix}{every}E{exp10:+d},"
+        return shape._replace(template=template, scaled=dscale > 0, unsure=True)
+    negative = sign == NUMERIC_NEG
+    if exp10 >= -dscale:  # numeric_recv pads to the scale
+        template = f"{prefix}{every}{'0' * (exp10 + dscale)}E-{dscale},"
+        return shape._replace(template=template, unsure=negative)
+    shown = 4 * ndigits + exp10 + dscale  # it truncates the digits the scale hides
+    if shown <= 0:
+        return shape._replace(template="%.0s" * ndigits + zero + ",")
+    whole, part = divmod(shown, 4)
+    cut = f"%.{part}s" if part else ""
+    hidden = "%.0s" * (ndigits - whole - (part > 0))
+    template = f"{prefix}{'%s' * whole}{cut}{hidden}E-{dscale},"
+    return shape._replace(template=template, unsure=negative)
+
+
+def by_element(raws: list[bytes], heads: list[bytes]) -> list[object] | None:
+    """The values of ``raws`` (their headers ``heads``), converted by C-level passes over
+    all elements, for elements whose headers are many."""
+    n = len(raws)
+    digits = list(map(_DIGITS, raws))
+    joined = b"".join(heads)
+    if len(joined) != 8 * n:  # an element under 8 bytes
+        return None
+    flat = struct.unpack(f"!{4 * n}H", joined)
     ndigits, weights, signs, scales = flat[0::4], flat[1::4], flat[2::4], flat[3::4]
     twice = list(map(add, ndigits, ndigits))
     # ndigits is signed: from 0x8000 on it is negative, which numeric_recv refuses.
@@ -78,13 +205,13 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     # Zeros to append (numeric_recv pads to the scale) or, negative, digits to cut
     # (it truncates digits the scale hides): 4 * (weight + 1 - ndigits) + dscale.
     pads = list(map(sub, map(add, map(_BEFORE_POINT.__getitem__, weights), scales), lengths))
-    tails = list(map({scale: f"E-{scale}" for scale in set(scales)}.__getitem__, scales))
+    tails = list(map(_spelt("E-{}", set(scales)).__getitem__, scales))
     # Zeros beyond COMPACT_ZEROS that the bytes do not spell are not written out: the
     # element keeps its digits and exponent, as numeric_recv does (see ScaledDecimal).
     compact = list(compress(count(), map(gt, pads, repeat(COMPACT_ZEROS))))
     if compact:
         exponents = list(map(sub, map(pads.__getitem__, compact), map(scales.__getitem__, compact)))
-        spelt = {exponent: f"E{exponent:+d}" for exponent in set(exponents)}
+        spelt = _spelt("E{:+d}", set(exponents))
         deque(map(setitem, repeat(tails), compact, map(spelt.__getitem__, exponents)), 0)
         deque(map(setitem, repeat(pads), compact, repeat(0)), 0)
     # min(pad, 0) without a call: pad >> 31 is -1 for a negative pad, else 0.
@@ -124,6 +251,12 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     if compact:
         _keep_unwritten(values, scales, compact)
     return values  # type: ignore[return-value]
+
+
+def _spelt(form: str, numbers: set[int]) -> dict[int, str]:
+    """Each of ``numbers`` written with ``form``, by a C-level pass (they may be as many
+    as the elements)."""
+    return dict(zip(numbers, map(form.format, numbers), strict=True))
 
 
 def _keep_unwritten(values: list[Decimal], scales: tuple[int, ...], compact: list[int]) -> None:
