@@ -93,5 +93,23 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
     "array of distinct IPv6 addresses": lambda n: (
         "{" + ",".join(f"2001:db8:{i:x}::{i:x}/64" for i in range(1, max(2, n // 22))) + "}"
     ),
+    # Valid distinct elements and one bad one at the end: a bulk conversion declines
+    # the whole array, and one element at a time it took up to 2.3 s per MB (interval).
+    "array of distinct numbers, then junk": lambda n: (
+        "{" + ",".join(map(str, range(1, max(2, n // 7)))) + ",x}"
+    ),
+    "array of distinct day counts, then junk": lambda n: (
+        "{" + ",".join(f"{i} days" for i in range(1, max(2, n // 9))) + ",x}"
+    ),
+    "array of distinct IPv6 addresses, then junk": lambda n: (
+        "{" + ",".join(f"2001:db8:{i:x}::{i:x}/64" for i in range(1, max(2, n // 22))) + ",x}"
+    ),
+    "array of huge exponents, then an overflow": lambda n: (
+        "{" + ",".join(f"{i}e131000" for i in range(1, max(2, n // 10))) + ",1e999999}"
+    ),
+    # Exponents with leading zeros: valid, but too long for the bulk check to read once.
+    "array of long exponents": lambda n: (
+        "{" + ",".join(f"{i}e000000000001" for i in range(1, max(2, n // 16))) + "}"
+    ),
 }
 """Input name -> maker(size) -> text of about ``size`` characters."""
