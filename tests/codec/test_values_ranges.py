@@ -32,25 +32,29 @@ BAD = {"json": "[", "jsonb": "1e999999999"}  # else "x"
 MANY = 1024
 
 
-def _array(type_name: str, count: int, bad_at: int | None) -> tuple[str, list[str]]:
-    """An array text of ``count`` distinct elements (each quoted) with the bad one at
-    ``bad_at``, and its element texts."""
+def _array(
+    type_name: str, count: int, bad_at: int | None, quoted: bool = True
+) -> tuple[str, list[str]]:
+    """An array text of ``count`` distinct elements (each quoted, or all bare) with the
+    bad one at ``bad_at``, and its element texts."""
     texts = [DISTINCT[type_name](i) for i in range(count)]
     if bad_at is not None:
         texts.insert(bad_at, BAD.get(type_name, "x"))
-    return "{" + ",".join(_quoted(texts)) + "}", texts
+    return "{" + ",".join(_quoted(texts) if quoted else texts) + "}", texts
 
 
-def _expected_error(type_name: str, text: str, texts: list[str], bad_at: int) -> tuple[int, str]:
-    """Where and why array_in fails: the bad element's offset (its opening quote) plus
-    its own error's, as decoding the elements one by one in order finds it."""
+def _expected_error(type_name: str, texts: list[str], bad_at: int, quoted: bool) -> tuple[int, str]:
+    """Where and why array_in fails: the bad element's offset (its opening quote, or
+    first character) plus its own error's, as decoding the elements one by one in order
+    finds it."""
     element_oid = type_by_name(type_name).oid
     for index, element in enumerate(texts):
         try:
             decode_text(element_oid, element)
         except DecodeError as err:
             assert index == bad_at
-            start = 1 + sum(len(quoted) + 1 for quoted in _quoted(texts[:index]))
+            before = _quoted(texts[:index]) if quoted else texts[:index]
+            start = 1 + sum(len(text) + 1 for text in before)
             return start + err.offset, f"element {index}: {err.reason}"
     raise AssertionError("no element is bad")
 
@@ -59,15 +63,23 @@ def _quoted(texts: list[str]) -> list[str]:
     return ['"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"' for t in texts]
 
 
-@pytest.mark.parametrize("type_name", sorted(DISTINCT))
+# Element texts that can stand unquoted in an array (no braces, commas, quotes).
+BARE = sorted(name for name in DISTINCT if name not in ("json", "jsonb"))
+
+
+@pytest.mark.parametrize(
+    ("type_name", "quoted"), [(n, True) for n in sorted(DISTINCT)] + [(n, False) for n in BARE]
+)
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
-def test_the_first_bad_element_raises_where_one_by_one_found_it(type_name: str, where: str) -> None:
+def test_the_first_bad_element_raises_where_one_by_one_found_it(
+    type_name: str, quoted: bool, where: str
+) -> None:
     bad_at = {"first": 0, "middle": MANY // 2 + 3, "last": MANY}[where]
-    text, texts = _array(type_name, MANY, bad_at)
+    text, texts = _array(type_name, MANY, bad_at, quoted)
     with pytest.raises(DecodeError) as caught:
         decode_text(type_by_name(type_name).array_oid, text)
     assert (caught.value.offset, caught.value.reason) == _expected_error(
-        type_name, text, texts, bad_at
+        type_name, texts, bad_at, quoted
     )
 
 

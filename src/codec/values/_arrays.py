@@ -557,6 +557,10 @@ def _element_offset(text: str, spans: list[_Span], index: int) -> int:
     first, offset, kind = spans[bisect_right(list(map(_first_index, spans)), index) - 1]
     if kind is None:
         return offset
+    run = text[offset : text.find("}", offset)]
+    if '"' not in run and "\\" not in run and _HAS_SPACE(run) is None:
+        # Bare elements between commas: what follows the (index - first)th comma.
+        return offset + len(run) - len(run.split(",", index - first)[-1])
     elements = itertools.islice(_RUN_ELEMENTS.finditer(text, offset), index - first, None)
     element = next(elements, None)
     return offset if element is None else element.start()  # None: unreachable
