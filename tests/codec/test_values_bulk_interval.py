@@ -1,7 +1,8 @@
 """Text interval arrays of one date field per element, of one unit ("{1 days,2 days}",
 the hostile family "array of distinct day counts"), converted by
-codec.values._bulk_interval.one_field: it must take every such array and decode each
-element exactly as interval_in does, and decline everything else."""
+codec.values._bulk_interval.one_field (the distinct element texts) and one_field_array
+(the whole array text): each must take every such array and decode it exactly as
+interval_in and array_in do, and decline everything else."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from hypothesis import strategies as st
 from test_values_bulk import SETTINGS, _element, _exact
 
 from codec.values import _bulk_interval, decode_text, type_by_name
-from codec.values._arrays import _parse_text
+from codec.values._arrays import _parse_text, make_text_decoder
 from codec.values._bulk import BULK_TEXT
-from codec.values._bulk_interval import one_field
-from codec.values._interval import Interval
+from codec.values._bulk_interval import one_field, one_field_array
+from codec.values._common import Invalid
+from codec.values._interval import INTERVAL_CONV, Interval
 
 # Each unit with the digit count one_field takes at most (its int32 bound, x12 for years).
 _UNITS = {"day": 9, "mon": 9, "year": 6}
@@ -158,3 +160,126 @@ def test_interval_texts_tries_one_field_first(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(_bulk_interval, "by_shape", by_shape)
     texts = [f"{i} days" for i in range(100)]
     assert _bulk_interval.interval_texts(texts) == [Interval(0, i, 0) for i in range(100)]
+
+
+# The array decoder without any fast path: array_in's parse, interval_in per element.
+_ELEMENT_PATH = make_text_decoder(INTERVAL_CONV)
+
+
+def _array_in(text: str) -> object:
+    try:
+        return _ELEMENT_PATH(text)  # type: ignore[operator]
+    except Invalid as err:
+        return err
+
+
+@st.composite
+def _one_unit_arrays(draw: st.DrawFn) -> tuple[bool, str]:
+    """Array texts of one-unit fields (and intruders), unquoted, all quoted or mixed,
+    sometimes with a syntax near miss; and whether one_field_array must take it."""
+    unit, texts = draw(_one_unit_texts().filter(lambda d: all("," not in t for t in d[1])))
+    texts += draw(st.lists(st.sampled_from(texts), max_size=4))  # repeats
+    quoting = draw(st.sampled_from(["none", "all", "mixed"]))
+    quoted = [quoting == "all" or (quoting == "mixed" and draw(st.booleans())) for _ in texts]
+    elements = [f'"{t}"' if q else t for t, q in zip(texts, quoted, strict=True)]
+    text = "{" + ",".join(elements) + "}"
+    near = draw(st.sampled_from(["", "", "", "space", "NULL", "nest", "dims", "trail", "empty"]))
+    if near == "space":
+        text = text.replace(",", " ,", 1) if "," in text else " " + text
+    elif near == "NULL":
+        text = text[:-1] + ",NULL}"
+    elif near == "nest":
+        text = "{" + text + "}"
+    elif near == "dims":
+        text = f"[1:{len(texts)}]={text}"
+    elif near == "trail":
+        text = text[:-1] + ",}"
+    elif near == "empty":
+        text = text[:-1] + ',""}'
+    takes = not near and all(_fits(t, unit) for t in texts) and (all(quoted) or not any(quoted))
+    return takes, text
+
+
+@SETTINGS
+@given(drawn=_one_unit_arrays())
+def test_one_field_array_decodes_as_array_in(drawn: tuple[bool, str]) -> None:
+    """A whole array of one-unit fields, unquoted or all quoted, is taken and gives what
+    array_in and interval_in give; any other text, element or syntax is declined."""
+    takes, text = drawn
+    values = one_field_array(text)
+    if not takes:
+        assert values is None, text
+        return
+    assert values is not None, text
+    expected = _array_in(text)
+    assert isinstance(expected, list), (text, expected)
+    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (text, values)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{}",
+        '{""}',
+        '{"}',
+        "{,}",
+        "{1 day,}",
+        "{,1 day}",
+        "{1 day,,2 days}",
+        '{"1 day,2 days"}',  # one element holding a comma: interval_in refuses it
+        '{"1 day","2 days,3 days"}',
+        '{"1 day",2 days}',
+        '{1 day,"2 days"}',
+        '{"1 day""2 days"}',
+        '{"1 day\\",2 days"}',
+        "{1 day}x",
+        "{1 day,2 days",
+        "1 day,2 days}",
+        '{11 day","2 days1}',
+        '{"1 day""}',
+        '{"1 day","2 day""}',
+        '{1 day,2 day"}',
+        '{1 day"}',
+        " {1 day}",
+        "{1 day} ",
+        "{{1 day}}",
+        "[1:1]={1 day}",
+        "{1 day 2 days}",
+        "{1 day;2 days}",
+        "{NULL}",
+        "{1 day,NULL}",
+    ],
+)
+def test_one_field_array_declines(text: str) -> None:
+    """Empty, nested, dimensioned, spaced or NULL arrays, elements holding commas or
+    quotes, and quoting mixed: declined, for array_in to read or refuse."""
+    assert one_field_array(text) is None
+
+
+def test_one_field_array_takes_printed_arrays() -> None:
+    """What array_out prints (each element quoted, as it holds a space) and the
+    unquoted form, of each unit, singular and plural."""
+    for unit, months in (("day", 0), ("mon", 1), ("year", 12)):
+        texts = [f"-1 {unit}", f"1 {unit}", f"2 {unit}s", f"+03 {unit}s", f"0 {unit}s"]
+        want = [Interval(n * months, 0 if months else n, 0) for n in (-1, 1, 2, 3, 0)]
+        assert one_field_array('{"' + '","'.join(texts) + '"}') == want
+        assert one_field_array("{" + ",".join(texts) + "}") == want
+    longest = ["-999999999 days", "+999999999 days"]  # the unit is read from a prefix
+    want = [Interval(0, -999999999, 0), Interval(0, 999999999, 0)]
+    assert one_field_array('{"' + '","'.join(longest) + '"}') == want
+    assert one_field_array('{"' + longest[0] + '"}') == want[:1]
+
+
+@pytest.mark.parametrize(
+    ("element", "other"),
+    [("1 day", "2 days"), ("-7 day", "7 day"), ("12 mon", "1 mon"), ("1 year", "2 year")],
+)
+def test_repeated_short_elements_share_one_interval(element: str, other: str) -> None:
+    """Short elements (few distinct ones) share an Interval per distinct number, as the
+    element path's table shares one per distinct text; longer ones get one each."""
+    values = one_field_array("{" + ",".join([element] * 50 + [other]) + "}")
+    assert values is not None
+    assert values == [_element("interval", element)] * 50 + [_element("interval", other)]
+    assert len({id(v) for v in values}) == 2
+    long = one_field_array("{" + ",".join(["123456 days"] * 3) + "}")
+    assert long is not None and len({id(v) for v in long}) == 3
