@@ -22,6 +22,7 @@ from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BUL
 from codec.values._bulk_interval import by_shape, one_by_one
 from codec.values._common import Invalid
 from codec.values._interval import Interval, intervals
+from codec.values._ranges import Declined
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BULK_TYPES = sorted(BULK_TEXT)
@@ -42,6 +43,13 @@ def _element(type_name: str, text: str) -> object:
 
 def _check_bulk(type_name: str, texts: list[str]) -> None:
     values = BULK_TEXT[type_name](texts)
+    if isinstance(values, Declined):
+        # Where it stopped: the texts before pass its checks, so it takes them (or
+        # declines them for a value out of range), and it cannot stop past the end.
+        assert 0 <= values.index < len(texts), (texts, values)
+        values = BULK_TEXT[type_name](texts[: values.index])
+        assert not isinstance(values, Declined), (texts, values)
+        texts = texts[: len(values or [])]
     if values is None:
         return
     expected = [_element(type_name, text) for text in texts]
@@ -974,12 +982,20 @@ def test_binary_numerics_of_few_headers_match_numeric_recv(raws: list[bytes]) ->
     whole, zeros kept as an exponent, specials) convert by header and by element
     exactly as numeric_recv converts each, and are declined only for an element it
     refuses."""
-    from codec.values._bulk_numeric import by_element, by_header
+    from codec.values._bulk_numeric import by_element, by_header, numerics_recv, one_header
 
     expected = [_element_binary("numeric", raw) for raw in raws]
     refused = any(isinstance(e, DecodeError) for e in expected)
     heads = [raw[:8] for raw in raws]
-    for values in (by_header(raws, heads, dict.fromkeys(heads)), by_element(raws, heads)):
+    lengths = [len(raw) for raw in raws]
+    conversions = [
+        numerics_recv(raws),
+        by_header(raws, heads, dict.fromkeys(heads), lengths),
+        by_element(raws, heads),
+    ]
+    if len(set(heads)) == 1 and len(set(lengths)) == 1 and lengths[0] >= 8:
+        conversions.append(one_header(raws, b"".join(raws)))
+    for values in conversions:
         if values is None:
             assert refused, raws
             continue
@@ -1020,7 +1036,7 @@ def test_binary_numerics_of_each_template_match_numeric_recv(
 ) -> None:
     """Elements of one header per template branch (or of all of them together, with the
     specials) convert by header exactly as numeric_recv converts each."""
-    from codec.values._bulk_numeric import by_header
+    from codec.values._bulk_numeric import by_header, one_header
 
     if head is None:
         raws = [raw for each in _FEW_HEADS for raw in _few_heads_elements(each)]
@@ -1028,10 +1044,58 @@ def test_binary_numerics_of_each_template_match_numeric_recv(
     else:
         raws = _few_heads_elements(head)
     heads = [raw[:8] for raw in raws]
-    values = by_header(raws, heads, dict.fromkeys(heads))
+    lengths = [len(raw) for raw in raws]
+    conversions = [by_header(raws, heads, dict.fromkeys(heads), lengths)]
+    if head is not None:
+        conversions.append(one_header(raws, b"".join(raws)))
     expected = [_element_binary("numeric", raw) for raw in raws]
-    assert values is not None
-    assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
+    for values in conversions:
+        assert values is not None
+        assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
+
+
+@pytest.mark.parametrize("byte", range(8))
+def test_binary_numerics_of_one_size_and_two_headers_match_numeric_recv(byte: int) -> None:
+    """Elements of one size whose headers differ in one byte (any of the 8: another
+    weight or scale, or a digit count or sign word numeric_recv refuses) are not taken
+    for elements of one header."""
+    from codec.values._bulk_numeric import numerics_recv
+
+    first = _NUMERIC.pack(1, 0, 0, 2) + b"\x00\x07"
+    other = bytearray(first)
+    other[byte] ^= 1
+    raws = [first, bytes(other), first[:8] + b"\x00\x08"]
+    values = numerics_recv(raws)
+    expected = [_element_binary("numeric", raw) for raw in raws]
+    if values is None:
+        assert any(isinstance(e, DecodeError) for e in expected)
+    else:
+        assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
+
+
+_SEVEN = _NUMERIC.pack(2, 0, 0, 2) + b"\x00\x07\x00\x07"
+
+
+@pytest.mark.parametrize(
+    "raws",
+    [
+        [_SEVEN, _SEVEN[:10]],  # one header, the second element a digit short
+        [_SEVEN + b"\x00\x01", _SEVEN[:10]],  # a digit too many, then one too few
+        *([raw] for raw in EDGE_ELEMENTS["numeric"]),  # one element: specials, refusals
+        [EDGE_ELEMENTS["numeric"][1], EDGE_ELEMENTS["numeric"][1][:8] + b"\x00\x01"],
+    ],
+)
+def test_binary_numerics_of_one_header_match_numeric_recv(raws: list[bytes]) -> None:
+    """Elements of one header (or whose first 8 bytes are) convert as numeric_recv
+    converts each, or are declined for an element it refuses."""
+    from codec.values._bulk_numeric import numerics_recv
+
+    values = numerics_recv(raws)
+    expected = [_element_binary("numeric", raw) for raw in raws]
+    if values is None:
+        assert any(isinstance(e, DecodeError) for e in expected)
+    else:
+        assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (raws, values)
 
 
 def test_binary_numerics_of_many_headers_take_the_element_passes() -> None:

@@ -7,7 +7,9 @@ makes it a %-format template of the element's digit groups (its sign, the groups
 zero-padded text, the last ones cut by a precision where the scale hides digits, the
 zeros the scale pads with, the exponent), so that one format of all elements'
 templates over all digit groups writes every element's text, and Decimal() reads each.
-With many headers, by_element makes the texts by C-level passes over all elements:
+Elements of one size and one header (one_header, checked on the joined bytes) skip the
+per-element slicing: one struct call past the headers unpacks all their digits. With
+many headers, by_element makes the texts by C-level passes over all elements:
 each element's slice of the digits' text, cut or padded to its display scale. Either
 way the result is what numeric_recv gives: the same digit string is built and read by
 Decimal().
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Iterator
 from decimal import Decimal
 from itertools import accumulate, chain, compress, count, repeat
 from operator import add, and_, gt, itemgetter, mul, not_, rshift, setitem, sub
@@ -63,20 +66,45 @@ def numerics_recv(raws: list[bytes]) -> list[object] | None:
     n = len(raws)
     if not n:
         return []
+    lengths = list(map(len, raws))
+    first = raws[0]
+    size = len(first)
+    if size >= 8 and lengths.count(size) == n:
+        blob = b"".join(raws)
+        # One header: its bytes recur every ``size`` bytes of the elements joined.
+        if all([blob[i::size] == first[i : i + 1] * n for i in range(8)]):
+            return one_header(raws, blob)
     heads = list(map(_HEAD, raws))
     kinds = dict.fromkeys(heads)
     if len(kinds) <= _KINDS_FEW + n // _KINDS_PER:
-        return by_header(raws, heads, kinds)
+        return by_header(raws, heads, kinds, lengths)
     return by_element(raws, heads)
 
 
+def one_header(raws: list[bytes], blob: bytes) -> list[object] | None:
+    """The values of ``raws``, all of one size and one header (``blob`` is them joined):
+    one struct call past the headers unpacks every digit group."""
+    n = len(raws)
+    head = raws[0][:8]
+    ndigits = NUMERIC_HEADER.unpack(head)[0]
+    if len(raws[0]) != 8 + 2 * ndigits:
+        return None
+    shape = _shape(head)
+    if shape is None:
+        return None
+    if shape.special:
+        return [_SPECIAL[shape.sign]] * n
+    groups = struct.Struct("!" + f"8x{ndigits}H" * n).unpack(blob) if ndigits else ()
+    return _numbers(groups, shape.template * n, {head: shape}, None)
+
+
 def by_header(
-    raws: list[bytes], heads: list[bytes], kinds: dict[bytes, None]
+    raws: list[bytes], heads: list[bytes], kinds: dict[bytes, None], lengths: list[int]
 ) -> list[object] | None:
-    """The values of ``raws``, whose headers (``heads``, the distinct ones ``kinds``)
-    are few: each header's checks and text are worked out once, as a %-format template
-    that takes the element's digit groups, and one format of all templates writes every
-    element's text at once."""
+    """The values of ``raws`` (of ``lengths``), whose headers (``heads``, the distinct
+    ones ``kinds``) are few: each header's checks and text are worked out once, as a
+    %-format template that takes the element's digit groups, and one format of all
+    templates writes every element's text at once."""
     n = len(raws)
     # The sizes first: a header's template is as long as the digits it says it has.
     sizes: dict[bytes, int] = {}
@@ -84,7 +112,6 @@ def by_header(
         if len(head) != 8:
             return None
         sizes[head] = 8 + 2 * NUMERIC_HEADER.unpack(head)[0]  # under 8 if it is negative
-    lengths = list(map(len, raws))
     if len(sizes) == 1:
         if lengths.count(sizes[heads[0]]) != n:
             return None
@@ -96,27 +123,38 @@ def by_header(
         if found is None:
             return None
         shapes[head] = found
-    shape = shapes[heads[0]]  # the only one, when all elements have one header
     if any(shape.special for shape in shapes.values()):
         signs = {head: shape.sign for head, shape in shapes.items()}
         return _with_specials(raws, tuple(map(signs.__getitem__, heads)))
     blob = b"".join(map(_DIGITS, raws))
     groups = struct.unpack(f"!{len(blob) // 2}H", blob)
+    if len(shapes) == 1:
+        return _numbers(groups, shapes[heads[0]].template * n, shapes, None)
+    templates = {head: shape.template for head, shape in shapes.items()}
+    return _numbers(groups, "".join(map(templates.__getitem__, heads)), shapes, heads)
+
+
+def _numbers(
+    groups: tuple[int, ...],
+    template: str,
+    shapes: dict[bytes, _Shape],
+    heads: list[bytes] | None,
+) -> list[object] | None:
+    """The numbers whose digit groups are ``groups`` and texts ``template`` (of the
+    shapes of their ``heads``; None when there is one shape), or None for a digit of
+    10000 or more."""
     if groups and max(groups) >= 10000:
         return None
-    if len(shapes) == 1:
-        template = shape.template * n
-    else:
-        templates = {head: shape.template for head, shape in shapes.items()}
-        template = "".join(map(templates.__getitem__, heads))
     texts = (template % tuple(map(_GROUP_TEXT.__getitem__, groups))).split(",")
     texts.pop()
+    n = len(texts)
     scaled = {head: shape.dscale for head, shape in shapes.items() if shape.scaled}
     if not scaled:
         values = list(map(Decimal, texts))
-    elif len(shapes) == 1:
+    elif heads is None:
         values = list(map(Decimal.__new__, repeat(ScaledDecimal, n), texts))
-        deque(map(setattr, values, repeat("_dscale"), repeat(shape.dscale)), 0)
+        (dscale,) = scaled.values()
+        deque(map(setattr, values, repeat("_dscale"), repeat(dscale)), 0)
     else:
         kinds_of = {head: ScaledDecimal if head in scaled else Decimal for head in shapes}
         values = list(map(Decimal.__new__, map(kinds_of.__getitem__, heads), texts))
@@ -126,9 +164,13 @@ def by_header(
     # A negative sign on digits that are all zero or all cut, or zeros kept as an
     # exponent: numeric_recv gives the unsigned zero at the element's scale.
     if any(shape.unsure for shape in shapes.values()) and any(map(Decimal.is_zero, values)):
-        zeros = {head: shape.zero for head, shape in shapes.items()}
         places = list(compress(count(), map(Decimal.is_zero, values)))
-        at_scale = map(zeros.__getitem__, map(heads.__getitem__, places))
+        if heads is None:
+            (shape,) = shapes.values()
+            at_scale: Iterator[Decimal] = repeat(shape.zero)
+        else:
+            zeros = {head: shape.zero for head, shape in shapes.items()}
+            at_scale = map(zeros.__getitem__, map(heads.__getitem__, places))
         deque(map(setitem, repeat(values), places, at_scale), 0)
     return values  # type: ignore[return-value]
 
