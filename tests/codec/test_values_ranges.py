@@ -12,7 +12,14 @@ from test_values_adversarial import _work
 from codec.errors import DecodeError
 from codec.values import decode_binary, decode_text, encode_binary, type_by_name
 from codec.values._common import Invalid
-from codec.values._ranges import BUDGET, ONE_BY_ONE, ElementError, convert_ranges
+from codec.values._ranges import (
+    BUDGET,
+    ONE_BY_ONE,
+    BulkResult,
+    Declined,
+    ElementError,
+    convert_ranges,
+)
 
 # The i-th of many distinct valid element texts, per element type.
 DISTINCT: dict[str, Callable[[int], str]] = {
@@ -164,3 +171,48 @@ def test_without_a_bulk_conversion_items_go_one_by_one() -> None:
     with pytest.raises(ElementError) as caught:
         convert_ranges([1, -5, -6], None, _decode)
     assert caught.value.token == -5
+
+
+def test_the_offset_of_a_bad_element_counts_bare_nulls_before_it() -> None:
+    texts = [str(i) if i % 3 else "NuLL" for i in range(200)] + ["x"]
+    text = "{" + ",".join(texts) + "}"
+    with pytest.raises(DecodeError) as caught:
+        decode_text(type_by_name("int4").array_oid, text)
+    assert (caught.value.offset, caught.value.reason) == (
+        text.index(",x") + 1,
+        "element 200: " + _element_reason("int4", "x"),
+    )
+
+
+def _element_reason(type_name: str, text: str) -> str:
+    with pytest.raises(DecodeError) as caught:
+        decode_text(type_by_name(type_name).oid, text)
+    return caught.value.reason
+
+
+def test_a_bulk_conversion_that_says_where_it_stopped_is_cut_there() -> None:
+    """Declined(k): the items before k are taken, item k goes alone, the rest is given
+    to the bulk conversion again: about one pass over the array, not two."""
+    items = [*range(5000), -1]
+    calls: list[int] = []
+
+    def bulk(range_items: list[int]) -> BulkResult:
+        calls.append(len(range_items))
+        bad = [i for i, item in enumerate(range_items) if item < 0]
+        return Declined(bad[0]) if bad else [item * 10 for item in range_items]
+
+    with pytest.raises(ElementError) as caught:
+        convert_ranges(items, bulk, _decode)
+    assert caught.value.token == -1
+    assert calls == [5001, 5000]
+
+
+def test_a_declined_index_outside_the_range_is_taken_for_no_answer() -> None:
+    calls: list[int] = []
+
+    def bulk(range_items: list[int]) -> BulkResult:
+        calls.append(len(range_items))
+        return Declined(len(range_items)) if len(range_items) > 100 else list(range_items)
+
+    assert convert_ranges(list(range(400)), bulk, _decode) == list(range(400))
+    assert calls == [400, 200, 100, 100, 200, 100, 100]  # halved, as for None

@@ -550,7 +550,7 @@ def _parse_text(
 _first_index: Final = operator.itemgetter(0)
 
 
-def _element_offset(text: str, spans: list[_Span], index: int) -> int:
+def _element_offset(text: str, spans: list[_Span], texts: list[str | None], index: int) -> int:
     """The offset in ``text`` of element ``index`` (its opening quote or first
     character), from the spans _parse_text kept: a run is scanned again up to it (at
     C speed: an array of valid elements ending in a bad one is read in bulk)."""
@@ -559,8 +559,9 @@ def _element_offset(text: str, spans: list[_Span], index: int) -> int:
         return offset
     run = text[offset : text.find("}", offset)]
     if '"' not in run and "\\" not in run and _HAS_SPACE(run) is None:
-        # Bare elements between commas: what follows the (index - first)th comma.
-        return offset + len(run) - len(run.split(",", index - first)[-1])
+        # Bare elements between commas, each its text ("NULL" in some case for None).
+        before = texts[first:index]
+        return offset + sum(map(len, filter(None, before))) + 4 * before.count(None) + len(before)
     elements = itertools.islice(_RUN_ELEMENTS.finditer(text, offset), index - first, None)
     element = next(elements, None)
     return offset if element is None else element.start()  # None: unreachable
@@ -572,7 +573,7 @@ def _element_error(
     """The error of the first element (in array order) that does not decode, with its
     offset in the whole array text: the first occurrence of the text that raised."""
     index = texts.index(bad.token)  # type: ignore[arg-type]
-    offset = _element_offset(text, spans, index) + bad.error.offset
+    offset = _element_offset(text, spans, texts, index) + bad.error.offset
     return Invalid(offset, f"element {index}: {bad.error.reason}")
 
 
@@ -685,6 +686,17 @@ def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
         items.extend(cast(tuple[bytes, ...], flat[1 : 2 * kept : 2]))
         index += kept
         pos += kept * (4 + length)
+        if kept < guess:
+            # The element that ended the run: its length word was read where it is.
+            other = lengths[kept]
+            if other == -1:
+                items.append(None)
+            elif 0 <= other <= n - pos - 4:
+                items.append(data[pos + 4 : pos + 4 + other])
+            else:
+                raise Invalid(pos, f"element {index}: invalid length {other}")
+            index += 1
+            pos += 4 + max(other, 0)
     if pos != n:
         raise Invalid(pos, f"expected end of array, found {n - pos} more bytes")
     return items

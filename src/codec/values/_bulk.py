@@ -35,6 +35,7 @@ from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import MAX_INT_DIGITS
+from codec.values._ranges import BulkResult, Declined
 from codec.values._text import _JSON, json_numbers_decoder, jsonb_floats_fit, jsonb_long_run
 from codec.values._time import (
     _EPOCH,
@@ -51,22 +52,34 @@ from codec.values._time import (
     USECS_PER_SEC,
 )
 
-BulkDecoder = Callable[[list[str]], list[object] | None]
+BulkDecoder = Callable[[list[str]], BulkResult]
 
 _SEPARATOR: Final = "\n"  # no canonical form below contains it
 
 
-def _all_match(element: str) -> Callable[[list[str]], bool]:
-    """A check that every text fully matches ``element``, in one regex pass over the
-    texts joined by a newline. A text that itself holds a newline would look like two
-    elements, so the number of separators is checked too."""
-    whole = re.compile(f"(?:{element})(?:{_SEPARATOR}(?:{element}))*+")
+def _all_match(element: str) -> Callable[[list[str]], int]:
+    """A count of the texts, from the first, that fully match ``element``: one regex
+    pass over the texts each followed by a newline, and the newlines before where it
+    stopped counted. A text that itself holds a newline would look like two elements:
+    only the texts before the first such one are counted."""
+    each = re.compile(f"(?:(?:{element}){_SEPARATOR})*+")
 
-    def check(texts: list[str]) -> bool:
-        joined = _SEPARATOR.join(texts)
-        return joined.count(_SEPARATOR) == len(texts) - 1 and whole.fullmatch(joined) is not None
+    def matched(texts: list[str]) -> int:
+        if not texts:
+            return 0
+        joined = _SEPARATOR.join(texts) + _SEPARATOR
+        if joined.count(_SEPARATOR) != len(texts):
+            first = next(compress(count(), map(str.__contains__, texts, repeat(_SEPARATOR))))
+            return matched(texts[:first])
+        end = each.match(joined).end()  # type: ignore[union-attr]  # (always matches)
+        return joined.count(_SEPARATOR, 0, end)
 
-    return check
+    return matched
+
+
+def _declined(texts: list[str], matched: int) -> Declined | None:
+    """Declined at the first text that does not match, or None if all do."""
+    return Declined(matched) if matched < len(texts) else None
 
 
 # --------------------------------------------------------------------------- numbers
@@ -75,9 +88,10 @@ def _all_match(element: str) -> Callable[[list[str]], bool]:
 def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDecoder:
     matches = _all_match(rf"{'[+-]?' if signed else ''}[0-9]{{1,{digits}}}")
 
-    def decode(texts: list[str]) -> list[object] | None:
-        if not texts or not matches(texts):
-            return None
+    def decode(texts: list[str]) -> BulkResult:
+        declined = _declined(texts, matches(texts))
+        if declined is not None or not texts:
+            return declined
         values = list(map(int, texts))
         if min(values) < low or max(values) > high:
             return None
@@ -96,16 +110,14 @@ _FLOAT_FORM: Final = (
 _float_forms: Final = _all_match(_FLOAT_FORM)
 
 
-def _float8(texts: list[str]) -> list[object] | None:
-    if not _float_forms(texts):
-        return None
-    return list(map(float, texts))
+def _float8(texts: list[str]) -> BulkResult:
+    declined = _declined(texts, _float_forms(texts))
+    return declined if declined is not None else list(map(float, texts))
 
 
-def _float4(texts: list[str]) -> list[object] | None:
-    if not _float_forms(texts):
-        return None
-    return _float4_narrowed(list(map(float, texts)))
+def _float4(texts: list[str]) -> BulkResult:
+    declined = _declined(texts, _float_forms(texts))
+    return declined if declined is not None else _float4_narrowed(list(map(float, texts)))
 
 
 def _float4_narrowed(values: list[float]) -> list[object] | None:
@@ -133,10 +145,14 @@ _numeric_exponent_forms: Final = _all_match(
 )
 
 
-def _numeric(texts: list[str]) -> list[object] | None:
-    plain = _numeric_forms(texts)
-    if not plain and not _numeric_exponent_forms(texts):
-        return None
+def _numeric(texts: list[str]) -> BulkResult:
+    plain_count = _numeric_forms(texts)
+    plain = plain_count == len(texts)
+    if not plain:
+        # All in one form or none: the longer run of either is what is taken.
+        declined = _declined(texts, max(plain_count, _numeric_exponent_forms(texts)))
+        if declined is not None:
+            return declined
     values = list(map(Decimal, texts))
     if not plain:
         return values if _exponents_kept(values) else None  # type: ignore[return-value]
@@ -279,9 +295,10 @@ def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> Bul
     (Feb 30) or a zone shift past year 1 or 9999 is left to the input function."""
     matches = _all_match(form)
 
-    def decode(texts: list[str]) -> list[object] | None:
-        if not matches(texts):
-            return None
+    def decode(texts: list[str]) -> BulkResult:
+        declined = _declined(texts, matches(texts))
+        if declined is not None:
+            return declined
         try:
             values = list(map(parse, texts))
             if to_utc:
@@ -298,18 +315,20 @@ def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> Bul
 _macaddr_forms: Final = _all_match(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
 
 
-def _macaddr(texts: list[str]) -> list[object] | None:
+def _macaddr(texts: list[str]) -> BulkResult:
     # The canonical spelling is what macaddr_out prints, and what the input gives back.
-    return list(texts) if _macaddr_forms(texts) else None
+    declined = _declined(texts, _macaddr_forms(texts))
+    return declined if declined is not None else list(texts)
 
 
 _bytea_forms: Final = _all_match(r"\\x(?:[0-9a-fA-F]{2})*+")
 _after_prefix: Final = itemgetter(slice(2, None))
 
 
-def _bytea(texts: list[str]) -> list[object] | None:
-    if not _bytea_forms(texts):
-        return None
+def _bytea(texts: list[str]) -> BulkResult:
+    declined = _declined(texts, _bytea_forms(texts))
+    if declined is not None:
+        return declined
     return list(map(bytes.fromhex, map(_after_prefix, texts)))
 
 
@@ -338,10 +357,11 @@ def _uuids(numbers: Iterator[int], count: int) -> list[object]:
     return made
 
 
-def _uuid(texts: list[str]) -> list[object] | None:
+def _uuid(texts: list[str]) -> BulkResult:
     # uuid_out's form, whose 32 hex digits (either case) UUID() reads as string_to_uuid.
-    if not _uuid_forms(texts):
-        return None
+    declined = _declined(texts, _uuid_forms(texts))
+    if declined is not None:
+        return declined
     digits = _SEPARATOR.join(texts).replace("-", "").split(_SEPARATOR)
     return _uuids(map(int, digits, repeat(16)), len(texts))
 
@@ -560,7 +580,7 @@ is then decoded element by element."""
 
 # --------------------------------------------------------------------------- binary, any size
 
-BinaryElements = Callable[[list[bytes]], list[object] | None]
+BinaryElements = Callable[[list[bytes]], BulkResult]
 """Distinct binary elements -> their values, or None (decoded one by one)."""
 
 
@@ -581,7 +601,7 @@ def _text_recv(raws: list[bytes]) -> list[object] | None:
 def _json_recv(jsonb: bool) -> BinaryElements:
     check = _json_of(jsonb)
 
-    def decode(raws: list[bytes]) -> list[object] | None:
+    def decode(raws: list[bytes]) -> BulkResult:
         if jsonb:  # jsonb_recv: version byte 1, then the text
             if not all(map(bytes.startswith, raws, repeat(b"\x01"))):
                 return None

@@ -7,18 +7,21 @@ interval, 10 for an IPv6 inet): an array of valid elements ending in one bad ele
 took up to 2.3 s per MB, and twice over, since the error's position was then found by
 decoding from the start again.
 
-Here a declined range is halved and each half given to the bulk conversion again, left
-before right, down to ranges short enough to convert one by one. Everything before an
+Here a declined range is cut where the bulk conversion says it stopped (:class:`Declined`)
+or else halved, and each part given to the bulk conversion again, left before right,
+down to ranges short enough to convert one by one. Everything before an
 element is converted before it is, so the first element whose input function raises is
 the first bad one of the array, and :class:`ElementError` says which. Each element the
-bulk conversion cannot take costs about two more bulk passes over the array; past a
-budget of such passes the rest is converted one by one, which bounds the work by what
-converting every element one by one costs.
+bulk conversion cannot take costs about one more bulk pass over the array when it says
+where it stopped, two when the range is halved; past a budget of such passes the rest is
+converted one by one, which bounds the work by what converting every element one by one
+costs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from codec.values._common import Invalid
@@ -32,6 +35,19 @@ ONE_BY_ONE: Final = 16
 BUDGET: Final = 4
 
 
+@dataclass(frozen=True, slots=True)
+class Declined:
+    """A bulk conversion's answer for a range it does not take whole, when it knows the
+    first element it cannot take: those before ``index`` pass its checks. The range is
+    then cut there instead of halved (about one bulk pass over an array ending in a bad
+    element instead of two)."""
+
+    index: int
+
+
+BulkResult = list[object] | Declined | None
+
+
 class ElementError(Exception):
     """``token``, an element of the converted list, is the first that does not decode."""
 
@@ -43,32 +59,33 @@ class ElementError(Exception):
 
 def convert_ranges(
     items: list[Item],
-    bulk: Callable[[list[Item]], list[object] | None] | None,
+    bulk: Callable[[list[Item]], BulkResult] | None,
     decode: Callable[[Item], object],
 ) -> list[object]:
     """The value of each of ``items``: by ``bulk`` where it takes a range, else by
     ``decode`` one at a time; ElementError for the first that ``decode`` refuses."""
     if bulk is None:
         return _one_by_one(items, decode, [])
-    whole = bulk(items)
-    if whole is not None:
-        return whole
     values: list[object] = []
-    budget = BUDGET * len(items)
-    middle = len(items) // 2
-    ranges = [(middle, len(items)), (0, middle)]  # a stack: the leftmost range last
+    budget = (BUDGET + 1) * len(items)
+    ranges = [(0, len(items))]  # a stack: the leftmost range last
+    first = True  # the whole range goes to the bulk conversion, however short
     while ranges:
         low, high = ranges.pop()
-        if ONE_BY_ONE < high - low <= budget:
-            budget -= high - low
-            taken = bulk(items[low:high])
-            if taken is None:
-                middle = (low + high) // 2
-                ranges += ((middle, high), (low, middle))
-            else:
-                values += taken
-        else:
+        if not (first or ONE_BY_ONE < high - low <= budget):
             _one_by_one(items[low:high], decode, values)
+            continue
+        first = False
+        budget -= high - low
+        taken = bulk(items[low:high] if low or high < len(items) else items)
+        if isinstance(taken, list):
+            values += taken
+        elif isinstance(taken, Declined) and 0 <= taken.index < high - low:
+            cut = low + taken.index  # one by one, between the two sides
+            ranges += ((cut + 1, high), (cut, cut + 1), (low, cut))
+        else:
+            middle = (low + high) // 2
+            ranges += ((middle, high), (low, middle))
     return values
 
 
