@@ -17,12 +17,19 @@ from test_values_bulk import SETTINGS, _element, _exact
 from codec.values import _bulk_interval, decode_text, type_by_name
 from codec.values._arrays import _parse_text, make_text_decoder
 from codec.values._bulk import BULK_TEXT
-from codec.values._bulk_interval import one_field, one_field_array
+from codec.values._bulk_interval import (
+    _TOO_MANY,
+    by_shape,
+    interval_texts,
+    one_by_one,
+    one_field,
+    one_field_array,
+)
 from codec.values._common import Invalid
 from codec.values._interval import INTERVAL_CONV, Interval
 
 # Each unit with the digit count one_field takes at most (its int32 bound, x12 for years).
-_UNITS = {"day": 9, "mon": 9, "year": 6}
+_UNITS = {"day": 9, "mon": 9, "year": 6, "": 12}  # "": a bare number of seconds
 # Texts near the form: other units, signs, spaces, case, clocks, ago, bare numbers,
 # separators inside a text, non-ASCII digits, and words that only start like a unit.
 _INTRUDERS = [
@@ -59,7 +66,8 @@ _INTRUDERS = [
 
 def _fits(text: str, unit: str) -> bool:
     """Whether ``text`` is one field of ``unit`` within one_field's digit bound."""
-    return re.fullmatch(f"[+-]?[0-9]{{1,{_UNITS[unit]}}} {unit}s?", text) is not None
+    word = f" {unit}s?" if unit else ""
+    return re.fullmatch(f"[+-]?[0-9]{{1,{_UNITS[unit]}}}{word}", text) is not None
 
 
 @st.composite
@@ -69,15 +77,15 @@ def _one_unit_texts(draw: st.DrawFn) -> tuple[str, list[str]]:
     unit = draw(st.sampled_from(sorted(_UNITS)))
     digits = st.from_regex(f"[0-9]{{1,{_UNITS[unit] + 1}}}", fullmatch=True)
     field = st.builds(
-        "{}{} {}{}".format,
+        "{}{}{}".format,
         st.sampled_from(["", "", "-", "+"]),
         digits,
-        st.just(unit),
-        st.sampled_from(["", "s"]),
+        st.sampled_from([f" {unit}", f" {unit}s"] if unit else [""]),
     )
     texts = draw(st.lists(field, min_size=1, max_size=8, unique=True))
     if draw(st.booleans()):
-        intruder = draw(st.sampled_from(_INTRUDERS) | field.map(lambda t: t.replace(unit, "hour")))
+        other = field.map(lambda t: t.replace(unit, "hour") if unit else t + " hours")
+        intruder = draw(st.sampled_from(_INTRUDERS) | other)
         texts.insert(draw(st.integers(0, len(texts))), intruder)
     return unit, texts
 
@@ -106,6 +114,11 @@ def test_one_field_decodes_exactly_as_interval_in(drawn: tuple[str, list[str]]) 
         (["999999999 days", "-999999999 days"], [(0, 999999999, 0), (0, -999999999, 0)]),
         (["1 mon", "-999999999 mons"], [(1, 0, 0), (-999999999, 0, 0)]),
         (["1 year", "-999999 years", "+02 years"], [(12, 0, 0), (-11999988, 0, 0), (24, 0, 0)]),
+        (["5", "-0", "+07"], [(0, 0, 5_000_000), (0, 0, 0), (0, 0, 7_000_000)]),
+        (
+            ["999999999999", "-999999999999"],
+            [(0, 0, 999999999999_000000), (0, 0, -999999999999_000000)],
+        ),
     ],
 )
 def test_one_field_values(texts: list[str], expected: list[tuple[int, int, int]]) -> None:
@@ -120,6 +133,10 @@ def test_one_field_values(texts: list[str], expected: list[tuple[int, int, int]]
     [
         ["1000000000 days"],
         ["1000000 years"],
+        ["1000000000000"],
+        ["1 day", "5"],
+        ["5", "1 day"],
+        ["5", "5.5"],
         ["1 day", "1 mon"],
         ["1 mon", "1 year"],
         ["1 day,2 days", "3 days"],  # a text holding the separator
@@ -283,3 +300,49 @@ def test_repeated_short_elements_share_one_interval(element: str, other: str) ->
     assert len({id(v) for v in values}) == 2
     long = one_field_array("{" + ",".join(["123456 days"] * 3) + "}")
     assert long is not None and len({id(v) for v in long}) == 3
+
+
+def _without_fast_decline(texts: list[str]) -> list[object] | None:
+    """interval_texts() as it was before it declined at a refused text: one_field(),
+    else by shape, else one by one."""
+    values = one_field(texts)
+    if values is not None:
+        return values
+    values = by_shape(texts, len(texts) // 16, len(texts) // 8)
+    return one_by_one(texts) if values is _TOO_MANY else values
+
+
+@SETTINGS
+@given(drawn=_one_unit_texts(), more=st.lists(st.sampled_from(_INTRUDERS), max_size=3))
+def test_declining_at_a_refused_text_changes_nothing(
+    drawn: tuple[str, list[str]], more: list[str]
+) -> None:
+    """interval_texts() declines without the conversion by shape when the first text
+    one_field cannot read is one that conversion and one_by_one() refuse too: it gives
+    what it gave without that shortcut, for one-unit texts with others among them."""
+    texts = drawn[1] + more
+    assert interval_texts(texts) == _without_fast_decline(texts)
+
+
+@pytest.mark.parametrize(
+    ("texts", "index"),
+    [
+        (["1 day", "2 days", "x", "3 days"], 2),
+        (["1 day", "2 daysX"], 1),
+        (["1 day", "2 days", "3 days 00:00:01"], 2),
+        (["1000000000 days"], 0),
+        (["5", "6", "7 days"], 2),
+        (["1 day", "2 days"], None),
+    ],
+)
+def test_first_text_one_field_cannot_read(texts: list[str], index: int | None) -> None:
+    """_fields_of() names the first text that is not one field of the first's unit."""
+    found = _bulk_interval._fields_of(texts)
+    assert found == index if index is not None else isinstance(found, list)
+
+
+def test_texts_the_conversion_by_shape_reads_are_not_declined_early() -> None:
+    """A text one_field cannot read but the conversion by shape can ("1 mon 2 days")
+    is converted, not declined."""
+    texts = ["1 day", "2 days", "1 mon 2 days", "00:00:01.5", "7"]
+    assert interval_texts(texts) == [_element("interval", t) for t in texts]

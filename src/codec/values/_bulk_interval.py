@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from operator import add, getitem, mul
 from typing import Final
@@ -64,9 +64,11 @@ def interval_texts(texts: list[str]) -> list[object] | None:
     """The Interval of each text, or None if any is outside the forms above: as one
     field each when all are one date field of one unit, by shape when the texts share
     few shapes, else one by one."""
-    values = one_field(texts)
-    if values is not None:
+    values = _fields_of(texts)
+    if isinstance(values, list):
         return values
+    if values is not None and _refused(texts[values]):
+        return None  # by_shape() and one_by_one() would refuse it too, after a pass
     values = by_shape(texts, len(texts) // _SHAPE_SHARE, len(texts) // _PART_SHARE)
     return one_by_one(texts) if values is _TOO_MANY else values
 
@@ -209,22 +211,36 @@ def _clock_head(text: str) -> int:
 
 
 # Arrays of one date field alone, of one unit ("N days" for many N, the hostile family
-# "array of distinct day counts"), skip the shapes: the texts, joined by commas, are
-# checked by one regular expression (_SHAPE's field with its digit bound), their unit
-# words deleted, and their numbers read by one json decode ("[1,-2,3]"). Per unit: the
-# check, and the months in one (None: the numbers are days).
+# "array of distinct day counts"), or of bare numbers of seconds, skip the shapes: the
+# texts, joined by commas, are checked by one regular expression (_SHAPE's field with
+# its digit bound; 12 digits of seconds stay inside int64 microseconds), their unit
+# words deleted, and their numbers read by one json decode ("[1,-2,3]"). Per unit ("" for
+# a bare number): the check, the field the numbers go to (0 months, 1 days, 2
+# microseconds) and its amount per unit.
 _ONE_FIELD: Final = {
-    unit: (re.compile(f"{field}(?:,{field})*+").fullmatch, months)
-    for unit, most, months in (("day", 9, None), ("mon", 9, 1), ("year", 6, 12))
-    for field in (f"[+-]?[0-9]{{1,{most}}}+ {unit}s?+",)
+    unit: (re.compile(f"{field}(?:,{field})*+").match, column, scale)
+    for unit, most, column, scale in (
+        ("day", 9, 1, 1),
+        ("mon", 9, 0, 1),
+        ("year", 6, 0, 12),
+        ("", 12, 2, USECS_PER_SEC),
+    )
+    for field in (f"[+-]?[0-9]{{1,{most}}}+" + (f" {unit}s?+" if unit else ""),)
 }
 _UNIT_LETTERS: Final = str.maketrans("", "", " adeimnorsy")  # of " day(s)", " mon(s)", " year(s)"
 _JSON_NUMBERS: Final = json.JSONDecoder()
 
 
 def one_field(texts: list[str]) -> list[object] | None:
-    """The Intervals of ``texts`` if each is one date field of the same unit ("-5 days",
-    "3 mons"), else None."""
+    """The Intervals of ``texts`` if each is one field of the same unit ("-5 days",
+    "3 mons", "5" seconds), else None."""
+    values = _fields_of(texts)
+    return values if isinstance(values, list) else None
+
+
+def _fields_of(texts: list[str]) -> list[object] | int | None:
+    """one_field(), or when the first text is one field but not all are, the index of a
+    text that is not (None if not known)."""
     found = _unit_of(texts[0]) if texts else None
     if found is None:
         return None
@@ -232,6 +248,11 @@ def one_field(texts: list[str]) -> list[object] | None:
     if joined.count(",") != len(texts) - 1:
         return None  # a text holds a comma
     return _one_field(joined, len(texts), *found)
+
+
+def _refused(text: str) -> bool:
+    """Whether by_shape() (its shapes) and one_by_one() (its form) both refuse ``text``."""
+    return _SHAPE.fullmatch(text.translate(_AS_NINE)) is None and _FORM.fullmatch(text) is None
 
 
 def one_field_array(text: str) -> list[object] | None:
@@ -252,7 +273,8 @@ def one_field_array(text: str) -> list[object] | None:
         body = text[1:-1]
     else:
         return None
-    return _one_field(body, body.count(",") + 1, *found)
+    values = _one_field(body, body.count(",") + 1, *found)
+    return values if isinstance(values, list) else None
 
 
 # Elements shorter than this on average, with their comma, are few distinct ones ("1 day"
@@ -264,21 +286,32 @@ _SHORT: Final = 8
 _FIRST: Final = 24  # characters enough for '{"-999999999 days",'
 
 
-def _unit_of(text: str) -> tuple[Callable[[str], object], int | None] | None:
-    """The _ONE_FIELD entry of the unit ``text`` ends with, if it is one ("5 days"): a
-    guess, which the entry's check then confirms for every text."""
-    return _ONE_FIELD.get(text.rpartition(" ")[2].removesuffix("s"))
+Field = tuple[Callable[[str], re.Match[str] | None], int, int]  # an entry of _ONE_FIELD
+
+
+def _unit_of(text: str) -> Field | None:
+    """The _ONE_FIELD entry of the unit ``text`` ends with, if it is one ("5 days"; ""
+    without a space, "5"): a guess, which the entry's check then confirms for every text."""
+    _, space, word = text.rpartition(" ")
+    return _ONE_FIELD.get(word.removesuffix("s") if space else "")
 
 
 def _one_field(
-    joined: str, count: int, check: Callable[[str], object], months: int | None
-) -> list[object] | None:
-    """The Intervals of ``count`` comma-joined texts of one date field of a unit (the
-    fields checked by ``check``; ``months`` in the unit, None for days), else None.
-    json reads numbers without a "+" or leading zeros, int() the others (json declines
-    "+5" and "007"; interval_in reads them as 5 and 7)."""
-    if check(joined) is None:
-        return None
+    joined: str,
+    count: int,
+    check: Callable[[str], re.Match[str] | None],
+    column: int,
+    scale: int,
+) -> list[object] | int:
+    """The Intervals of ``count`` comma-joined texts of one field of a unit (checked by
+    ``check``; each number ``scale`` times itself in field ``column``), else the index
+    of the first text that is not one. json reads numbers without a "+" or leading
+    zeros, int() the others (json declines "+5" and "007"; interval_in reads them as 5
+    and 7)."""
+    found = check(joined)
+    if found is None or found.end() < len(joined):
+        end = found.end() if found else 0  # after the last text read whole, or inside one
+        return joined.count(",", 0, end) + joined.startswith(",", end)
     short = len(joined) < _SHORT * count
     made = [] if short else blank_intervals(count)  # before the list: see blank_intervals
     numbers = joined.translate(_UNIT_LETTERS)
@@ -287,20 +320,21 @@ def _one_field(
     except ValueError:
         values = list(map(int, numbers.split(",")))
     if not short:
-        return _intervals_of(made, values, months)
+        return _intervals_of(made, values, column, scale)
     distinct = list(set(values))
-    shared = _intervals_of(blank_intervals(len(distinct)), distinct, months)
+    if 2 * len(distinct) > count:  # short but mostly distinct ("1" to "99999" seconds)
+        return _intervals_of(blank_intervals(count), values, column, scale)
+    shared = _intervals_of(blank_intervals(len(distinct)), distinct, column, scale)
     table = dict(zip(distinct, shared, strict=True))
     return list(map(table.__getitem__, values))
 
 
-def _intervals_of(made: list[object], numbers: list[int], months: int | None) -> list[object]:
-    """``made`` (blank_intervals()) filled: an Interval of each number of days
-    (``months`` None) or of that many units of ``months`` months."""
-    zeros = repeat(0)
-    if months is None:
-        return fill_intervals(made, zeros, numbers, zeros)
-    return fill_intervals(made, map(mul, numbers, repeat(months)), zeros, zeros)
+def _intervals_of(made: list[object], numbers: list[int], column: int, scale: int) -> list[object]:
+    """``made`` (blank_intervals()) filled: each of ``numbers`` times ``scale`` in field
+    ``column`` (0 months, 1 days, 2 microseconds), the other two 0."""
+    fields: list[Iterable[int]] = [repeat(0), repeat(0), repeat(0)]
+    fields[column] = numbers if scale == 1 else map(mul, numbers, repeat(scale))
+    return fill_intervals(made, *fields)
 
 
 # The same forms, read one text at a time: a regular expression match each.
