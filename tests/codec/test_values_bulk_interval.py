@@ -346,3 +346,26 @@ def test_texts_the_conversion_by_shape_reads_are_not_declined_early() -> None:
     is converted, not declined."""
     texts = ["1 day", "2 days", "1 mon 2 days", "00:00:01.5", "7"]
     assert interval_texts(texts) == [_element("interval", t) for t in texts]
+
+
+@pytest.mark.parametrize(
+    ("first", "unit"),
+    [
+        ("5", ""),
+        ("-5", ""),
+        ("5 days", "day"),
+        ("5 mon", "mon"),
+        ("1 years", "year"),
+        ("", None),
+        ("x", None),
+        ("-", None),
+        ("2000-01-01 12:00:00   ", None),
+        ("1 day ", None),
+        ("00:00:01", ""),  # a guess: the check refuses it at its first characters
+    ],
+)
+def test_unit_guessed_from_the_first_element(first: str, unit: str | None) -> None:
+    """The unit is guessed from the first element alone, and nothing is guessed for an
+    element that cannot start such an array (no pass over an array of another form)."""
+    entries = {"": _bulk_interval._BARE, **_bulk_interval._ONE_FIELD}
+    assert _bulk_interval._unit_of(first) is (entries[unit] if unit is not None else None)

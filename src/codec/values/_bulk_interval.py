@@ -214,20 +214,29 @@ def _clock_head(text: str) -> int:
 # "array of distinct day counts"), or of bare numbers of seconds, skip the shapes: the
 # texts, joined by commas, are checked by one regular expression (_SHAPE's field with
 # its digit bound; 12 digits of seconds stay inside int64 microseconds), their unit
-# words deleted, and their numbers read by one json decode ("[1,-2,3]"). Per unit ("" for
-# a bare number): the check, the field the numbers go to (0 months, 1 days, 2
-# microseconds) and its amount per unit.
-_ONE_FIELD: Final = {
-    unit: (re.compile(f"{field}(?:,{field})*+").match, column, scale)
-    for unit, most, column, scale in (
-        ("day", 9, 1, 1),
-        ("mon", 9, 0, 1),
-        ("year", 6, 0, 12),
-        ("", 12, 2, USECS_PER_SEC),
+# words deleted, and their numbers read by one json decode ("[1,-2,3]"). Per unit: the
+# check of texts joined by "," and by '","' (a quoted array's), the field the numbers
+# go to (0 months, 1 days, 2 microseconds) and its amount per unit.
+Field = tuple[re.Pattern[str], re.Pattern[str], int, int]
+
+
+def _field(unit: str, most: int, column: int, scale: int) -> Field:
+    field = f"[+-]?[0-9]{{1,{most}}}+" + (f" {unit}s?+" if unit else "")
+    return (
+        re.compile(f"{field}(?:,{field})*+"),
+        re.compile(f'{field}(?:","{field})*+'),
+        column,
+        scale,
     )
-    for field in (f"[+-]?[0-9]{{1,{most}}}+" + (f" {unit}s?+" if unit else ""),)
+
+
+_ONE_FIELD: Final = {
+    "day": _field("day", 9, 1, 1),
+    "mon": _field("mon", 9, 0, 1),
+    "year": _field("year", 6, 0, 12),
 }
-_UNIT_LETTERS: Final = str.maketrans("", "", " adeimnorsy")  # of " day(s)", " mon(s)", " year(s)"
+_BARE: Final = _field("", 12, 2, USECS_PER_SEC)
+_UNIT_LETTERS: Final = str.maketrans("", "", ' adeimnorsy"')  # " day(s)", " mon(s)", " year(s)"
 _JSON_NUMBERS: Final = json.JSONDecoder()
 
 
@@ -239,15 +248,19 @@ def one_field(texts: list[str]) -> list[object] | None:
 
 
 def _fields_of(texts: list[str]) -> list[object] | int | None:
-    """one_field(), or when the first text is one field but not all are, the index of a
-    text that is not (None if not known)."""
+    """one_field(), or when the first text is one field but not all are, the index of
+    the first text that is not (None if not known)."""
     found = _unit_of(texts[0]) if texts else None
     if found is None:
         return None
     joined = ",".join(texts)
     if joined.count(",") != len(texts) - 1:
         return None  # a text holds a comma
-    return _one_field(joined, len(texts), *found)
+    read = found[0].match(joined)
+    if read is None or read.end() < len(joined):
+        end = read.end() if read else 0  # after the last text read whole, or inside one
+        return joined.count(",", 0, end) + joined.startswith(",", end)
+    return _one_field(joined, len(texts), found[2], found[3])
 
 
 def _refused(text: str) -> bool:
@@ -265,15 +278,15 @@ def one_field_array(text: str) -> list[object] | None:
     if found is None:
         return None
     if text[:2] == '{"' and text[-2:] == '"}':
-        body = text[2:-2]
-        if body.count(",") != body.count('","'):
-            return None  # a comma inside an element (any other quote fails the check)
-        body = body.replace('","', ",")
+        check, start = found[1], 2  # a comma or quote inside an element fails it
     elif text[:1] == "{" and text[-1:] == "}":
-        body = text[1:-1]
+        check, start = found[0], 1
     else:
         return None
-    values = _one_field(body, body.count(",") + 1, *found)
+    if check.fullmatch(text, start, len(text) - start) is None:
+        return None
+    body = text[start : len(text) - start]
+    values = _one_field(body, body.count(",") + 1, found[2], found[3])
     return values if isinstance(values, list) else None
 
 
@@ -281,37 +294,24 @@ def one_field_array(text: str) -> list[object] | None:
 # repeated): an Interval is made for each distinct number and shared, as the element
 # path's table of distinct texts would (one each cost 65 ms per MB of "1 day").
 _SHORT: Final = 8
-
-
 _FIRST: Final = 24  # characters enough for '{"-999999999 days",'
 
 
-Field = tuple[Callable[[str], re.Match[str] | None], int, int]  # an entry of _ONE_FIELD
-
-
 def _unit_of(text: str) -> Field | None:
-    """The _ONE_FIELD entry of the unit ``text`` ends with, if it is one ("5 days"; ""
-    without a space, "5"): a guess, which the entry's check then confirms for every text."""
+    """The _ONE_FIELD entry of the unit ``text`` ends with ("5 days"), or _BARE for a
+    text without a space that ends in a digit ("5"): a guess, which the entry's check
+    then confirms for every text."""
     _, space, word = text.rpartition(" ")
-    return _ONE_FIELD.get(word.removesuffix("s") if space else "")
+    if not space:
+        return _BARE if word[-1:].isdigit() else None
+    return _ONE_FIELD.get(word.removesuffix("s"))
 
 
-def _one_field(
-    joined: str,
-    count: int,
-    check: Callable[[str], re.Match[str] | None],
-    column: int,
-    scale: int,
-) -> list[object] | int:
-    """The Intervals of ``count`` comma-joined texts of one field of a unit (checked by
-    ``check``; each number ``scale`` times itself in field ``column``), else the index
-    of the first text that is not one. json reads numbers without a "+" or leading
-    zeros, int() the others (json declines "+5" and "007"; interval_in reads them as 5
-    and 7)."""
-    found = check(joined)
-    if found is None or found.end() < len(joined):
-        end = found.end() if found else 0  # after the last text read whole, or inside one
-        return joined.count(",", 0, end) + joined.startswith(",", end)
+def _one_field(joined: str, count: int, column: int, scale: int) -> list[object]:
+    """The Intervals of ``count`` checked texts of one field joined by commas (quoted
+    ones by '","'): each number ``scale`` times itself in field ``column``. json reads
+    numbers without a "+" or leading zeros, int() the others (json declines "+5" and
+    "007"; interval_in reads them as 5 and 7)."""
     short = len(joined) < _SHORT * count
     made = [] if short else blank_intervals(count)  # before the list: see blank_intervals
     numbers = joined.translate(_UNIT_LETTERS)
