@@ -1107,3 +1107,47 @@ def test_binary_numerics_of_many_headers_take_the_element_passes() -> None:
     few = _work(oid, encode_binary(oid, values[:FEW]), decode_binary)
     many = _work(oid, encode_binary(oid, values), decode_binary)
     assert many <= few + FIXED_WORK, (few, many)
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [12] * 99 + [10] + [12] * 99 + [10] + [12] * 5,  # runs ended by another length
+        [1] * 20 + [-1] + [1] * 5,  # a run ended by NULL
+        [1] * 20 + [-2] + [1] * 5,  # ... by a bad length
+        [1] * 20 + [7],  # ... by a length past the end
+        [2] * 40 + [0] + [2] * 40 + [-1, -1] + [2] * 3,
+    ],
+)
+def test_binary_runs_take_the_element_that_ends_them(lengths: list[int]) -> None:
+    """The element that ends a run of one length (its length word read with the run) is
+    taken there, as a step would take it, or refused as a step refuses it."""
+    data = b"".join(
+        struct.pack(">i", n) + bytes([i % 256]) * max(n, 0) for i, n in enumerate(lengths)
+    )
+    if lengths[-1] == 7:
+        data = data[:-3]
+    expected = _stepped(data, len(lengths))
+    try:
+        got: list[bytes | None] | Invalid = _binary_elements(data, 0, len(lengths))
+    except Invalid as err:
+        got = err
+    if isinstance(expected, Invalid):
+        assert isinstance(got, Invalid)
+    else:
+        assert got == expected
+
+
+def test_binary_runs_ended_by_one_other_length_take_a_guess_each() -> None:
+    """Runs of 99 elements of one length, each ended by one of another (a column of
+    numbers with two decimals, 1 in 100 a whole number), take one guess per run: the
+    element that ends the run is taken with it, where a guess for its length and a step
+    after it took ~70 Python-level events a run."""
+    oid = type_by_name("text").array_oid
+
+    def work(runs: int) -> int:
+        items = ["a" * 8 if i % 100 else "b" * 6 for i in range(1, 100 * runs + 1)]
+        return _work(oid, encode_binary(oid, items), decode_binary)
+
+    few, many = work(16), work(64)
+    assert (many - few) / 48 < 50, (few, many)
