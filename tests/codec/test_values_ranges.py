@@ -216,3 +216,39 @@ def test_a_declined_index_outside_the_range_is_taken_for_no_answer() -> None:
 
     assert convert_ranges(list(range(400)), bulk, _decode) == list(range(400))
     assert calls == [400, 200, 100, 100, 200, 100, 100]  # halved, as for None
+
+
+def _numeric_array(count: int) -> tuple[bytearray, list[int]]:
+    """A binary numeric array of ``count`` distinct values and where each element's
+    length word starts."""
+    oid = type_by_name("numeric").array_oid
+    values = [Decimal(i) for i in range(1, count + 1)]
+    data = bytearray(encode_binary(oid, values))
+    starts, pos = [], 20
+    for _ in values:
+        starts.append(pos)
+        pos += 4 + int.from_bytes(data[pos : pos + 4], "big")
+    return data, starts
+
+
+def test_a_bad_length_raises_after_the_elements_before_it_are_converted() -> None:
+    """array_recv reads element by element: an element error before a bad length is
+    the error; with none, the bad length is, and the elements before it were converted
+    in bulk (Python-level work close to the valid array's, not one decode each)."""
+    oid = type_by_name("numeric").array_oid
+    data, starts = _numeric_array(MANY)
+    valid = _work(oid, bytes(data), decode_binary)
+    data[starts[-1] : starts[-1] + 4] = (10**6).to_bytes(4, "big")
+    with pytest.raises(DecodeError) as caught:
+        decode_binary(oid, bytes(data))
+    assert (caught.value.offset, caught.value.reason) == (
+        starts[-1],
+        f"element {MANY - 1}: invalid length {10**6}",
+    )
+    assert _work(oid, bytes(data), decode_binary) <= 3 * valid + 50 * ONE_BY_ONE
+    # A bad digit in element 300 comes first in array order.
+    data[starts[300] + 12 : starts[300] + 14] = (10000).to_bytes(2, "big")
+    with pytest.raises(DecodeError) as caught:
+        decode_binary(oid, bytes(data))
+    assert caught.value.reason.startswith("element 300: ")
+    assert caught.value.offset == starts[300] + 4 + 8

@@ -19,7 +19,6 @@ from codec.errors import EncodeError
 from codec.values._bulk import BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
-    BinaryDecoder,
     Converter,
     Invalid,
     type_error,
@@ -638,7 +637,9 @@ _RUN_MAX: Final = 4096  # elements split by one struct call at most
 _STEPS_MAX: Final = 1024  # single steps between guesses, when they keep failing
 
 
-def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
+def _binary_elements(
+    data: bytes, pos: int, total: int, items: list[bytes | None] | None = None
+) -> list[bytes | None]:
     """The ``total`` elements from ``pos`` on (None for NULL), checking every length
     against what is left. When all elements have the first one's length, the layout is
     known in advance and struct splits it at C speed. Otherwise the lengths chain, but
@@ -653,7 +654,7 @@ def _binary_elements(data: bytes, pos: int, total: int) -> list[bytes | None]:
             flat = _pairs(f"i{first}s", total).unpack_from(data, pos)
             if flat[0::2].count(first) == total:
                 return list(flat[1::2])
-    items: list[bytes | None] = []
+    items = [] if items is None else items  # the caller's: what was read before an error
     runs: dict[int, int] = {}  # element length -> the next guess for a run of it
     index, steps = 0, 0
     while index < total:
@@ -723,26 +724,18 @@ def _steps(data: bytes, pos: int, first: int, count: int, items: list[bytes | No
     return pos
 
 
-def _first_binary_error(data: bytes, pos: int, total: int, decode: BinaryDecoder) -> Invalid:
-    """The first error in array order, bad length or bad element, at its offset: the
-    elements are read and decoded one by one as array_recv() does."""
-    n = len(data)
-    unpack_int = INT32.unpack_from
-    for index in range(total):
-        if n - pos < 4:
-            return Invalid(pos, f"expected the length of element {index}, found end of data")
-        (length,) = unpack_int(data, pos)
-        pos += 4
-        if length == -1:
-            continue
-        if length < 0 or length > n - pos:
-            return Invalid(pos - 4, f"element {index}: invalid length {length}")
-        try:
-            decode(data[pos : pos + length])
-        except Invalid as err:
-            return Invalid(pos + err.offset, f"element {index}: {err.reason}")
-        pos += length
-    return Invalid(pos, f"expected end of array, found {n - pos} more bytes")
+def _each_once_at(
+    raws: list[bytes | None], convert: Callable[[list[bytes]], list[object]], pos: int
+) -> list[object]:
+    """_each_once over binary elements read from ``pos``; an element that does not
+    decode raises its error at its bytes' offset."""
+    try:
+        return _each_once(raws, convert)
+    except ElementError as bad:
+        index = raws.index(bad.token)  # type: ignore[arg-type]
+        # Each element before it: a 4-byte length and its bytes (none for NULL).
+        start = pos + 4 * (index + 1) + sum(map(len, filter(None, raws[:index])))
+        raise Invalid(start + bad.error.offset, f"element {index}: {bad.error.reason}") from None
 
 
 def make_binary_decoder(
@@ -807,22 +800,15 @@ def make_binary_decoder(
                 values = numbers if convert is None else convert(numbers)
                 if values is not None:
                     return _result(values, shape, bounds)
+        raws: list[bytes | None] = []
         try:
-            raws = _binary_elements(data, pos, total)
-        except Invalid:
+            raws = _binary_elements(data, pos, total, raws)
+        except Invalid as bad_length:
             # Lengths are all checked before any element is decoded; the first
             # error in array order may be an element before the bad length.
-            raise _first_binary_error(data, pos, total, decode) from None
-        try:
-            values = _each_once(raws, convert_all)
-        except ElementError as bad:
-            index = raws.index(bad.token)  # type: ignore[arg-type]
-            # Each element before it: a 4-byte length and its bytes (none for NULL).
-            start = pos + 4 * (index + 1) + sum(map(len, filter(None, raws[:index])))
-            raise Invalid(
-                start + bad.error.offset, f"element {index}: {bad.error.reason}"
-            ) from None
-        return _result(values, shape, bounds)
+            _each_once_at(raws, convert_all, pos)
+            raise bad_length from None
+        return _result(_each_once_at(raws, convert_all, pos), shape, bounds)
 
     return decode_binary
 
