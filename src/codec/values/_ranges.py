@@ -7,11 +7,11 @@ interval, 10 for an IPv6 inet): an array of valid elements ending in one bad ele
 took up to 2.3 s per MB, and twice over, since the error's position was then found by
 decoding from the start again.
 
-Here a declined range is cut where the bulk conversion says it stopped (:class:`Declined`)
-or else halved, and each part given to the bulk conversion again, left before right,
-down to ranges short enough to convert one by one. Everything before an
-element is converted before it is, so the first element whose input function raises is
-the first bad one of the array, and :class:`ElementError` says which. Each element the
+Here a declined range is cut where the bulk conversion says it stopped
+(:class:`Declined`) or else halved, and each part given to the bulk conversion again,
+left before right, down to ranges short enough to convert one by one. Everything before
+an element is converted before it is, so the first element whose input function raises
+is the first bad one of the array, and :class:`ElementError` says which. Each element the
 bulk conversion cannot take costs about one more bulk pass over the array when it says
 where it stopped, two when the range is halved; past a budget of such passes the rest is
 converted one by one, which bounds the work by what converting every element one by one
@@ -31,7 +31,7 @@ Item = TypeVar("Item")
 # Ranges this short go one by one: a bulk call's fixed cost (splitting, checks) is
 # about what converting a few elements costs.
 ONE_BY_ONE: Final = 16
-# Elements the bulk conversion may be given again after its first decline, per element.
+# Elements the bulk conversion may be given after its first, whole pass, per element.
 BUDGET: Final = 4
 
 
