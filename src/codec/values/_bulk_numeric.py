@@ -95,7 +95,9 @@ def one_header(raws: list[bytes], blob: bytes) -> list[object] | None:
     if shape.special:
         return [_SPECIAL[shape.sign]] * n
     groups = struct.Struct("!" + f"8x{ndigits}H" * n).unpack(blob) if ndigits else ()
-    return _numbers(groups, shape.template * n, {head: shape}, None)
+    # Where no digit is cut, a zero's digits are all 0: no first digit 0, no zero.
+    any_zero = shape.cut or not ndigits or 0 in groups[::ndigits]
+    return _numbers(groups, shape.template * n, {head: shape}, None, any_zero)
 
 
 def by_header(
@@ -139,10 +141,11 @@ def _numbers(
     template: str,
     shapes: dict[bytes, _Shape],
     heads: list[bytes] | None,
+    any_zero: bool = True,
 ) -> list[object] | None:
     """The numbers whose digit groups are ``groups`` and texts ``template`` (of the
     shapes of their ``heads``; None when there is one shape), or None for a digit of
-    10000 or more."""
+    10000 or more. ``any_zero`` is False when no element is zero."""
     if groups and max(groups) >= 10000:
         return None
     texts = (template % tuple(map(_GROUP_TEXT.__getitem__, groups))).split(",")
@@ -163,7 +166,8 @@ def _numbers(
         deque(map(setattr, map(values.__getitem__, places), repeat("_dscale"), dscales), 0)
     # A negative sign on digits that are all zero or all cut, or zeros kept as an
     # exponent: numeric_recv gives the unsigned zero at the element's scale.
-    if any(shape.unsure for shape in shapes.values()) and any(map(Decimal.is_zero, values)):
+    unsure = any_zero and any(shape.unsure for shape in shapes.values())
+    if unsure and any(map(Decimal.is_zero, values)):
         places = list(compress(count(), map(Decimal.is_zero, values)))
         if heads is None:
             (shape,) = shapes.values()
@@ -186,6 +190,7 @@ class _Shape(NamedTuple):
     dscale: int
     unsure: bool  # a zero may come out signed or at another exponent
     zero: Decimal
+    cut: bool = False  # digits cut: a zero may have digits that are not all 0
 
 
 def _shape(head: bytes) -> _Shape | None:
@@ -216,7 +221,7 @@ def _shape(head: bytes) -> _Shape | None:
     cut = f"%.{part}s" if part else ""
     hidden = "%.0s" * (ndigits - whole - (part > 0))
     template = f"{prefix}{'%s' * whole}{cut}{hidden}E-{dscale},"
-    return shape._replace(template=template, unsure=negative)
+    return shape._replace(template=template, unsure=negative, cut=True)
 
 
 def by_element(raws: list[bytes], heads: list[bytes]) -> list[object] | None:
