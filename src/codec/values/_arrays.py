@@ -122,6 +122,7 @@ def _each_once(
     and without NULL, they are converted in place, which beats a table."""
     table: dict[_Item | None, object] = dict.fromkeys(items)
     if 2 * len(table) > len(items) and None not in table:
+        del table  # else every collection while converting walks its entries
         return convert(cast(list[_Item], items))
     table.pop(None, None)
     distinct = cast(list[_Item], list(table))

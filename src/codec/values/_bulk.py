@@ -30,7 +30,7 @@ from operator import itemgetter
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
-from codec.values._bulk_interval import interval_texts
+from codec.values._bulk_interval import interval_texts, one_field_array
 from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
@@ -277,10 +277,11 @@ BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
     "float4": _whole_float4,
     "float8": _read_floats,
     "numeric": _whole_numeric,
+    "interval": one_field_array,
 }
-"""Element type name -> a reader of the whole array text, for arrays of numbers: the
-values in order with None for NULL, or None when the text is in another form (the
-array decoder then parses it)."""
+"""Element type name -> a reader of the whole array text, for arrays of numbers (and
+of one-field intervals, "{1 day,2 days}"): the values in order with None for NULL, or
+None when the text is in another form (the array decoder then parses it)."""
 
 # --------------------------------------------------------------------------- date/time
 

@@ -40,6 +40,7 @@ from operator import add, getitem, mul
 from typing import Final
 
 from codec.values._interval import blank_intervals, fill_intervals, intervals
+from codec.values._ranges import BulkResult, Declined
 from codec.values._time import USECS_PER_HOUR, USECS_PER_MINUTE, USECS_PER_SEC
 
 _PADDING: Final = "000000"  # a fraction's missing digits, read after each text
@@ -60,15 +61,16 @@ _cut: Final[Callable[[str, slice], str]] = getitem  # str.__getitem__ costs 1.5x
 _UNIT_MONTHS: Final = {"year": 12, "years": 12, "mon": 1, "mons": 1}
 
 
-def interval_texts(texts: list[str]) -> list[object] | None:
-    """The Interval of each text, or None if any is outside the forms above: as one
-    field each when all are one date field of one unit, by shape when the texts share
-    few shapes, else one by one."""
+def interval_texts(texts: list[str]) -> BulkResult:
+    """The Interval of each text, or None if any is outside the forms above (Declined
+    at the first text that is, when that is known): as one field each when all are one
+    date field of one unit, by shape when the texts share few shapes, else one by one."""
     values = _fields_of(texts)
     if isinstance(values, list):
         return values
     if values is not None and _refused(texts[values]):
-        return None  # by_shape() and one_by_one() would refuse it too, after a pass
+        # by_shape() and one_by_one() would refuse it too, after a pass.
+        return Declined(values)
     values = by_shape(texts, len(texts) // _SHAPE_SHARE, len(texts) // _PART_SHARE)
     return one_by_one(texts) if values is _TOO_MANY else values
 
