@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from codec.pgoutput import Begin, Commit, Decoder, StreamCommit
+from codec.values import LSN
 
 __all__ = [
     "LONG_TRANSACTIONS",
@@ -354,6 +355,10 @@ class _SlotCreation:
         self.thread.join(seconds)
         return self.thread.is_alive()
 
+    @property
+    def pid(self) -> int:
+        return int(self.conn.info.backend_pid)
+
     def drop(self, name: str, timeout: float) -> None:
         """Drop the slot once the walsender that used it let it go."""
         deadline = time.monotonic() + timeout
@@ -374,24 +379,102 @@ def run_slot_creation_story(
     """A slot created while a transaction is open: the command answers only once it
     ended (the snapshot builder waits for the transactions in progress), and the slot
     never decodes it, only what commits after."""
+    import psycopg  # noqa: PLC0415 - a test-time dependency
+
     txn = side.begin()
     txn.write(TRANSACTIONS[0])
     name = f"{side.slot}_late"
     creation = _SlotCreation(side.dsn, name)
+    creator = creation.pid
     blocked = creation.waiting(1.5)
-    txn.commit()
-    created = not creation.waiting(timeout)
+    with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as other:
+        # The slot exists while the command waits: listed, held by its walsender; its
+        # name is taken.
+        during = _slot_row(other, name)
+        refused = {
+            command: _refusal(side.dsn, f"{command} {name}" + suffix)
+            for command, suffix in (
+                ("DROP_REPLICATION_SLOT", ""),
+                ("CREATE_REPLICATION_SLOT", " LOGICAL pgoutput"),
+            )
+        }
+        txn.commit()
+        created = not creation.waiting(timeout)
+        after = _slot_row(other, name)
     side.commit(TRANSACTIONS[1])
     consumer = Consumer(dataclasses.replace(side, slot=name), options, timeout)
     received = consumer.read(1, acknowledge=True)
     consumer.kill()
     creation.drop(name, timeout)
     decoder = Decoder()
+
+    def lsn(row: dict[str, Any] | None, column: str) -> int | None:
+        return int(LSN.parse(row[column])) if row and row[column] else None
+
     return {
         "blocked_while_open": blocked,
         "created_after_its_end": created,
         "messages": [_plain(decoder.decode(r.payload)) for r in received],
+        "listed_while_waiting": _slot_shape(during, creator),
+        "listed_once_created": _slot_shape(after, creator),
+        "restart_lsn_kept": lsn(during, "restart_lsn") == lsn(after, "restart_lsn"),
+        "restart_lsn_before_consistent_point": (lsn(after, "restart_lsn") or 0)
+        <= (lsn(after, "confirmed_flush_lsn") or 0),
+        "refused_while_waiting": {
+            command: (state, message.replace(str(creator), "<pid>"))
+            for command, (state, message) in refused.items()
+        },
     }
+
+
+def _slot_row(conn: Any, name: str) -> dict[str, Any] | None:
+    """``name``'s row of pg_replication_slots, by column (None: not listed)."""
+    cur = conn.execute(f"SELECT * FROM pg_replication_slots WHERE slot_name = '{name}'")
+    row = cur.fetchone()
+    return None if row is None else dict(zip([d.name for d in cur.description], row, strict=True))
+
+
+def _slot_shape(row: dict[str, Any] | None, creator: int) -> dict[str, Any] | None:
+    """A pg_replication_slots row with what differs between servers (positions, xids,
+    OIDs, times) reduced to set or NULL, and active_pid to whether it is the creator's."""
+    if row is None:
+        return None
+    out: dict[str, Any] = {}
+    for column, value in row.items():
+        if column == "active_pid":
+            out[column] = None if value is None else ("creator" if value == creator else "other")
+        elif column in ("datoid", "catalog_xmin", "xmin", "inactive_since", "safe_wal_size") or (
+            column.endswith("_lsn") or column == "two_phase_at"
+        ):
+            out[column] = None if value is None else "set"
+        else:
+            out[column] = value
+    return out
+
+
+def _refusal(dsn: str, command: str, wait: float = 3.0) -> tuple[str | None, str]:
+    """The SQLSTATE and message a replication command fails with at once, on a connection
+    of its own; ("", "") if it succeeded, ("blocked", "") if it waited (then cancelled)."""
+    import psycopg  # noqa: PLC0415 - a test-time dependency
+
+    answer: list[tuple[str | None, str]] = []
+    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+
+        def run() -> None:
+            try:
+                conn.execute(command)
+                answer.append(("", ""))
+            except Exception as err:
+                answer.append((getattr(err, "sqlstate", None), str(err)))
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(wait)
+        if thread.is_alive():
+            conn.cancel_safe()
+            thread.join(wait)
+            return "blocked", ""
+    return answer[0]
 
 
 def _restart_and_read(

@@ -139,7 +139,9 @@ def test_a_prepared_transaction_counts_until_finished_without_two_phase(
 
 def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:
     """CREATE_REPLICATION_SLOT waits until the open transaction ends, and the new slot
-    does not decode it: only the next transaction."""
+    does not decode it: only the next transaction. Meanwhile pg_replication_slots lists
+    the slot (ephemeral, active for its walsender, no confirmed_flush_lsn) and another
+    session can neither drop it nor create one of its name."""
     names = live.new_names()
     options = {"proto_version": "1"}
     with live.real_side(pg_server, names) as side:
@@ -148,4 +150,14 @@ def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:
         fake = live.run_slot_creation_story(side, options)
     assert real["blocked_while_open"] and real["created_after_its_end"]
     assert [m["type"] for m in real["messages"]] == ["Begin", "Relation", "Update", "Commit"]
+    # Listed while it waits: held by the creating walsender, WAL reserved, nothing
+    # confirmed yet; its name taken (14, 17, 18 measured the same).
+    during = real["listed_while_waiting"]
+    assert during is not None
+    assert during["active"] and during["active_pid"] == "creator", during
+    assert during["restart_lsn"] == "set" and during["confirmed_flush_lsn"] is None, during
+    assert real["restart_lsn_kept"] and real["restart_lsn_before_consistent_point"]
+    refused = real["refused_while_waiting"]
+    assert refused["DROP_REPLICATION_SLOT"][0] == "55006", refused
+    assert refused["CREATE_REPLICATION_SLOT"][0] == "42710", refused
     assert fake == real

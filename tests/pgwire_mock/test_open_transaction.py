@@ -507,6 +507,13 @@ class SlotCreation:
         return self.thread.is_alive()
 
 
+def listed(server: WalSender, name: str) -> list[tuple[object, ...]]:
+    """``name``'s pg_replication_slots row (slot_name, active, confirmed_flush_lsn)."""
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        query = "SELECT slot_name, active, confirmed_flush_lsn FROM pg_replication_slots"
+        return [r for r in conn.execute(query).fetchall() if r[0] == name]
+
+
 def test_creating_a_slot_waits_for_the_transactions_in_progress(
     make_walsender: Callable[..., WalSender],
 ) -> None:
@@ -541,13 +548,20 @@ def test_a_slot_creation_waiting_for_a_transaction_can_be_cancelled(
     txn.write(rows(1, 1))
     creation = SlotCreation(server, "late")
     assert creation.waiting()
+    assert listed(server, "late") == [("late", True, None)]  # the ephemeral slot
     creation.conn.cancel_safe()
     assert not creation.waiting(5)
     assert isinstance(creation.error, psycopg.errors.QueryCanceled)
+    assert listed(server, "late") == []  # dropped with the error
     assert creation.conn.execute("IDENTIFY_SYSTEM").fetchone() is not None  # it goes on
     creation.conn.close()
+    # A session that ends while its slot waits takes the slot with it.
+    gone = SlotCreation(server, "gone")
+    assert gone.waiting() and listed(server, "gone") != []
+    gone.conn.close()
+    server.wait_until(lambda s: listed(s, "gone") == [], 5)
     txn.commit()
-    assert "late" not in server.slots
+    assert "late" not in server.slots and listed(server, "gone") == []
     # A slot that starts at the stream's start (the default) waits for nothing.
     default = make_walsender(script=script())
     default.begin().write(rows(1, 1))

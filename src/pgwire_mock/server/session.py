@@ -588,6 +588,7 @@ class WalSenderSession(
         dropped = self.state.drop_temporary(self.pid)
         if dropped:
             self._log(f"dropped temporary slots {', '.join(dropped)}")
+        self.state.drop_reserved(self.pid)  # a slot it was still creating
         self.state.release_all(self.pid)
         self.state.sessions.pop(self.pid, None)
         self.state.backends.pop(self.pid, None)

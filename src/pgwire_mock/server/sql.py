@@ -722,7 +722,9 @@ class SqlLayer:
         if view == "pg_replication_slots":
             spec = self._slot_columns()
             all_columns = [c for c, _ in spec]
-            all_rows = [tuple(f(s) for _, f in spec) for s in self.state.slots.values()]
+            # Those a CREATE_REPLICATION_SLOT is still making are listed too.
+            listed = [*self.state.slots.values(), *self.state.creating.values()]
+            all_rows = [tuple(f(s) for _, f in spec) for s in listed]
         elif view == "pg_stat_replication":
             wspec = self._stat_replication_columns()
             all_columns = [c for c, _ in wspec]

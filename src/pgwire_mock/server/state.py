@@ -198,6 +198,11 @@ class ServerState:
     (None here); a fake serving a stream sets the stream's start, so that a consumer
     that creates its own slot reads the stream (docs/clients.md). Never saved."""
     slots: dict[str, SlotState] = field(default_factory=dict)
+    creating: dict[str, SlotState] = field(default_factory=dict, repr=False)
+    """Logical slots a CREATE_REPLICATION_SLOT is still making, while it waits for the
+    transactions in progress (``RS_EPHEMERAL``, or ``RS_TEMPORARY``): pg_replication_slots
+    lists them, held by their walsender, without confirmed_flush; their names are taken.
+    Never saved; gone if the command fails or its session ends."""
     publications: dict[str, PublicationState] = field(default_factory=dict)
     path: Path | None = None
     next_pid: int = 40_000
@@ -277,16 +282,19 @@ class ServerState:
         starts at the end of WAL; a physical one reserves WAL only with ``reserve_wal``
         (else restart_lsn stays invalid, 0), from ``reserve_at`` when given (the redo
         pointer). A temporary slot stays acquired by the session that made it
-        (``ReplicationSlotRelease`` keeps its active_pid)."""
-        if name in self.slots:
+        (``ReplicationSlotRelease`` keeps its active_pid). A slot :meth:`reserve_slot`
+        made while the command waited becomes this one, its restart_lsn kept."""
+        reserved = self.creating.get(name)
+        if name in self.slots or (reserved is not None and reserved.active_pid != owner_pid):
             raise SlotExistsError(name)
+        self.creating.pop(name, None)
         start = self.wal_lsn if self.new_slot_lsn is None else self.new_slot_lsn
         slot = SlotState(
             name=name,
             plugin=plugin,
             database=(database or self.database) if plugin is not None else None,
             confirmed_flush=start if plugin is not None else 0,
-            restart_lsn=start
+            restart_lsn=(start if reserved is None else reserved.restart_lsn)
             if plugin is not None
             else (start if reserve_at is None else reserve_at)
             if reserve_wal
@@ -303,8 +311,46 @@ class ServerState:
         self.save_now()  # CreateSlotOnDisk: before the command completes
         return slot
 
+    def reserve_slot(
+        self,
+        name: str,
+        plugin: str,
+        *,
+        owner_pid: int,
+        database: str | None = None,
+        temporary: bool = False,
+        two_phase: bool = False,
+        failover: bool = False,
+    ) -> SlotState:
+        """The logical slot a CREATE_REPLICATION_SLOT made before it waits for the
+        transactions in progress (ReplicationSlotCreate, ReplicationSlotReserveWal):
+        acquired by ``owner_pid``, restart_lsn at the end of WAL now, no confirmed_flush
+        until :meth:`create_slot` finishes it; :meth:`drop_reserved` if it never does."""
+        if name in self.slots or name in self.creating:
+            raise SlotExistsError(name)
+        slot = SlotState(
+            name=name,
+            plugin=plugin,
+            database=database or self.database,
+            confirmed_flush=0,
+            restart_lsn=self.wal_lsn,
+            two_phase=two_phase,
+            temporary=temporary,
+            failover=failover,
+            active_pid=owner_pid,
+            owner_pid=owner_pid,
+        )
+        self.creating[name] = slot
+        return slot
+
+    def drop_reserved(self, pid: int) -> None:
+        """The slots ``pid`` was making are dropped: its command failed or it ended
+        (ReplicationSlotRelease drops an ephemeral slot, the session's end a temporary one)."""
+        for name in [n for n, s in self.creating.items() if s.owner_pid == pid]:
+            del self.creating[name]
+
     def get_slot(self, name: str) -> SlotState:
-        slot = self.slots.get(name)
+        slot = self.slots.get(name) or self.creating.get(name)
         if slot is None:
             raise SlotMissingError(name)
         return slot
@@ -346,7 +392,8 @@ class ServerState:
         slot = self.get_slot(name)
         if slot.active_pid is not None and slot.active_pid != pid:
             raise SlotActiveError(name, slot.active_pid)
-        del self.slots[name]
+        if self.slots.pop(name, None) is None:
+            del self.creating[name]
         self.save_now()  # ReplicationSlotDropPtr removes pg_replslot/<slot> at once
 
     def confirm(self, name: str, lsn: int, read_upto: int | None = None) -> None:
