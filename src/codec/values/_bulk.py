@@ -101,10 +101,11 @@ def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDeco
 
 
 # float8out's shortest forms ("1.5", "1e-05", "1.2345678e+20", "NaN", "-Infinity"), with
-# at most 17 digits on each side of the point and a two-digit exponent: nothing in that
-# range overflows or underflows a double, so float() is float8in here.
+# at most 17 digits on each side of the point and an exponent of two digits after any
+# leading zeros: nothing in that range overflows or underflows a double, so float() is
+# float8in here.
 _FLOAT_FORM: Final = (
-    r"-?(?:[0-9]{1,17}(?:\.[0-9]{0,17})?|\.[0-9]{1,17})(?:[eE][+-]?[0-9]{1,2})?"
+    r"-?(?:[0-9]{1,17}(?:\.[0-9]{0,17})?|\.[0-9]{1,17})(?:[eE][+-]?(?:0*+[1-9][0-9]?|0++))?"
     r"|NaN|-?Infinity"
 )
 _float_forms: Final = _all_match(_FLOAT_FORM)
@@ -379,7 +380,7 @@ def _json_of(jsonb: bool) -> BulkDecoder:
     over every number with a fraction or exponent, checked together afterwards; a
     digit run of 16383 or more declines."""
 
-    def decode(texts: list[str]) -> list[object] | None:
+    def decode(texts: list[str]) -> BulkResult:
         joined = _SEPARATOR.join(texts)
         if "\0" in joined or (jsonb and jsonb_long_run(joined)):
             return None
@@ -389,8 +390,13 @@ def _json_of(jsonb: bool) -> BulkDecoder:
             if not any(map(joined.__contains__, _STRUCTURE)):
                 # Numbers and literals only: the texts are the elements of one JSON
                 # array (no text can end or join another), read by one scan.
-                if len(decoder.decode("[" + ",".join(texts) + "]")) != len(texts):
-                    return None
+                array = "[" + ",".join(texts) + "]"
+                try:
+                    if len(decoder.decode(array)) != len(texts):
+                        return None
+                except json.JSONDecodeError as err:
+                    # The commas before where it failed number the text it is in.
+                    return Declined(min(array.count(",", 0, err.pos), len(texts) - 1))
             elif list(map(_end, map(decoder.raw_decode, texts))) != list(map(len, texts)):
                 return None
         except (ValueError, RecursionError):

@@ -7,9 +7,10 @@ interval, 10 for an IPv6 inet): an array of valid elements ending in one bad ele
 took up to 2.3 s per MB, and twice over, since the error's position was then found by
 decoding from the start again.
 
-Here a declined range is cut where the bulk conversion says it stopped
-(:class:`Declined`) or else halved, and each part given to the bulk conversion again,
-left before right, down to ranges short enough to convert one by one. Everything before
+Here a declined array is cut where the bulk conversion says it stopped
+(:class:`Declined`), or else given to it again in ranges that double in length from the
+left, a declined one halved, left before right, down to ranges short enough to convert
+one by one. Everything before
 an element is converted before it is, so the first element whose input function raises
 is the first bad one of the array, and :class:`ElementError` says which. Each element the
 bulk conversion cannot take costs about one more bulk pass over the array when it says
@@ -31,8 +32,9 @@ Item = TypeVar("Item")
 # Ranges this short go one by one: a bulk call's fixed cost (splitting, checks) is
 # about what converting a few elements costs.
 ONE_BY_ONE: Final = 16
-# Elements the bulk conversion may be given after its first, whole pass, per element.
-BUDGET: Final = 4
+# Elements the bulk conversion may be given after its first, whole pass, per element:
+# enough for one element it cannot take anywhere in the array.
+BUDGET: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +68,45 @@ def convert_ranges(
     ``decode`` one at a time; ElementError for the first that ``decode`` refuses."""
     if bulk is None:
         return _one_by_one(items, decode, [])
+    whole = bulk(items)
+    if isinstance(whole, list):
+        return whole
     values: list[object] = []
-    budget = (BUDGET + 1) * len(items)
-    ranges = [(0, len(items))]  # a stack: the leftmost range last
-    first = True  # the whole range goes to the bulk conversion, however short
+    budget = BUDGET * len(items)
+    ranges = _cut(0, len(items), whole) or _from_the_left(len(items))
     while ranges:
         low, high = ranges.pop()
-        if not (first or ONE_BY_ONE < high - low <= budget):
+        if not ONE_BY_ONE < high - low <= budget:
             _one_by_one(items[low:high], decode, values)
             continue
-        first = False
         budget -= high - low
-        taken = bulk(items[low:high] if low or high < len(items) else items)
+        taken = bulk(items[low:high])
         if isinstance(taken, list):
             values += taken
-        elif isinstance(taken, Declined) and 0 <= taken.index < high - low:
-            cut = low + taken.index  # one by one, between the two sides
-            ranges += ((cut + 1, high), (cut, cut + 1), (low, cut))
         else:
             middle = (low + high) // 2
-            ranges += ((middle, high), (low, middle))
+            ranges += _cut(low, high, taken) or ((middle, high), (low, middle))
     return values
+
+
+def _cut(low: int, high: int, answer: BulkResult) -> list[tuple[int, int]]:
+    """The ranges left of, at and right of where a bulk conversion stopped in
+    ``low:high`` (pushed rightmost first), or none if it did not say where."""
+    if not isinstance(answer, Declined) or not 0 <= answer.index < high - low:
+        return []
+    cut = low + answer.index  # one by one, between the two sides
+    return [(cut + 1, high), (cut, cut + 1), (low, cut)]
+
+
+def _from_the_left(count: int) -> list[tuple[int, int]]:
+    """Ranges of ``count`` items that double in length from the left (pushed rightmost
+    first): a bad element early in the array is found after short ranges, one late
+    after ranges that add up to the array once; the range holding it is halved."""
+    ranges, low, size = [], 0, 2 * ONE_BY_ONE
+    while low < count:
+        ranges.append((low, min(count, low + size)))
+        low, size = low + size, 2 * size
+    return ranges[::-1]
 
 
 def _one_by_one(
