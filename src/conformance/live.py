@@ -34,6 +34,12 @@ Another (:func:`run_held_prepared_story`) prepares a transaction for a consumer 
 not decode two-phase: it stays in the reorder buffer, its memory counted, until COMMIT or
 ROLLBACK PREPARED, so a later transaction that brings the total past the limit makes the
 prepared one stream.
+
+And (:func:`run_prepared_restart_lsn_story`) a prepared transaction holds the slot's
+restart_lsn back until it is finished, like one in progress, however far the consumer
+confirms past it and however many running-xacts records the walsender decodes: the
+restarted walsender must decode it again, whole (without two-phase) or to know its
+PREPARE was sent (with two-phase, only COMMIT PREPARED comes then).
 """
 
 from __future__ import annotations
@@ -48,7 +54,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from codec.pgoutput import Begin, Commit, Decoder, StreamCommit
+from codec.pgoutput import (
+    Begin,
+    Commit,
+    CommitPrepared,
+    Decoder,
+    RollbackPrepared,
+    StreamCommit,
+)
 from codec.values import LSN
 
 __all__ = [
@@ -67,6 +80,7 @@ __all__ = [
     "run_held_prepared_story",
     "run_long_story",
     "run_open_story",
+    "run_prepared_restart_lsn_story",
     "run_prepared_story",
     "run_slot_creation_story",
     "run_story",
@@ -144,6 +158,9 @@ class LiveRun:
     after_restart: list[Received]
     confirmed_flush: int
     restart_lsn: int = 0
+    final_restart_lsn: int | None = None
+    """The slot's restart_lsn at the end, once a running-xacts record was decoded and
+    confirmed after everything (stories that measure it)."""
 
 
 @dataclass
@@ -159,6 +176,8 @@ class Side:
     begin: Callable[[], OpenTransaction]
     commit_prepared: Callable[[str], object]
     rollback_prepared: Callable[[str], object]
+    log_running_xacts: Callable[[], object]
+    """Write a running-xacts record now (PostgreSQL moves restart_lsn only at one)."""
 
 
 class OpenTransaction(Protocol):
@@ -335,6 +354,48 @@ def run_held_prepared_story(
     first += consumer.read(commits, acknowledge=False)
     consumer.kill()
     return _restart_and_read(side, options, timeout, first, commits=commits)
+
+
+def run_prepared_restart_lsn_story(
+    side: Side, options: Mapping[str, str], *, timeout: float = 30.0
+) -> LiveRun:
+    """A (5 rows) is prepared; T0 commits, a running-xacts record is written, T1 commits;
+    the consumer acknowledges everything it gets (with two-phase A's PREPARE too) and
+    dies. restart_lsn stays at or before A's first change. The restarted consumer gets A
+    once it is committed prepared (whole without two-phase; with two-phase only COMMIT
+    PREPARED); then, after another running-xacts record and T3, the slot's restart_lsn
+    has moved past A."""
+    consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)  # the walsender waits at the end of WAL
+    a = side.begin()
+    a.write(_rows(50000, 5))
+    gid = f"{side.slot}_gid"
+    a.prepare(gid)
+    side.commit(TRANSACTIONS[0])
+    first = consumer.read(2 if options.get("two_phase") == "on" else 1, acknowledge=True)
+    side.log_running_xacts()
+    side.commit(TRANSACTIONS[1])
+    first += consumer.read(1, acknowledge=True)
+    _await_confirmed(side, first[-1].wal_start, timeout)
+    consumer.kill()
+    commit = lambda: side.commit_prepared(gid)  # noqa: E731 - a one-line step
+    run = _restart_and_read(side, options, timeout, first, commits=1, then=commit)
+    consumer = Consumer(side, options, timeout)
+    side.log_running_xacts()
+    side.commit(TRANSACTIONS[3])
+    last = consumer.read(1, acknowledge=True)
+    _await_confirmed(side, last[-1].wal_start, timeout)
+    consumer.kill()
+    run.final_restart_lsn = side.slot_positions()[1]
+    return run
+
+
+def _await_confirmed(side: Side, lsn: int, timeout: float) -> None:
+    """Wait until the slot confirmed ``lsn`` (a real walsender takes the status update
+    asynchronously; restart_lsn moves in the same step)."""
+    deadline = time.monotonic() + timeout
+    while side.slot_positions()[0] < lsn and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class _SlotCreation:
@@ -528,9 +589,10 @@ def observed(run: LiveRun) -> dict[str, Any]:
     phases = {"first": run.first, "after_restart": run.after_restart}
     out: dict[str, Any] = {}
     last_commit_end = 0
+    decoded: dict[str, list[Any]] = {}
     for name, received in phases.items():
         decoder = Decoder()
-        messages = [decoder.decode(r.payload) for r in received]
+        messages = decoded[name] = [decoder.decode(r.payload) for r in received]
         positions = [r.wal_start for r in received if r.wal_start]
         begins = [m for m in messages if isinstance(m, Begin)]
         commits = [(r, m) for r, m in zip(received, messages, strict=True) if isinstance(m, Commit)]
@@ -557,6 +619,25 @@ def observed(run: LiveRun) -> dict[str, Any]:
     # change of a transaction still open included, however far the slot confirmed.
     again = [r.wal_start for r in run.after_restart if r.wal_start]
     out["restart_lsn_at_or_before_what_comes_again"] = all(run.restart_lsn <= p for p in again)
+    # A transaction prepared before the restart and finished after it (two-phase: its
+    # PREPARE sent before, not again) is decoded again by the restarted walsender, so
+    # restart_lsn stays at or before its first change, sent before the restart.
+    finished = {
+        m.xid for m in decoded["after_restart"] if isinstance(m, CommitPrepared | RollbackPrepared)
+    }
+    starts = [
+        r.wal_start
+        for r, m in zip(run.first, decoded["first"], strict=True)
+        if r.wal_start and getattr(m, "xid", None) in finished
+    ]
+    out["restart_lsn_at_or_before_prepared_finished_after"] = all(
+        run.restart_lsn <= p for p in starts
+    )
+    if run.final_restart_lsn is not None:
+        # Once it is finished, a running-xacts record confirmed moves restart_lsn to
+        # that record, which starts where the finish ended, or later.
+        ends = [r.wal_start for r in run.after_restart if r.payload[:1] in _ENDS]
+        out["final_restart_lsn_at_or_past_what_came_again"] = run.final_restart_lsn >= ends[0]
     return out
 
 
@@ -614,6 +695,12 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
         def rollback_prepared(gid: str) -> None:
             conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
 
+        def log_running_xacts() -> None:
+            # pg_log_standby_snapshot (16+) writes one; before, a checkpoint does.
+            conn.execute(
+                "SELECT pg_log_standby_snapshot()" if server.version >= 16 else "CHECKPOINT"
+            )
+
         def slot_positions() -> tuple[int, int]:
             row = conn.execute(
                 "SELECT confirmed_flush_lsn - '0/0', restart_lsn - '0/0' FROM pg_replication_slots"
@@ -633,6 +720,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                 begin,
                 commit_prepared,
                 rollback_prepared,
+                log_running_xacts,
             )
         finally:
             # A prepared transaction left by a failed run would hold the table's lock.
@@ -780,6 +868,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             lambda: FakeOpenTransaction(server, changes),
             lambda gid: server.append(CommitPrepared(gid)),
             lambda gid: server.append(RollbackPrepared(gid)),
+            lambda: None,  # the fake's restart_lsn moves at any confirmation
         )
     finally:
         server.stop()

@@ -137,6 +137,28 @@ def test_a_prepared_transaction_counts_until_finished_without_two_phase(
             assert fake == real, (rollback, options)
 
 
+def test_a_prepared_transaction_holds_restart_lsn_until_finished(pg_server: Server) -> None:
+    """A prepared transaction holds the slot's restart_lsn at or before its first change
+    however far the consumer confirms past it and whatever running-xacts records were
+    decoded, with and without two-phase decoding: the restarted walsender decodes it
+    again (whole without two-phase; with two-phase its PREPARE was confirmed, and only
+    COMMIT PREPARED comes). Once finished, restart_lsn moves past it."""
+    sets = _option_sets(pg_server.version) + [
+        options for least, options in live.TWO_PHASE_OPTION_SETS if pg_server.version >= least
+    ]
+    for options in sets:
+        real, fake = _observed_on_both(pg_server, options, live.run_prepared_restart_lsn_story)
+        types = [m["type"] for m in real["after_restart"]["messages"]]
+        if options.get("two_phase") == "on":
+            assert types == ["CommitPrepared"], (options, types)
+        else:
+            assert types[0] == "Begin" and types.count("Insert") == 5, (options, types)
+        assert real["restart_lsn_at_or_before_what_comes_again"], options
+        assert real["restart_lsn_at_or_before_prepared_finished_after"], options
+        assert real["final_restart_lsn_at_or_past_what_came_again"], options
+        assert fake == real, options
+
+
 def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:
     """CREATE_REPLICATION_SLOT waits until the open transaction ends, and the new slot
     does not decode it: only the next transaction. Meanwhile pg_replication_slots lists
