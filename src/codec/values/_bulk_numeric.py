@@ -19,15 +19,25 @@ a bad sign word, a scale over 0x3FFF, a digit of 10000 or more) makes the conver
 decline, and the array decoder then runs the receive function on each element, which
 gives the exact error. Zeros past an element's digits that its bytes do not spell are
 kept as its exponent beyond COMPACT_ZEROS, as numeric_recv keeps them.
+
+numerics_array goes further: it reads a whole array's element area without making one
+bytes object per element. Elements come in runs of one length word and one header (a
+column of prices: 99 of 1.01..1.99, then 2.00, ...); a regular expression per distinct
+12-byte prefix (length word and header) finds where each run ends at C speed, and one
+struct call over the whole area unpacks every element's digit groups past its prefix.
+Arrays whose runs are short (sizes or headers that keep changing) or whose prefixes are
+many are declined after a bounded number of runs, for the element path to convert.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections import deque
 from collections.abc import Iterator
 from decimal import Decimal
-from itertools import accumulate, chain, compress, count, repeat
+from functools import lru_cache
+from itertools import accumulate, chain, compress, count, islice, repeat
 from operator import add, and_, gt, itemgetter, mul, not_, rshift, setitem, sub
 from typing import Final, NamedTuple
 
@@ -59,6 +69,112 @@ _SIGN_WORDS: Final = frozenset((NUMERIC_POS, NUMERIC_NEG, *_SPECIAL))
 # Headers converted one by one before the by-element passes: a few, and 1 in 16 elements.
 _KINDS_FEW: Final = 16
 _KINDS_PER: Final = 16
+# numerics_array declines past this many runs plus 1 per _RUNS_PER elements read, and
+# past _PREFIXES_MAX distinct prefixes (a regular expression compiled for each).
+_RUNS_FEW: Final = 64
+_RUNS_PER: Final = 16
+_PREFIXES_MAX: Final = 64
+_INT32: Final = struct.Struct("!i")
+_NULL: Final = b"\xff\xff\xff\xff"
+_NULLS: Final = re.compile(b"(?:\xff\xff\xff\xff)*+")
+
+
+@lru_cache(maxsize=256)
+def _run_of(prefix: bytes) -> re.Pattern[bytes]:
+    """Elements that begin with ``prefix`` (a length word L >= 8 and a header), each
+    followed by the rest of its L bytes: matched possessively, to where they end."""
+    (length,) = _INT32.unpack_from(prefix)
+    return re.compile(b"(?s)(?:%s.{%d})*+" % (re.escape(prefix), length - 8))
+
+
+class _Run(NamedTuple):
+    size: int
+    head: bytes | None  # None: NULLs
+    shape: _Shape | None  # None: NULLs
+
+
+def numerics_array(data: bytes, pos: int, total: int) -> list[object] | None:
+    """The ``total`` elements of a binary numeric array from ``pos`` (the first length
+    word) to the end of ``data``, as numeric_recv gives them (None for NULL), or None
+    to decline: a length or header numeric_recv refuses, bytes left over or missing,
+    or runs too short or prefixes too many for reading by runs to pay."""
+    n = len(data)
+    start = pos
+    unpack_int = _INT32.unpack_from
+    runs: list[_Run] = []
+    kinds: dict[bytes, _Shape | None] = {}
+    codes: list[str] = []
+    index = 0
+    while index < total:
+        if len(runs) > _RUNS_FEW + index // _RUNS_PER or n - pos < 4:
+            return None
+        (length,) = unpack_int(data, pos)
+        left = total - index
+        if length == -1:
+            end = _NULLS.match(data, pos, min(n, pos + 4 * left)).end()  # type: ignore[union-attr]
+            found = (end - pos) >> 2
+            runs.append(_Run(found, None, None))
+            codes.append(f"{4 * found}x")
+            index += found
+            pos = end
+            continue
+        if length < 8:
+            return None
+        stride = 4 + length
+        room = min(left, (n - pos) // stride)
+        if not room:
+            return None
+        prefix = data[pos : pos + 12]
+        if prefix in kinds:
+            shape = kinds[prefix]
+        else:
+            if len(kinds) >= _PREFIXES_MAX:
+                return None
+            head = prefix[4:]
+            shape = _shape(head) if 8 + 2 * NUMERIC_HEADER.unpack(head)[0] == length else None
+            kinds[prefix] = shape
+        if shape is None:
+            return None
+        end = _run_of(prefix).match(data, pos, pos + room * stride).end()  # type: ignore[union-attr]
+        found = (end - pos) // stride
+        runs.append(_Run(found, prefix[4:], shape))
+        if shape.special:
+            codes.append(f"{stride * found}x")
+        else:
+            codes.append(f"12x{(length - 8) >> 1}H" * found)
+        index += found
+        pos = end
+    if pos != n:
+        return None
+    return _from_runs(data, start, runs, "".join(codes))
+
+
+def _from_runs(data: bytes, start: int, runs: list[_Run], code: str) -> list[object] | None:
+    """The values of the elements of ``runs``, whose digit groups (from ``start``) the
+    struct ``code`` unpacks."""
+    shapes = {run.head: run.shape for run in runs if run.shape and not run.shape.special}
+    numbers = [run for run in runs if run.head in shapes]
+    groups = struct.Struct("!" + code).unpack_from(data, start) if shapes else ()
+    template = "".join([run.shape.template * run.size for run in numbers])  # type: ignore[union-attr]
+    heads: list[bytes] | None = None
+    if len(shapes) > 1 and any(shape.scaled or shape.unsure for shape in shapes.values()):
+        heads = []
+        for run in numbers:
+            heads.extend(repeat(run.head, run.size))  # type: ignore[arg-type]
+    values = _numbers(groups, template, shapes, heads)  # type: ignore[arg-type]
+    if values is None or len(numbers) == len(runs):
+        return values
+    # NULLs and NaN or infinities: constants between the runs of numbers.
+    converted = iter(values)
+    result: list[object] = []
+    for run in runs:
+        if run.head in shapes:
+            result.extend(islice(converted, run.size))
+        elif run.shape is None:
+            result.extend(repeat(None, run.size))
+        else:
+            result.extend(repeat(_SPECIAL[run.shape.sign], run.size))
+    return result
 
 
 def numerics_recv(raws: list[bytes]) -> list[object] | None:
