@@ -539,6 +539,12 @@ def test_whole_array_readers_decode_as_the_elements_do(type_name: str, data: st.
     element = values_for(oid).map(lambda v: encode_text(oid, v))
     texts = data.draw(st.lists(element | _NUMBER_NEAR | st.just("NULL"), min_size=1, max_size=8))
     values = BULK_WHOLE[type_name]("{" + ",".join(texts) + "}")
+    if isinstance(values, Declined):
+        # Stopped at an element out of form: the values of those before it, if any.
+        assert 0 <= values.index < len(texts), (texts, values)
+        if any("," in text for text in texts):
+            return  # the index counts commas
+        texts, values = texts[: values.index], values.before
     if values is None:
         return
     expected = [None if text == "NULL" else _element(type_name, text) for text in texts]

@@ -90,15 +90,20 @@ def test_the_first_bad_element_raises_where_one_by_one_found_it(
     )
 
 
-@pytest.mark.parametrize("type_name", sorted(DISTINCT))
-def test_a_bad_last_element_costs_about_what_the_valid_array_does(type_name: str) -> None:
-    """The elements before the bad one are converted in bulk, by halves of the array,
-    not one by one: two bulk conversions per halving and a short run one by one, where
-    every element used to be parsed on its own (and twice, to find the error's place)."""
+@pytest.mark.parametrize(
+    ("type_name", "quoted"), [(n, True) for n in sorted(DISTINCT)] + [(n, False) for n in BARE]
+)
+def test_a_bad_last_element_costs_about_what_the_valid_array_does(
+    type_name: str, quoted: bool
+) -> None:
+    """The elements before the bad one are converted in bulk (by ranges, or read whole
+    up to it), not one by one: a few bulk conversions per halving and a short run one
+    by one, where every element used to be parsed on its own (and twice, to find the
+    error's place)."""
     info = type_by_name(type_name)
-    valid = _work(info.array_oid, _array(type_name, MANY, None)[0])
+    valid = _work(info.array_oid, _array(type_name, MANY, None, quoted)[0])
     element = _work(info.oid, DISTINCT[type_name](MANY // 2))
-    bad_last = _work(info.array_oid, _array(type_name, MANY, MANY)[0])
+    bad_last = _work(info.array_oid, _array(type_name, MANY, MANY, quoted)[0])
     halvings = (MANY // ONE_BY_ONE).bit_length()
     assert bad_last <= 2 * halvings * valid + 2 * ONE_BY_ONE * element, (valid, element, bad_last)
 

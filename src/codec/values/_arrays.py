@@ -23,7 +23,7 @@ from codec.values._common import (
     Invalid,
     type_error,
 )
-from codec.values._ranges import ElementError, convert_ranges
+from codec.values._ranges import Declined, ElementError, convert_ranges
 
 MAXDIM: Final = 6  # src/include/utils/array.h
 ARRAY_HEADER: Final = struct.Struct("!iiI")  # ndim, has-null flag, element OID
@@ -133,6 +133,18 @@ def _each_once(
     table = dict(zip(distinct, values, strict=True))
     table[None] = None
     return list(map(table.__getitem__, items))
+
+
+def _each_once_after(
+    before: list[object] | None,
+    items: list[_Item | None],
+    convert: Callable[[list[_Item]], list[object]],
+) -> list[object]:
+    """_each_once of ``items``, but for the first ones, whose values ``before`` holds
+    (a whole reader's, which stopped after them)."""
+    if before is None or len(before) > len(items):
+        return _each_once(items, convert)
+    return before + _each_once(items[len(before) :], convert)
 
 
 def _result(items: list[object], shape: list[int], bounds: list[int]) -> object:
@@ -590,13 +602,15 @@ def make_text_decoder(
         return convert_ranges(distinct, bulk, decode)
 
     def decode_text(text: str) -> object:
-        values = whole(text) if whole is not None else None
-        if values is not None:
-            return values
+        read = whole(text) if whole is not None else None
+        if isinstance(read, list):
+            return read
+        # The values of the first elements, when the whole reader stopped after them.
+        before = read.before if isinstance(read, Declined) else None
         flat = _flat_texts(text) if '"' in text else None
         if flat:
             try:
-                return _each_once(flat, convert_all)
+                return _each_once_after(before, flat, convert_all)
             except ElementError as bad:
                 # A flat array's elements are those of one run from offset 1.
                 raise _element_error(text, flat, [(0, 1, RUN)], bad) from None
@@ -610,7 +624,7 @@ def make_text_decoder(
             bounds = [1] * len(shape)
 
         try:
-            values = _each_once(texts, convert_all)
+            values = _each_once_after(before if len(shape) == 1 else None, texts, convert_all)
         except ElementError as bad:
             raise _element_error(text, texts, spans, bad) from None
         return _result(values, shape, bounds)

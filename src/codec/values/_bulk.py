@@ -174,7 +174,7 @@ def _exponents_kept(values: list[Decimal]) -> bool:
 
 # --------------------------------------------------------------------------- whole arrays
 
-WholeDecoder = Callable[[str], list[object] | None]
+WholeDecoder = Callable[[str], BulkResult]  # Declined: the values of the elements before
 _not_null: Final = partial(operator.is_not, None)
 
 
@@ -184,7 +184,7 @@ _LONG_EXPONENTS: Final = tuple(e + sign + "000" for e in "eE" for sign in ("", "
 
 def _json_numbers(
     characters: str, decoder: json.JSONDecoder, shortest: int, digits: int
-) -> Callable[[str], list[object] | None]:
+) -> WholeDecoder:
     """A reader of a whole one-dimensional array of numbers and NULL ("{1,-2,NULL}"),
     read as the JSON array it nearly is by the json module's C scanner, which makes
     each number without a text per element (a 1 MB array of distinct small numbers
@@ -198,16 +198,25 @@ def _json_numbers(
     An array whose elements average under ``shortest`` characters with their comma is
     declined too: short elements repeat (there are few of them), and converting each
     one costs more than the split and table of the element path, which converts each
-    distinct text once ('{1,1,...}' of floats: 30 ms per MB that way, 140 whole)."""
+    distinct text once ('{1,1,...}' of floats: 30 ms per MB that way, 140 whole).
+    Where a character out of form comes after some elements, those are read and the
+    answer is Declined at the element holding it, with their values."""
     other = re.compile(f"[^{re.escape(characters)}]").search
     run = "0" * (digits + 1)
 
-    def read(text: str) -> list[object] | None:
+    def read(text: str) -> BulkResult:
         if len(text) < shortest * (text.count(",") + 1):
             return None
         body = text[1:-1]
-        if text[:1] != "{" or text[-1:] != "}" or other(body) is not None:
+        if text[:1] != "{" or text[-1:] != "}":
             return None
+        found = other(body)
+        if found is not None:
+            # The elements before the first character out of form are read alone
+            # (Declined with their values): the array decoder parses only the rest.
+            index = body.count(",", 0, found.start())
+            before = read("{" + body[: body.rfind(",", 0, found.start())] + "}") if index else None
+            return Declined(index, before) if isinstance(before, list) else None
         zeroed = body.translate(_ZERO_DIGITS)
         if run in zeroed or any(map(zeroed.__contains__, _LONG_EXPONENTS)):
             return None
@@ -225,16 +234,13 @@ def _json_numbers(
 def _whole_integers(low: int, high: int, digits: int, signed: bool = True) -> WholeDecoder:
     read = _json_numbers(f"{'-' if signed else ''}0123456789,NUL", json.JSONDecoder(), 5, digits)
 
-    def decode(text: str) -> list[object] | None:
-        values = read(text)
-        if values is None:
-            return None
+    def in_range(values: list[object]) -> list[object] | None:
         present = cast(list[int], list(filter(_not_null, values)))
         if present and (min(present) < low or max(present) > high):
             return None
         return values
 
-    return decode
+    return lambda text: _then(read(text), in_range)
 
 
 _read_floats: Final = _json_numbers(
@@ -242,10 +248,13 @@ _read_floats: Final = _json_numbers(
 )
 
 
-def _whole_float4(text: str) -> list[object] | None:
-    values = _read_floats(text)
-    if values is None or None not in values:
-        return values if values is None else _float4_narrowed(cast(list[float], values))
+def _whole_float4(text: str) -> BulkResult:
+    return _then(_read_floats(text), _narrowed)
+
+
+def _narrowed(values: list[object]) -> list[object] | None:
+    if None not in values:
+        return _float4_narrowed(cast(list[float], values))
     # With NULLs: the numbers are narrowed apart and put back where they were.
     present = list(filter(_not_null, values))
     narrowed = _float4_narrowed(cast(list[float], present)) if present else []
@@ -261,14 +270,26 @@ _read_numerics: Final = _json_numbers(
 )
 
 
-def _whole_numeric(text: str) -> list[object] | None:
-    values = _read_numerics(text)
-    if values is None:
-        return None
+def _whole_numeric(text: str) -> BulkResult:
+    return _then(_read_numerics(text), _no_negative_zero)
+
+
+def _no_negative_zero(values: list[object]) -> list[object] | None:
     present = cast(list[Decimal], list(filter(_not_null, values)))
     if any(map(Decimal.is_zero, filter(Decimal.is_signed, present))):
         return None
     return values
+
+
+def _then(result: BulkResult, check: Callable[[list[object]], list[object] | None]) -> BulkResult:
+    """``check`` applied to a whole reader's values, or to those before where it stopped
+    (Declined): its answer, or None if it refuses them."""
+    if isinstance(result, list):
+        return check(result)
+    if isinstance(result, Declined) and result.before is not None:
+        before = check(result.before)
+        return None if before is None else Declined(result.index, before)
+    return None
 
 
 BULK_WHOLE: Final[dict[str, WholeDecoder]] = {

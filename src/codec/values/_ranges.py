@@ -45,6 +45,7 @@ class Declined:
     element instead of two)."""
 
     index: int
+    before: list[object] | None = None  # the values of those before, if it made them
 
 
 BulkResult = list[object] | Declined | None
@@ -73,7 +74,7 @@ def convert_ranges(
         return whole
     values: list[object] = []
     budget = BUDGET * len(items)
-    ranges = _cut(0, len(items), whole) or _from_the_left(len(items))
+    ranges = _cut(0, len(items), whole, values) or _from_the_left(len(items))
     while ranges:
         low, high = ranges.pop()
         if not ONE_BY_ONE < high - low <= budget:
@@ -85,16 +86,20 @@ def convert_ranges(
             values += taken
         else:
             middle = (low + high) // 2
-            ranges += _cut(low, high, taken) or ((middle, high), (low, middle))
+            ranges += _cut(low, high, taken, values) or ((middle, high), (low, middle))
     return values
 
 
-def _cut(low: int, high: int, answer: BulkResult) -> list[tuple[int, int]]:
+def _cut(low: int, high: int, answer: BulkResult, values: list[object]) -> list[tuple[int, int]]:
     """The ranges left of, at and right of where a bulk conversion stopped in
-    ``low:high`` (pushed rightmost first), or none if it did not say where."""
+    ``low:high`` (pushed rightmost first; the left one taken into ``values`` when it
+    made those), or none if it did not say where."""
     if not isinstance(answer, Declined) or not 0 <= answer.index < high - low:
         return []
     cut = low + answer.index  # one by one, between the two sides
+    if answer.before is not None and len(answer.before) == answer.index:
+        values += answer.before
+        return [(cut + 1, high), (cut, cut + 1)]
     return [(cut + 1, high), (cut, cut + 1), (low, cut)]
 
 
