@@ -270,6 +270,33 @@ def test_an_open_transaction_can_end_prepared() -> None:
     assert sum(isinstance(m, Insert) for m in whole) == 600
 
 
+def test_a_prepared_transaction_holds_the_restart_bound_until_finished() -> None:
+    """A prepared transaction, ended open or written whole by a step, bounds restart_lsn
+    at its first record until its COMMIT or ROLLBACK PREPARED is written (a wait_for step
+    holding that back holds the bound too), as PostgreSQL keeps it in the reorder buffer
+    (tests/conformance, run_prepared_restart_lsn_story)."""
+    wal = LiveWal(script())
+    txn = wal.begin()
+    wal.write(txn, rows(1, 3))
+    wal.finish(txn, prepare="g1")
+    assert wal.compiled.oldest_running_lsn() == txn.wtxn.first_lsn
+    wal.append(script().transaction([insert(TABLE, id=10, v="x")], prepare="g2").steps)
+    wal.append(script().commit_prepared("g1").steps)
+    second = wal.compiled.prepares[1]
+    assert second.gid == "g2" and wal.compiled.oldest_running_lsn() == second.first_lsn
+    wal.append(script().wait_for(slot="s").rollback_prepared("g2").steps)
+    assert wal.compiled.oldest_running_lsn() == second.first_lsn  # compiled, not written
+    wal.release()
+    assert wal.compiled.oldest_running_lsn() is None
+    # Written whole, with its COMMIT PREPARED: nothing held.
+    assert (
+        compile_script(
+            script().transaction([insert(TABLE, id=1)], prepare="g").commit_prepared("g")
+        ).oldest_running_lsn()
+        is None
+    )
+
+
 def squeezed(messages: list[PgOutputMessage]) -> list[str]:
     """The message kinds, each run of Inserts as one ``Insert*n``."""
     out: list[str] = []

@@ -147,6 +147,7 @@ class Compiler:
         self.tables: dict[str, TableVersion] = {}
         self.open_named: dict[str, OpenTxn] = {}  # the begin steps' transactions still open
         self.running: list[WTxn] = []  # CompiledScript.running
+        self.prepares: list[WTxn] = []  # CompiledScript.prepares
 
     @classmethod
     def start(cls, script: Script) -> Compiler:
@@ -163,6 +164,7 @@ class Compiler:
         nothing changed) if it does not fit the script (an unknown table, a bad value)."""
         where = f"steps[{len(self.script.steps)}]"
         saved = (self.lsn, self.next_xid, self.clock, self.next_oid, len(self.wal))
+        prepares = len(self.prepares)
         used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
         open_named = dict(self.open_named)
         try:
@@ -172,6 +174,7 @@ class Compiler:
             self.used_oids, self.prepared, self.tables = used_oids, prepared, tables
             self.open_named = open_named
             del self.wal[count:]
+            del self.prepares[prepares:]
             raise err.located(self.script.source) from err.__cause__
         self.script.steps.append(step)
         self.compiled.end_lsn = self.lsn
@@ -417,6 +420,7 @@ class Compiler:
             published,
             generated_columns=gencols,
             running=self.running,
+            prepares=self.prepares,
         )
 
     def _gencols(self, p: Publication, where: str) -> str:
@@ -602,6 +606,7 @@ class Compiler:
             self.wal.append(
                 WFinishPrepared(txn, isinstance(step, CommitPrepared), start, end, time)
             )
+            txn.finished_at = start
         elif isinstance(step, LogicalMessage):
             size = _MESSAGE_RECORD + len(step.prefix.encode()) + 1 + len(step.content)
             start, end = self.record(size)
@@ -708,6 +713,7 @@ class Compiler:
         wtxn.kind, wtxn.lsn, wtxn.end_lsn = kind, start, end
         if wtxn.gid is not None:
             self.prepared[wtxn.gid] = wtxn
+            self.prepares.append(wtxn)
         self.wal.append(wtxn)
 
     def change(

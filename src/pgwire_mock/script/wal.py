@@ -215,6 +215,8 @@ class WTxn:
     running: bool = False
     """Written change by change (:meth:`Compiler.begin`), so other transactions' records
     may come between its own: a walsender reads it by LSN, as the WAL grows."""
+    finished_at: int | None = None
+    """A prepared one's COMMIT or ROLLBACK PREPARED record (its start), once compiled."""
 
 
 @dataclass(eq=False)
@@ -293,6 +295,8 @@ class CompiledScript:
     """Transactions written change by change (:meth:`Compiler.begin`), in the order
     their first records were written; those still OPEN have changes in the WAL but no
     end yet."""
+    prepares: list[WTxn] = field(default_factory=list)
+    """The transactions ended by PREPARE TRANSACTION, in WAL order."""
 
     def written_end(self) -> int:
         """Where the written WAL ends: a live WAL's wait_for step holds back what
@@ -306,7 +310,22 @@ class CompiledScript:
         end = self.written_end()
         return [t for t in self.running if t.kind == OPEN or t.lsn >= end]
 
+    def prepared_unfinished(self) -> list[WTxn]:
+        """The prepared transactions whose PREPARE is written and whose COMMIT or
+        ROLLBACK PREPARED is not yet."""
+        end = self.written_end()
+        return [
+            t
+            for t in self.prepares
+            if t.lsn < end and (t.finished_at is None or t.finished_at >= end)
+        ]
+
     def oldest_running_lsn(self) -> int | None:
-        """The first record of the oldest transaction still in progress: a slot's
-        restart_lsn stays at or before it, since decoding must start there to see it."""
-        return min((t.first_lsn for t in self.in_progress()), default=None)
+        """The first record of the oldest transaction still in progress, or prepared and
+        not yet finished: a slot's restart_lsn stays at or before it, since decoding must
+        start there to see it. A prepared transaction stays in the reorder buffer until
+        COMMIT or ROLLBACK PREPARED, its prepare decoded (two-phase) or not
+        (ReorderBufferPrepare truncates its changes, ReorderBufferFinishPrepared cleans it
+        up), and SnapBuildProcessRunningXacts takes restart_lsn from the oldest there."""
+        held = (*self.in_progress(), *self.prepared_unfinished())
+        return min((t.first_lsn for t in held), default=None)
