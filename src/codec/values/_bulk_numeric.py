@@ -39,7 +39,7 @@ from decimal import Decimal
 from functools import lru_cache
 from itertools import accumulate, chain, compress, count, islice, repeat
 from operator import add, and_, gt, itemgetter, mul, not_, rshift, setitem, sub
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 from codec.values._numbers import (
     _NAN,
@@ -72,10 +72,9 @@ _KINDS_PER: Final = 16
 # numerics_array declines past this many runs plus 1 per _RUNS_PER elements read, and
 # past _PREFIXES_MAX distinct prefixes (a regular expression compiled for each).
 _RUNS_FEW: Final = 64
-_RUNS_PER: Final = 16
+_RUNS_PER: Final = 8
 _PREFIXES_MAX: Final = 64
 _INT32: Final = struct.Struct("!i")
-_NULL: Final = b"\xff\xff\xff\xff"
 _NULLS: Final = re.compile(b"(?:\xff\xff\xff\xff)*+")
 
 
@@ -87,10 +86,13 @@ def _run_of(prefix: bytes) -> re.Pattern[bytes]:
     return re.compile(b"(?s)(?:%s.{%d})*+" % (re.escape(prefix), length - 8))
 
 
-class _Run(NamedTuple):
-    size: int
-    head: bytes | None  # None: NULLs
-    shape: _Shape | None  # None: NULLs
+class _Kind(NamedTuple):
+    """What numerics_array makes of elements with one 12-byte prefix."""
+
+    run: re.Pattern[bytes]  # where a run of them ends
+    stride: int  # 4 + their length
+    code: str  # the struct code of one, past its prefix: its digit groups, or padding
+    shape: _Shape
 
 
 def numerics_array(data: bytes, pos: int, total: int) -> list[object] | None:
@@ -100,80 +102,93 @@ def numerics_array(data: bytes, pos: int, total: int) -> list[object] | None:
     or runs too short or prefixes too many for reading by runs to pay."""
     n = len(data)
     start = pos
-    unpack_int = _INT32.unpack_from
-    runs: list[_Run] = []
-    kinds: dict[bytes, _Shape | None] = {}
+    kinds: dict[bytes, _Kind] = {}
+    sizes: list[int] = []  # each run's elements
+    prefixes: list[bytes | None] = []  # each run's prefix (None: NULLs)
     codes: list[str] = []
     index = 0
     while index < total:
-        if len(runs) > _RUNS_FEW + index // _RUNS_PER or n - pos < 4:
-            return None
-        (length,) = unpack_int(data, pos)
-        left = total - index
-        if length == -1:
-            end = _NULLS.match(data, pos, min(n, pos + 4 * left)).end()  # type: ignore[union-attr]
-            found = (end - pos) >> 2
-            runs.append(_Run(found, None, None))
-            codes.append(f"{4 * found}x")
-            index += found
-            pos = end
-            continue
-        if length < 8:
-            return None
-        stride = 4 + length
-        room = min(left, (n - pos) // stride)
-        if not room:
+        if n - pos < 4 or len(sizes) > _RUNS_FEW + index // _RUNS_PER:
             return None
         prefix = data[pos : pos + 12]
-        if prefix in kinds:
-            shape = kinds[prefix]
-        else:
-            if len(kinds) >= _PREFIXES_MAX:
+        kind = kinds.get(prefix)
+        if kind is None:
+            (length,) = _INT32.unpack_from(data, pos)
+            if length == -1:
+                end = _NULLS.match(data, pos, pos + 4 * (total - index)).end()  # type: ignore[union-attr]
+                found = (end - pos) >> 2
+                sizes.append(found)
+                prefixes.append(None)
+                codes.append("4x" * found)
+                index += found
+                pos = end
+                continue
+            kind = _kind(prefix, length, len(kinds))
+            if kind is None:
                 return None
-            head = prefix[4:]
-            shape = _shape(head) if 8 + 2 * NUMERIC_HEADER.unpack(head)[0] == length else None
-            kinds[prefix] = shape
-        if shape is None:
+            kinds[prefix] = kind
+        stride = kind.stride
+        end = kind.run.match(data, pos, pos + (total - index) * stride).end()  # type: ignore[union-attr]
+        if end == pos:  # the element runs past the end
             return None
-        end = _run_of(prefix).match(data, pos, pos + room * stride).end()  # type: ignore[union-attr]
         found = (end - pos) // stride
-        runs.append(_Run(found, prefix[4:], shape))
-        if shape.special:
-            codes.append(f"{stride * found}x")
-        else:
-            codes.append(f"12x{(length - 8) >> 1}H" * found)
+        sizes.append(found)
+        prefixes.append(prefix)
+        codes.append(kind.code * found)
         index += found
         pos = end
     if pos != n:
         return None
-    return _from_runs(data, start, runs, "".join(codes))
+    return _from_runs(data, start, kinds, sizes, prefixes, "".join(codes))
 
 
-def _from_runs(data: bytes, start: int, runs: list[_Run], code: str) -> list[object] | None:
-    """The values of the elements of ``runs``, whose digit groups (from ``start``) the
-    struct ``code`` unpacks."""
-    shapes = {run.head: run.shape for run in runs if run.shape and not run.shape.special}
-    numbers = [run for run in runs if run.head in shapes]
+def _kind(prefix: bytes, length: int, known: int) -> _Kind | None:
+    """The kind of elements that begin with ``prefix`` (of ``length``), the array's
+    ``known + 1``-th; None if numeric_recv refuses them or there are too many kinds."""
+    if length < 8 or len(prefix) < 12 or known >= _PREFIXES_MAX:
+        return None
+    head = prefix[4:]
+    ndigits = NUMERIC_HEADER.unpack(head)[0]
+    shape = _shape(head) if 8 + 2 * ndigits == length else None
+    if shape is None:
+        return None
+    code = f"{4 + length}x" if shape.special else f"12x{ndigits}H"
+    return _Kind(_run_of(prefix), 4 + length, code, shape)
+
+
+def _from_runs(
+    data: bytes,
+    start: int,
+    kinds: dict[bytes, _Kind],
+    sizes: list[int],
+    prefixes: list[bytes | None],
+    code: str,
+) -> list[object] | None:
+    """The values of the runs of ``sizes`` elements with ``prefixes`` (of ``kinds``),
+    whose digit groups (from ``start``) the struct ``code`` unpacks."""
+    shapes = {p: kind.shape for p, kind in kinds.items() if not kind.shape.special}
     groups = struct.Struct("!" + code).unpack_from(data, start) if shapes else ()
-    template = "".join([run.shape.template * run.size for run in numbers])  # type: ignore[union-attr]
+    numbers = list(map(shapes.__contains__, prefixes))
+    templates = {p: shape.template for p, shape in shapes.items()}
+    number_prefixes = cast(list[bytes], list(compress(prefixes, numbers)))
+    number_sizes = list(compress(sizes, numbers))
+    template = "".join(map(mul, map(templates.__getitem__, number_prefixes), number_sizes))
     heads: list[bytes] | None = None
     if len(shapes) > 1 and any(shape.scaled or shape.unsure for shape in shapes.values()):
-        heads = []
-        for run in numbers:
-            heads.extend(repeat(run.head, run.size))  # type: ignore[arg-type]
-    values = _numbers(groups, template, shapes, heads)  # type: ignore[arg-type]
-    if values is None or len(numbers) == len(runs):
+        heads = list(chain.from_iterable(map(repeat, number_prefixes, number_sizes)))
+    values = _numbers(groups, template, shapes, heads)
+    if values is None or all(numbers):
         return values
     # NULLs and NaN or infinities: constants between the runs of numbers.
     converted = iter(values)
     result: list[object] = []
-    for run in runs:
-        if run.head in shapes:
-            result.extend(islice(converted, run.size))
-        elif run.shape is None:
-            result.extend(repeat(None, run.size))
+    for prefix, size, number in zip(prefixes, sizes, numbers, strict=True):
+        if number:
+            result.extend(islice(converted, size))
+        elif prefix is None:
+            result.extend(repeat(None, size))
         else:
-            result.extend(repeat(_SPECIAL[run.shape.sign], run.size))
+            result.extend(repeat(_SPECIAL[kinds[prefix].shape.sign], size))
     return result
 
 
