@@ -44,12 +44,10 @@ def _element(type_name: str, text: str) -> object:
 def _check_bulk(type_name: str, texts: list[str]) -> None:
     values = BULK_TEXT[type_name](texts)
     if isinstance(values, Declined):
-        # Where it stopped: the texts before pass its checks, so it takes them (or
-        # declines them for a value out of range), and it cannot stop past the end.
+        # Where it stopped, never past the end; the values of those before, if it
+        # made them, are theirs (checked below, as the texts before are).
         assert 0 <= values.index < len(texts), (texts, values)
-        values = BULK_TEXT[type_name](texts[: values.index])
-        assert not isinstance(values, Declined), (texts, values)
-        texts = texts[: len(values or [])]
+        texts, values = texts[: values.index], values.before
     if values is None:
         return
     expected = [_element(type_name, text) for text in texts]

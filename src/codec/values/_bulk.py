@@ -23,10 +23,10 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta, timezone
-from decimal import Decimal
+from decimal import Context, Decimal
 from functools import partial
 from itertools import compress, count, repeat
-from operator import itemgetter
+from operator import ge, itemgetter, or_, sub
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
@@ -35,7 +35,7 @@ from codec.values._bulk_net import ip_texts
 from codec.values._bulk_numeric import numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
-from codec.values._numbers import MAX_INT_DIGITS
+from codec.values._numbers import COMPACT_ZEROS, MAX_INT_DIGITS
 from codec.values._ranges import BulkResult, Declined
 from codec.values._text import _JSON, json_numbers_decoder, jsonb_floats_fit, jsonb_long_run
 from codec.values._time import (
@@ -137,13 +137,12 @@ def _float4_narrowed(values: list[float]) -> list[object] | None:
 
 _numeric_forms: Final = _all_match(r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?")
 # numeric_out never writes an exponent; a text that does ("1e131000", hostile or by
-# hand) gets from Decimal() what numeric_in gives when the exponent leaves no zeros to
-# write out: a negative one (down to -9999, within the scale limit with 100 fraction
-# digits), or one of 165 or more, which with at most 100 fraction digits leaves more
-# than COMPACT_ZEROS zeros, kept as an exponent. Zeros ("0e5" is 0) are checked after.
+# hand) gets from Decimal() the digits and exponent numeric_in keeps: down to -9999
+# (within the scale limit with 100 fraction digits), or up to six digits, after at
+# most 16 leading zeros. numeric_in writes out up to COMPACT_ZEROS zeros the exponent leaves
+# ("1e1" is 10, exponent 0): those values are rescaled. Zeros ("0e5" is 0) decline.
 _numeric_exponent_forms: Final = _all_match(
-    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?[eE]"
-    r"(?:-[0-9]{1,4}|\+?(?:16[5-9]|1[7-9][0-9]|[2-9][0-9]{2}|[1-9][0-9]{3,5}))"
+    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?[eE](?:-0{0,16}[0-9]{1,4}|\+?0{0,16}[0-9]{1,6})"
 )
 
 
@@ -157,19 +156,46 @@ def _numeric(texts: list[str]) -> BulkResult:
             return declined
     values = list(map(Decimal, texts))
     if not plain:
-        return values if _exponents_kept(values) else None  # type: ignore[return-value]
+        # numeric_in writes "0e5" as 0, not 0E+5 (nor a signed zero, then), and holds
+        # no more digits before the point than MAX_INT_DIGITS.
+        misfits = map(
+            or_,
+            map(Decimal.is_zero, values),
+            map(ge, map(Decimal.adjusted, values), repeat(MAX_INT_DIGITS)),
+        )
+        first = next(compress(count(), misfits), len(values))
+        kept, texts = values[:first], texts[:first]
+        _write_out_zeros(texts, kept)
+        return kept if first == len(values) else Declined(first, kept)  # type: ignore[arg-type,return-value]
     # numeric has no negative zero: "-0.00" is 0.00, which Decimal keeps signed.
     if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
         return None
     return values  # type: ignore[return-value]
 
 
-def _exponents_kept(values: list[Decimal]) -> bool:
-    """No zero (numeric_in writes "0e5" as 0, not 0E+5; nor a signed zero, then) and no
-    more digits before the point than numeric holds."""
-    return not any(map(Decimal.is_zero, values)) and (
-        max(map(Decimal.adjusted, values)) < MAX_INT_DIGITS
-    )
+# Enough digits to rescale any value the exponent forms take to exponent 0 exactly.
+_WRITE_OUT: Final = Context(prec=100 + 100 + COMPACT_ZEROS)
+_ONE: Final = Decimal(1)
+_WRITTEN_OUT: Final = range(1, COMPACT_ZEROS + 1)
+
+
+def _write_out_zeros(texts: list[str], values: list[Decimal]) -> None:
+    """Rescale to exponent 0 the values whose exponent, the text's less its fraction
+    digits, leaves 1 to COMPACT_ZEROS zeros, which numeric_in writes out."""
+    lowered = ",".join(texts).lower().replace("+", "")
+    pieces = lowered.replace("e", ",").split(",")  # mantissa, exponent, mantissa, ...
+    fraction_digits = map(len, map(itemgetter(2), map(str.partition, pieces[0::2], repeat("."))))
+    exponents = list(map(sub, map(int, pieces[1::2]), fraction_digits))
+    places = list(compress(count(), map(_WRITTEN_OUT.__contains__, exponents)))
+    if places:
+        rescaled = map(
+            Decimal.quantize,
+            map(values.__getitem__, places),
+            repeat(_ONE),
+            repeat(None),
+            repeat(_WRITE_OUT),
+        )
+        deque(map(operator.setitem, repeat(values), places, rescaled), 0)
 
 
 # --------------------------------------------------------------------------- whole arrays
