@@ -16,7 +16,7 @@ from typing import Final, TypeVar, cast
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
-from codec.values._bulk import BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
+from codec.values._bulk import BinaryArea, BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
     Converter,
@@ -757,11 +757,14 @@ def make_binary_decoder(
     element: Converter,
     whole: tuple[str, BinaryBulk | None] | None = None,
     bulk: BinaryElements | None = None,
+    area: BinaryArea | None = None,
 ) -> object:
     """array_recv() for ``element``. Each distinct element is decoded once, by ``bulk``
     when it takes them all (see _bulk.BULK_BINARY_ELEMENTS), else one by one; a
     fixed-size type whose elements are all present is unpacked whole when ``whole``
-    gives its struct code and the conversion of the numbers (see _bulk.BULK_BINARY)."""
+    gives its struct code and the conversion of the numbers (see _bulk.BULK_BINARY),
+    and a variable-sized one is read from the whole element area by ``area`` when it
+    takes it (see _bulk.BULK_BINARY_AREAS)."""
     decode = element.decode_binary
 
     def convert_all(distinct: list[bytes]) -> list[object]:
@@ -815,6 +818,9 @@ def make_binary_decoder(
                 values = numbers if convert is None else convert(numbers)
                 if values is not None:
                     return _result(values, shape, bounds)
+        values = area(data, pos, total) if area is not None else None
+        if values is not None:
+            return _result(values, shape, bounds)
         raws: list[bytes | None] = []
         try:
             raws = _binary_elements(data, pos, total, raws)

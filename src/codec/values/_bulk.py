@@ -32,7 +32,7 @@ from uuid import UUID, SafeUUID
 
 from codec.values._bulk_interval import interval_texts, one_field_array
 from codec.values._bulk_net import ip_texts
-from codec.values._bulk_numeric import numerics_recv
+from codec.values._bulk_numeric import numerics_array, numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import COMPACT_ZEROS, MAX_INT_DIGITS
@@ -683,3 +683,9 @@ BULK_BINARY_ELEMENTS: Final[dict[str, BinaryElements]] = {
 }
 """Element type name -> the conversion of all distinct binary elements of an array at
 once, for variable-sized or multi-field elements (see BULK_BINARY for single numbers)."""
+
+BinaryArea = Callable[[bytes, int, int], list[object] | None]
+BULK_BINARY_AREAS: Final[dict[str, BinaryArea]] = {"numeric": numerics_array}
+"""Element type name -> a reader of a binary array's whole element area (the array
+bytes, the offset of the first element's length, the element count): the values in
+order with None for NULL, or None to leave the array to the element path."""

@@ -20,7 +20,13 @@ from codec.values._arrays import (
     make_text_decoder,
     make_text_encoder,
 )
-from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
+from codec.values._bulk import (
+    BULK_BINARY,
+    BULK_BINARY_AREAS,
+    BULK_BINARY_ELEMENTS,
+    BULK_TEXT,
+    BULK_WHOLE,
+)
 from codec.values._common import (
     BinaryDecoder,
     BinaryEncoder,
@@ -82,7 +88,10 @@ def _array_converter(element: Converter) -> Converter:
         cast(
             BinaryDecoder,
             make_binary_decoder(
-                element, BULK_BINARY.get(element.name), BULK_BINARY_ELEMENTS.get(element.name)
+                element,
+                BULK_BINARY.get(element.name),
+                BULK_BINARY_ELEMENTS.get(element.name),
+                BULK_BINARY_AREAS.get(element.name),
             ),
         ),
         cast(BinaryEncoder, make_binary_encoder(element, name)),
