@@ -582,6 +582,8 @@ def test_whole_array_readers_leave_other_forms_to_the_parser(type_name: str, tex
         decoded: object = decode_text(array_oid, text)
     except DecodeError as err:
         decoded = err
+    if isinstance(values, Declined):  # stopped after some elements: they come first
+        values = None
     if values is not None:
         assert isinstance(decoded, list)
         assert all(_exact(v, d) for v, d in zip(values, decoded, strict=True))

@@ -226,7 +226,8 @@ def test_one_field_array_decodes_as_array_in(drawn: tuple[bool, str]) -> None:
     takes, text = drawn
     values = one_field_array(text)
     if not takes:
-        assert values is None, text
+        assert not isinstance(values, list), text
+        _check_declined(text, values)
         return
     assert values is not None, text
     expected = _array_in(text)
@@ -270,8 +271,24 @@ def test_one_field_array_decodes_as_array_in(drawn: tuple[bool, str]) -> None:
 )
 def test_one_field_array_declines(text: str) -> None:
     """Empty, nested, dimensioned, spaced or NULL arrays, elements holding commas or
-    quotes, and quoting mixed: declined, for array_in to read or refuse."""
-    assert one_field_array(text) is None
+    quotes, and quoting mixed: declined, for array_in to read or refuse (unquoted, at
+    the first element out of form, with the values of those before)."""
+    values = one_field_array(text)
+    assert not isinstance(values, list)
+    _check_declined(text, values)
+
+
+def _check_declined(text: str, answer: object) -> None:
+    """None, or Declined at an element of an unquoted array whose elements before it
+    have the values given."""
+    if answer is None:
+        return
+    assert isinstance(answer, Declined) and answer.before is not None, (text, answer)
+    assert text.startswith("{") and not text.startswith('{"'), text
+    elements = text[1:-1].split(",")
+    assert 0 < answer.index < len(elements), (text, answer)
+    oid = type_by_name("interval").oid
+    assert answer.before == [decode_text(oid, e) for e in elements[: answer.index]], text
 
 
 def test_one_field_array_takes_printed_arrays() -> None:
@@ -342,9 +359,15 @@ def test_declining_at_a_refused_text_changes_nothing(
     ],
 )
 def test_first_text_one_field_cannot_read(texts: list[str], index: int | None) -> None:
-    """_fields_of() names the first text that is not one field of the first's unit."""
+    """_fields_of() names the first text that is not one field of the first's unit,
+    with the values of those before."""
     found = _bulk_interval._fields_of(texts)
-    assert found == index if index is not None else isinstance(found, list)
+    if index is None:
+        assert isinstance(found, list)
+        return
+    assert isinstance(found, Declined) and found.index == index
+    oid = type_by_name("interval").oid
+    assert found.before == [decode_text(oid, text) for text in texts[:index]]
 
 
 def test_texts_the_conversion_by_shape_reads_are_not_declined_early() -> None:

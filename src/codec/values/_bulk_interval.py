@@ -68,9 +68,9 @@ def interval_texts(texts: list[str]) -> BulkResult:
     values = _fields_of(texts)
     if isinstance(values, list):
         return values
-    if values is not None and _refused(texts[values]):
+    if values is not None and _refused(texts[values.index]):
         # by_shape() and one_by_one() would refuse it too, after a pass.
-        return Declined(values)
+        return values
     values = by_shape(texts, len(texts) // _SHAPE_SHARE, len(texts) // _PART_SHARE)
     return one_by_one(texts) if values is _TOO_MANY else values
 
@@ -249,9 +249,9 @@ def one_field(texts: list[str]) -> list[object] | None:
     return values if isinstance(values, list) else None
 
 
-def _fields_of(texts: list[str]) -> list[object] | int | None:
-    """one_field(), or when the first text is one field but not all are, the index of
-    the first text that is not (None if not known)."""
+def _fields_of(texts: list[str]) -> list[object] | Declined | None:
+    """one_field(), or when the first text is one field but not all are, Declined at
+    the first text that is not, with the values of those before (None if not known)."""
     found = _unit_of(texts[0]) if texts else None
     if found is None:
         return None
@@ -260,9 +260,20 @@ def _fields_of(texts: list[str]) -> list[object] | int | None:
         return None  # a text holds a comma
     read = found[0].match(joined)
     if read is None or read.end() < len(joined):
-        end = read.end() if read else 0  # after the last text read whole, or inside one
-        return joined.count(",", 0, end) + joined.startswith(",", end)
+        return _stopped(joined, read.end() if read else 0, found)
     return _one_field(joined, len(texts), found[2], found[3])
+
+
+def _stopped(joined: str, end: int, found: Field) -> Declined:
+    """Declined where the check of ``joined`` (elements joined by commas) stopped, at
+    ``end``: after the last element it read whole, or inside the next one; with the
+    values of the elements before it."""
+    complete = joined.startswith(",", end)
+    index = joined.count(",", 0, end) + complete
+    if not index:
+        return Declined(0, [])
+    prefix = joined[: end if complete else joined.rfind(",", 0, end)]
+    return Declined(index, _one_field(prefix, index, found[2], found[3]))
 
 
 def _refused(text: str) -> bool:
@@ -270,10 +281,11 @@ def _refused(text: str) -> bool:
     return _SHAPE.fullmatch(text.translate(_AS_NINE)) is None and _FORM.fullmatch(text) is None
 
 
-def one_field_array(text: str) -> list[object] | None:
+def one_field_array(text: str) -> list[object] | Declined | None:
     """The elements of a whole one-dimensional array text of such fields, unquoted or
     all quoted ("{1 day,-2 days}", '{"1 day","-2 days"}': what array_out prints), else
-    None (the array decoder then parses the text)."""
+    None (the array decoder then parses the text); unquoted, Declined at the first
+    element out of form, with the values of those before."""
     # The unit of the first element, from the first characters: no pass over the text
     # for an array in another form ("{1 mon 2 days ...}").
     found = _unit_of(text[:_FIRST].partition(",")[0].strip('{}"'))
@@ -285,8 +297,13 @@ def one_field_array(text: str) -> list[object] | None:
         check, start = found[0], 1
     else:
         return None
-    if check.fullmatch(text, start, len(text) - start) is None:
-        return None
+    read = check.match(text, start, len(text) - start)
+    if read is None or read.end() < len(text) - start:
+        if start == 2:
+            return None
+        # Unquoted: the elements before where the check stopped are read alone.
+        stopped = _stopped(text[1:-1], read.end() - 1 if read else 0, found)
+        return stopped if stopped.index else None
     body = text[start : len(text) - start]
     values = _one_field(body, body.count(",") + 1, found[2], found[3])
     return values if isinstance(values, list) else None
