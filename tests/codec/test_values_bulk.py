@@ -842,6 +842,9 @@ def test_binary_element_conversions_match_element_decoding(
     if not distinct:
         return
     values = BULK_BINARY_ELEMENTS[type_name](distinct)
+    if isinstance(values, Declined):  # where it stopped: the values of those before
+        assert 0 <= values.index < len(distinct), (distinct, values)
+        distinct, values = distinct[: values.index], values.before
     if values is None:
         return
     expected = [_element_binary(type_name, raw) for raw in distinct]

@@ -1,4 +1,4 @@
-"""jsonb's numbers checked together (codec.values._text.jsonb_floats_fit, for arrays)
+"""jsonb's numbers checked together (codec.values._text.jsonb_misfit, for arrays)
 agree with each number's own check (_jsonb_number, numeric_in's limits)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from codec.values._text import (
     _jsonb_number,
     _NumericOverflowError,
     json_numbers_decoder,
-    jsonb_floats_fit,
+    jsonb_misfit,
 )
 
 # Exponents near each limit: the integer digits (131072), the scale (16383) and
@@ -48,6 +48,7 @@ def _fits(number: str) -> bool:
 @example(["0.5e-16383"])  # scale 16384, with a fraction
 @example(["1e-16384"])  # scale 16384, without
 @example(["0e131073", "1e5"])  # a zero takes any exponent
+@example(["0e131073", "1e131072"])  # the first misfit is after the zero
 @example(["1e131072"])  # 131073 digits before the point
 @example(["1.5e131071", "1"])  # 131072 of them: fits
 @example(["0.05e131074", "2.5"])  # leading zeros of a fraction are not digits
@@ -57,7 +58,8 @@ def test_numbers_checked_together_fit_where_each_fits(numbers: list[str]) -> Non
     floats: list[str] = []
     json_numbers_decoder(floats).decode("[" + ",".join(numbers) + "]")
     assert floats == [n for n in numbers if any(c in n for c in ".eE")]
-    assert jsonb_floats_fit(floats) == all(map(_fits, numbers)), numbers
+    fitting = [_fits(n) for n in floats]
+    assert jsonb_misfit(floats) == (None if all(fitting) else fitting.index(False)), numbers
 
 
 def test_the_scanner_hands_over_numbers_not_strings() -> None:

@@ -37,7 +37,7 @@ from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import COMPACT_ZEROS, MAX_INT_DIGITS
 from codec.values._ranges import BulkResult, Declined
-from codec.values._text import _JSON, json_numbers_decoder, jsonb_floats_fit, jsonb_long_run
+from codec.values._text import _JSON, json_numbers_decoder, jsonb_long_run, jsonb_misfit
 from codec.values._time import (
     _EPOCH,
     _EPOCH_ORDINAL,
@@ -434,10 +434,11 @@ def _json_of(jsonb: bool) -> BulkDecoder:
             return None
         floats: list[str] = []
         decoder = json_numbers_decoder(floats) if jsonb else _JSON
+        # Numbers and literals only: the texts are the elements of one JSON array (no
+        # text can end or join another), read by one scan.
+        scalars = not any(map(joined.__contains__, _STRUCTURE))
         try:
-            if not any(map(joined.__contains__, _STRUCTURE)):
-                # Numbers and literals only: the texts are the elements of one JSON
-                # array (no text can end or join another), read by one scan.
+            if scalars:
                 array = "[" + ",".join(texts) + "]"
                 try:
                     if len(decoder.decode(array)) != len(texts):
@@ -450,13 +451,22 @@ def _json_of(jsonb: bool) -> BulkDecoder:
         except (ValueError, RecursionError):
             return None
         # jsonb's numbers must fit numeric: only those with an exponent may not.
-        return list(texts) if not floats or jsonb_floats_fit(floats) else None
+        misfit = jsonb_misfit(floats) if floats else None
+        if misfit is None:
+            return list(texts)
+        # Of scalars, a text each: the misfit's text is the misfit-th that is a float.
+        places = list(compress(count(), map(_FLOAT_TEXT, texts))) if scalars else []
+        if len(places) != len(floats):
+            return None
+        return Declined(places[misfit], list(texts[: places[misfit]]))
 
     return decode
 
 
 # What JSON arrays, objects and strings are made of, and the separator of a JSON array.
 _STRUCTURE: Final = ("[", "]", "{", "}", '"', ",")
+# A JSON number with a fraction or an exponent (never true, false or null).
+_FLOAT_TEXT: Final = re.compile("[0-9][.eE]").search
 
 
 # --------------------------------------------------------------------------- by type

@@ -7,8 +7,9 @@ import codecs
 import json
 import re
 import uuid
-from itertools import compress, repeat
-from operator import add, gt, itemgetter, mul, sub
+from collections import deque
+from itertools import compress, count, repeat
+from operator import add, and_, gt, itemgetter, mul, neg, or_, setitem, sub
 from typing import Final
 
 from codec.errors import EncodeError
@@ -306,57 +307,98 @@ _HAS_EXPONENT: Final = re.compile("[eE]").search
 def json_numbers_decoder(floats: list[str]) -> json.JSONDecoder:
     """A decoder that checks JSON as _JSON does and appends the text of every number
     with a fraction or an exponent to ``floats`` (its scanner hands them over, never a
-    string's digits), for jsonb_floats_fit."""
+    string's digits), for jsonb_misfit."""
     return json.JSONDecoder(
         parse_constant=_reject_constant, parse_int=str, parse_float=floats.append
     )
 
 
-def jsonb_floats_fit(floats: list[str]) -> bool:
-    """Whether every JSON number text in ``floats`` (from json_numbers_decoder, in text
-    with no digit run of 16383) passes _jsonb_number's checks, by C-level passes over
-    them all; False (check each value) where one may not. Only an exponent can make
-    such a number overflow, and JSON gives an integer part no leading zeros, so "0" is
-    its only zero."""
-    scaled = list(compress(floats, map(_HAS_EXPONENT, floats)))
+def jsonb_misfit(floats: list[str]) -> int | None:
+    """The index in ``floats`` (JSON number texts from json_numbers_decoder, in text with
+    no digit run of 16383) of the first that _jsonb_number refuses, or None if every one
+    passes its checks: by C-level passes over them all. Only an exponent can make such
+    a number overflow, and JSON gives an integer part no leading zeros, so "0" is its
+    only zero. The checks run over all numbers at once; where one fails, each number's
+    are worked out to find the first."""
+    has_exponent = list(map(bool, map(_HAS_EXPONENT, floats)))
+    scaled = list(compress(floats, has_exponent))
     if not scaled:
-        return True
-    # Lower case, no "+" (only exponents have one), no mantissa sign: "-1.5E+3" is
-    # "1.5e3", then cut at every "e" into mantissas and exponents.
-    joined = ("," + ",".join(scaled)).lower().replace("+", "").replace(",-", ",")
-    pieces = joined[1:].replace("e", ",").split(",")
-    mantissas, exponent_texts = pieces[0::2], pieces[1::2]
+        return None
+    mantissas, exponent_texts = _cut_exponents(scaled)
     if max(map(len, exponent_texts)) > 11:  # a sign and ten digits
-        # Leading zeros say nothing ("1e0000000000001" is 10): past them, more than
-        # ten digits overflow, which each value's check then reports.
-        digits = list(map(str.lstrip, exponent_texts, repeat("-0")))
+        digits = _exponent_digits(exponent_texts)
         if max(map(len, digits)) > 10:
-            return False
-        signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
-        exponent_texts = list(map(add, signs, digits))
+            return _first_misfit(floats, has_exponent, scaled)
+        exponent_texts = _signed(exponent_texts, digits)
     exponents = list(map(int, exponent_texts))
-    if max(exponents) > _JSONB_EXPONENT_MAX or min(exponents) < -_JSONB_EXPONENT_MAX:
-        return False
-    if "." not in joined:
+    fits = max(exponents) <= _JSONB_EXPONENT_MAX and min(exponents) >= -_JSONB_EXPONENT_MAX
+    if fits and "." not in "".join(mantissas):
         # No fraction: the scale is -exponent, the digits before the point the
         # mantissa's and the exponent, but for "0", which takes any exponent.
-        if -min(exponents) > _JSONB_DSCALE_MAX:
-            return False
         before = list(map(add, map(len, mantissas), exponents))
-        if max(before) <= _JSONB_INT_DIGITS:
-            return True
-        over = compress(mantissas, map(gt, before, repeat(_JSONB_INT_DIGITS)))
-        return all(map("0".__eq__, over))
+        fits = -min(exponents) <= _JSONB_DSCALE_MAX and (
+            max(before) <= _JSONB_INT_DIGITS
+            or all(map("0".__eq__, compress(mantissas, map(gt, before, repeat(_JSONB_INT_DIGITS)))))
+        )
+    elif fits:
+        fits = not any(_misfits(mantissas, exponents))
+    return None if fits else _first_misfit(floats, has_exponent, scaled)
+
+
+def _cut_exponents(scaled: list[str]) -> tuple[list[str], list[str]]:
+    """The mantissas and exponents of numbers with an exponent: lower case, no "+" (only
+    exponents have one), no mantissa sign ("-1.5E+3" is "1.5" and "3")."""
+    joined = ("," + ",".join(scaled)).lower().replace("+", "").replace(",-", ",")
+    pieces = joined[1:].replace("e", ",").split(",")
+    return pieces[0::2], pieces[1::2]
+
+
+def _exponent_digits(exponent_texts: list[str]) -> list[str]:
+    # Leading zeros say nothing ("1e0000000000001" is 10); past them, more than ten
+    # digits overflow.
+    return list(map(str.lstrip, exponent_texts, repeat("-0")))
+
+
+def _signed(exponent_texts: list[str], digits: list[str]) -> list[str]:
+    """Each exponent's digits with its sign and a zero before them (all zeros read 0)."""
+    signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
+    return list(map(add, signs, digits))
+
+
+def _misfits(mantissas: list[str], exponents: list[int]) -> list[bool]:
+    """For each number whose exponent fits: whether its scale or its digits before the
+    point (of a non-zero value: a zero takes any exponent) overflow."""
     parts = list(map(str.partition, mantissas, repeat(".")))
     fracs = list(map(itemgetter(2), parts))
     after_point = list(map(len, fracs))
-    if max(map(sub, after_point, exponents)) > _JSONB_DSCALE_MAX:
-        return False
-    # Digits before the point of a non-zero value (a zero takes any exponent).
     wholes = map(itemgetter(0), parts)
     significant = list(map(len, map(str.lstrip, map(add, wholes, fracs), repeat("0"))))
     before_point = map(add, map(sub, significant, after_point), exponents)
-    return bool(max(map(mul, before_point, map(bool, significant))) <= _JSONB_INT_DIGITS)
+    scale_over = map(gt, map(sub, after_point, exponents), repeat(_JSONB_DSCALE_MAX))
+    digits_over = map(gt, map(mul, before_point, map(bool, significant)), repeat(_JSONB_INT_DIGITS))
+    return list(map(or_, scale_over, digits_over))
+
+
+def _first_misfit(floats: list[str], has_exponent: list[bool], scaled: list[str]) -> int:
+    """The index in ``floats`` of the first number of ``scaled`` (those with an exponent)
+    that does not fit, each number's checks worked out."""
+    mantissas, exponent_texts = _cut_exponents(scaled)
+    digits = _exponent_digits(exponent_texts)
+    too_long = list(map(gt, map(len, digits), repeat(10)))
+    deque(map(setitem, repeat(digits), compress(count(), too_long), repeat("")), 0)
+    exponents = list(map(int, _signed(exponent_texts, digits)))
+    out_of_range = map(or_, too_long, map(gt, map(abs, exponents), repeat(_JSONB_EXPONENT_MAX)))
+    if any(map(str.__contains__, mantissas, repeat("."))):
+        flags = map(or_, out_of_range, _misfits(mantissas, exponents))
+    else:  # no fraction: scale -exponent; digits the mantissa's and the exponent, but "0"
+        scale_over = map(gt, map(neg, exponents), repeat(_JSONB_DSCALE_MAX))
+        before = map(add, map(len, mantissas), exponents)
+        digits_over = map(
+            and_, map(gt, before, repeat(_JSONB_INT_DIGITS)), map("0".__ne__, mantissas)
+        )
+        flags = map(or_, map(or_, out_of_range, scale_over), digits_over)
+    index = next(compress(count(), flags), 0)  # (one does not fit: the checks agree)
+    return list(compress(count(), has_exponent))[index]
 
 
 _JSONB_NUMBERS: Final = json.JSONDecoder(
