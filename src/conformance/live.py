@@ -435,15 +435,21 @@ class _SlotCreation:
 
 
 def run_slot_creation_story(
-    side: Side, options: Mapping[str, str], *, timeout: float = 30.0
+    side: Side, options: Mapping[str, str], *, prepared: bool = False, timeout: float = 30.0
 ) -> dict[str, Any]:
-    """A slot created while a transaction is open: the command answers only once it
-    ended (the snapshot builder waits for the transactions in progress), and the slot
+    """A slot created while a transaction is open (or ``prepared``: prepared and not yet
+    committed prepared): the command answers only once it ended (the snapshot builder
+    waits for the transactions in progress, prepared ones among them), and the slot
     never decodes it, only what commits after."""
     import psycopg  # noqa: PLC0415 - a test-time dependency
 
     txn = side.begin()
     txn.write(TRANSACTIONS[0])
+    end: Callable[[], object] = txn.commit
+    if prepared:
+        gid = f"{side.slot}_gid"
+        txn.prepare(gid)
+        end = lambda: side.commit_prepared(gid)  # noqa: E731 - a one-line step
     name = f"{side.slot}_late"
     creation = _SlotCreation(side.dsn, name)
     creator = creation.pid
@@ -459,7 +465,7 @@ def run_slot_creation_story(
                 ("CREATE_REPLICATION_SLOT", " LOGICAL pgoutput"),
             )
         }
-        txn.commit()
+        end()
         created = not creation.waiting(timeout)
         after = _slot_row(other, name)
     side.commit(TRANSACTIONS[1])

@@ -163,13 +163,19 @@ def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:
     """CREATE_REPLICATION_SLOT waits until the open transaction ends, and the new slot
     does not decode it: only the next transaction. Meanwhile pg_replication_slots lists
     the slot (ephemeral, active for its walsender, no confirmed_flush_lsn) and another
-    session can neither drop it nor create one of its name."""
+    session can neither drop it nor create one of its name. A prepared transaction not
+    yet committed prepared holds the creation the same way."""
+    for prepared in (False, True):
+        _check_slot_creation(pg_server, prepared=prepared)
+
+
+def _check_slot_creation(pg_server: Server, *, prepared: bool) -> None:
     names = live.new_names()
     options = {"proto_version": "1"}
     with live.real_side(pg_server, names) as side:
-        real = live.run_slot_creation_story(side, options)
+        real = live.run_slot_creation_story(side, options, prepared=prepared)
     with live.fake_side(pg_server.version, names) as side:
-        fake = live.run_slot_creation_story(side, options)
+        fake = live.run_slot_creation_story(side, options, prepared=prepared)
     assert real["blocked_while_open"] and real["created_after_its_end"]
     assert [m["type"] for m in real["messages"]] == ["Begin", "Relation", "Update", "Commit"]
     # Listed while it waits: held by the creating walsender, WAL reserved, nothing
@@ -182,4 +188,4 @@ def test_a_slot_created_while_a_transaction_is_open(pg_server: Server) -> None:
     refused = real["refused_while_waiting"]
     assert refused["DROP_REPLICATION_SLOT"][0] == "55006", refused
     assert refused["CREATE_REPLICATION_SLOT"][0] == "42710", refused
-    assert fake == real
+    assert fake == real, prepared

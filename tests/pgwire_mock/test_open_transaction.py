@@ -567,6 +567,30 @@ def test_creating_a_slot_waits_for_the_transactions_in_progress(
     consumer.kill()
 
 
+def test_a_slot_creation_waits_for_a_prepared_transaction(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    """A prepared transaction is still running for the snapshot builder (xl_running_xacts
+    lists it) until COMMIT PREPARED: the slot waits for it, and never decodes it."""
+    server = make_walsender(script=script(), new_slots="end_of_wal")
+    txn = server.begin()
+    txn.write(rows(1, 2))
+    txn.prepare("g1")
+    server.commit([insert(TABLE, id=20, v="x")], prepare="g2")
+    creation = SlotCreation(server, "late")
+    assert creation.waiting() and "late" not in server.slots
+    server.append(script().commit_prepared("g1"))
+    assert creation.waiting() and "late" not in server.slots
+    server.append(script().rollback_prepared("g2"))
+    assert not creation.waiting(5), "the slot was not created once both were finished"
+    creation.conn.close()
+    server.commit([insert(TABLE, id=50, v="after")])
+    consumer = Consumer(server, {"proto_version": "1"}, slot="late")
+    got = consumer.read(Commit)
+    assert [m.new_tuple[0] for m in got if isinstance(m, Insert)] == ["50"]
+    consumer.kill()
+
+
 def test_a_slot_creation_waiting_for_a_transaction_can_be_cancelled(
     make_walsender: Callable[..., WalSender],
 ) -> None:

@@ -178,11 +178,14 @@ class SlotCommands:
         self._create(creation)
 
     def _in_progress(self) -> list[object]:
-        """The transactions of a live script in progress: written, their end not yet."""
+        """The transactions of a live script in progress: written, their end not yet;
+        or prepared, their COMMIT or ROLLBACK PREPARED not yet (xl_running_xacts lists
+        prepared transactions among the running ones; measured on 14-18)."""
         source = self.config.source
         if not isinstance(source, ScriptSource) or source.wal is None:
             return []
-        return list(source.wal.compiled.in_progress())
+        compiled = source.wal.compiled
+        return [*compiled.in_progress(), *compiled.prepared_unfinished()]
 
     def _check_slot_creation(self) -> None:
         """More WAL was written: a waiting CREATE_REPLICATION_SLOT goes on once what it
