@@ -1,107 +1,261 @@
 """inet_in and cidr_in over all distinct element texts of a text inet or cidr array at
-once (codec.values._bulk's table takes these for inet and cidr): IPv4 and IPv6
-addresses in network_out's form, read by C-level passes or a few C calls per element,
-the values made by codec.values._net's passes. Anything else declines, and the array
-decoder runs the input function on each element, which gives the value or the error.
+once (codec.values._bulk's table takes these for inet and cidr), and over a whole array
+text of bare addresses (its BULK_WHOLE): IPv4 and IPv6 addresses in network_out's form,
+read by C-level passes over all the texts joined, the values made by
+codec.values._net's passes. Anything else declines, and the array decoder runs the
+input function on each element, which gives the value or the error.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
 import struct
-from itertools import repeat
-from typing import Final
+from collections.abc import Sequence
+from itertools import compress, count, repeat
+from operator import not_, or_
+from typing import Final, cast
 
-from codec.values._net import cidrs, inets
+from codec.values._net import cidrs, host_bits_at, inets
+from codec.values._ranges import BulkResult, Declined
 
-# The end of an inet element without a prefix length (inet_out leaves out /32).
-_NO_BITS: Final = re.compile(r"\.[0-9]++(?=,|$)")
-_NO_DIGITS: Final = str.maketrans("", "", "0123456789")
+_NO_DIGITS: Final = b"0123456789"
+_IPV4_CHARACTERS: Final = b"0123456789./,"
 _JSON_INTS: Final = json.JSONDecoder()
 
 
-def _ipv4(texts: list[str], cidr: bool) -> list[object] | None:
-    """IPv4 inet and cidr in network_out's form, a.b.c.d/n with no leading zeros: the
-    texts' shape is checked by deleting their digits (a tenth of a regular expression's
-    time), every number read as one JSON array (codec may not import socket for
-    inet_aton; JSON refuses empty numbers and leading zeros), the octets packed and
-    read back as uint32s, and the values made by C-level passes (codec.values._net;
-    their constructors took 1-2 us each, three times reading the text)."""
-    n = len(texts)
-    joined = ",".join(texts)
+def _made(version: int, numbers: Sequence[int], prefixes: Sequence[int], cidr: bool) -> BulkResult:
+    """The values, or for cidr, Declined at the first with bits set right of its mask
+    (cidr_in's error) with the values before it."""
+    if not cidr:
+        return inets(version, numbers, prefixes)
+    at = host_bits_at(version, numbers, prefixes)
+    if at is None:
+        return cidrs(version, numbers, prefixes)
+    return Declined(at, cidrs(version, numbers[:at], prefixes[:at]))
+
+
+def _with_bits(joined: str, suffix: str) -> str:
+    """Elements (joined by commas) with ``suffix`` ("/32", "/128") after each that has
+    no prefix length: inet_out leaves out the whole address's, and the input
+    functions (ipaddress) read none as that, for cidr too."""
+    if "/" not in joined:
+        return joined.replace(",", suffix + ",") + suffix
+    texts = joined.split(",")
+    kept = map(str.__contains__, texts, repeat("/"))
+    return ",".join(map(str.__add__, texts, map((suffix, "").__getitem__, kept)))
+
+
+def _ipv4(joined: str, n: int, cidr: bool) -> BulkResult:
+    """IPv4 inet and cidr in network_out's form, a.b.c.d/n with no leading zeros, ``n``
+    elements joined by commas: the shape is checked by deleting the digits, every
+    number read as one JSON array (codec may not import socket for inet_aton; JSON
+    refuses empty numbers and leading zeros), the octets packed and read back as
+    uint32s, and the values made by C-level passes (codec.values._net; their
+    constructors took 1-2 us each, three times reading the text)."""
+    if joined.encode().translate(None, _IPV4_CHARACTERS):
+        return None
     if joined.count("/") != n:
-        if cidr:
-            return None
-        joined = _NO_BITS.sub(r"\g<0>/32", joined)  # only inet leaves prefix lengths out
-    # Digits between the dots and slash of each element, and nothing else (no commas).
-    if joined.translate(_NO_DIGITS) != ".../," * (n - 1) + ".../":
+        joined = _with_bits(joined, "/32")
+    # Digits between the dots and slash of each element, and nothing else.
+    if joined.encode().translate(None, _NO_DIGITS) != b".../," * (n - 1) + b".../":
         return None
     try:
         flat = _JSON_INTS.decode("[" + joined.replace(".", ",").replace("/", ",") + "]")
-        prefixes = flat[4::5]
-        del flat[4::5]
-        packed = bytes(flat)  # ValueError for an octet over 255
+        octets = bytearray(flat)  # ValueError for a number over 255
     except ValueError:
         return None
+    prefixes = octets[4::5]
     if max(prefixes) > 32:
         return None
-    numbers = struct.unpack(f"!{n}I", packed)
-    # cidrs() is None for host bits set: cidr_in's error.
-    return cidrs(4, numbers, prefixes) if cidr else inets(4, numbers, prefixes)
+    del octets[4::5]
+    numbers = struct.unpack(f"!{n}I", octets)
+    return _made(4, numbers, prefixes, cidr)
 
 
-_NOT_IPV6: Final = str.maketrans("", "", "0123456789abcdefABCDEF:/")
+# --------------------------------------------------------------------------- IPv6
+
+_IPV6_CHARACTERS: Final = b"0123456789abcdefABCDEF:/,"
+_HEX_DIGITS: Final = b"0123456789abcdefABCDEF"
+# An address's colons and slash, its "::" written "g:" -> the zero groups the "::"
+# stands for, ":0:...:0:" (with groups on both sides, as many as its colons are
+# there), or b"" for eight groups and no "::".
+_GAPS: Final = {
+    b":" * before + b"g:" + b":" * after + b"/": b":" + b"0:" * (6 - before - after)
+    for before in range(6)
+    for after in range(6 - before)
+} | {b":" * 7 + b"/": b""}
+_TABS: Final = bytes.maketrans(b":/,", b"\t\t\t")
+_ZEROS: Final = bytes.maketrans(b" ", b"0")
+_SWAPPED: Final = bytes((byte << 4 | byte >> 4) & 0xFF for byte in range(256))
+# Two decimal digits read as hex (0x00-0x99) -> their value; 255 for other bytes.
+_BCD: Final = bytes(
+    10 * (byte >> 4) + (byte & 15) if byte >> 4 < 10 and byte & 15 < 10 else 255
+    for byte in range(256)
+)
 
 
-def _ipv6(texts: list[str], cidr: bool) -> list[object] | None:
-    """IPv6 inet and cidr in network_out's form: hex groups of one to four digits, at
-    most one "::", a decimal prefix length (inet may leave out /128). Each address is
-    read as one hex number once its groups are padded to four digits by one % format:
-    a loop of a few C calls per element, 2 us (ipaddress parses an interface's address
-    twice, 17 us). The values are made by C-level passes (codec.values._net). A dotted
-    IPv4 tail, a zone or anything else declines: the array goes element by element."""
-    if "".join(texts).translate(_NOT_IPV6):
+def _splice(pieces: list[bytes], gaps: list[bytes]) -> bytes | None:
+    """``pieces`` with the ``gaps`` between them, or None if there is not one gap
+    between each two (a "::" the table did not see: a character out of form)."""
+    if len(pieces) != len(gaps) + 1:
         return None
-    numbers: list[int] = []
-    prefixes: list[int] = []
-    for text in texts:
-        address, slash, bits = text.partition("/")
-        if slash:
-            # inet_in's pattern (and so the element path) takes one to three digits.
-            if not (bits.isdigit() and len(bits) <= 3 and int(bits) <= 128):
-                return None
-            prefixes.append(int(bits))
-        elif cidr:
+    spliced = pieces + gaps
+    spliced[0::2] = pieces
+    spliced[1::2] = gaps
+    return b"".join(spliced)
+
+
+def _ipv6(joined: str, n: int, cidr: bool) -> BulkResult:
+    """IPv6 inet and cidr in network_out's form, ``n`` elements joined by commas: hex
+    groups of one to four digits, at most one "::", a decimal prefix length (/128
+    if left out). No step takes a call per group, and the few per element are
+    C calls over a list (a loop of calls per element took 2 us each; ipaddress
+    parses an interface's address twice, 17 us):
+
+    - each "::" becomes the zero groups it stands for, looked up by the address's
+      colons once the hex digits are deleted, and spliced in between the pieces of
+      the texts split at "::";
+    - the texts, reversed, with a tab after every group and prefix length (a ninth
+      group) are expanded to tab stops five apart: every group comes out five wide,
+      its digits (reversed) then spaces, if none is longer than four;
+    - the spaces become zeros, the fifth of each five goes, and the hex is read as
+      bytes, each byte's two digits and the bytes' order reversed back;
+    - the prefix length's three decimal digits, read as hex, give its value by a
+      table of the two-digit bytes.
+
+    A dotted IPv4 tail, a zone or anything else declines: the array goes element by
+    element."""
+    data = joined.encode()  # a character outside ASCII stays after the deletion
+    if data.translate(None, _IPV6_CHARACTERS):
+        return None  # (the checks below refuse it too; this is quicker)
+    if data.count(b"/") != n:
+        data = _with_bits(joined, "/128").encode()
+    # inet_in's pattern takes one to three digits: a leading zero could hide a fourth.
+    if b"/0" in data and data.count(b"/0") != data.count(b"/0,") + data.endswith(b"/0"):
+        return None
+    # "::" at either end of an address: a zero group outside it, so that every "::"
+    # has groups on both sides and stands for 8 groups less the colons it has.
+    if data.startswith(b"::") or b",::" in data:
+        data = (b"," + data).replace(b",::", b",0::")[1:]
+    data = data.replace(b"::/", b"::0/")
+    skeletons = data.replace(b"::", b"g:").translate(None, _HEX_DIGITS).split(b",")
+    gaps = list(map(_GAPS.get, skeletons))
+    if None in gaps:
+        return None
+    if b"::" in data:
+        inside = cast(list[bytes], list(filter(None, gaps)))  # b"" for no "::"
+        spliced = _splice(data.split(b"::"), inside)
+        if spliced is None:
             return None
-        else:
-            prefixes.append(128)
-        head, gap, tail = address.partition("::")
-        groups = head.split(":") if head or not gap else []
-        if gap:
-            after = tail.split(":") if tail else []
-            zeros = 8 - len(groups) - len(after)
-            if zeros < 1:
-                return None
-            groups += _ZERO_GROUPS[zeros]
-            groups += after
-        # An empty group is a second "::" or a stray ":".
-        if len(groups) != 8 or "" in groups:
-            return None
-        # Each group right-aligned in four places (one call); a longer one overflows.
-        hexits = _FOUR_PLACES % tuple(groups)
-        if len(hexits) != 32:
-            return None
-        numbers.append(int(hexits.replace(" ", "0"), 16))
-    # cidrs() is None for host bits set: cidr_in's error.
-    return cidrs(6, numbers, prefixes) if cidr else inets(6, numbers, prefixes)
+        data = spliced
+    reverse = data[::-1].translate(_TABS)
+    # An empty group (a third colon, a stray one, no prefix length digits).
+    if b"\t\t" in reverse or reverse.startswith(b"\t") or reverse.endswith(b"\t"):
+        return None
+    padded = (reverse + b"\t").expandtabs(5)
+    # A group longer than four digits is ten wide; a comma in a text is one more.
+    if len(padded) != 45 * n:
+        return None
+    hexits = bytearray(padded.translate(_ZEROS))
+    del hexits[4::5]
+    raw = binascii.unhexlify(hexits).translate(_SWAPPED)[::-1]
+    # 16 address bytes and 2 of prefix length each: 0x0h (hundreds) and 0xtu.
+    hundreds, rest = raw[16::18], raw[17::18].translate(_BCD)
+    if max(hundreds) > 1 or max(rest) > 99:
+        return None
+    # Each sum fits its byte: no carry crosses into another.
+    prefixes = (int.from_bytes(rest) + 100 * int.from_bytes(hundreds)).to_bytes(n)
+    if max(prefixes) > 128:
+        return None
+    numbers = list(map(int.from_bytes, struct.Struct("16s2x" * n).unpack(raw)))
+    return _made(6, numbers, prefixes, cidr)
 
 
-_ZERO_GROUPS: Final = [["0"] * zeros for zeros in range(9)]
-_FOUR_PLACES: Final = "%4s" * 8
+# --------------------------------------------------------------------------- entries
+
+_IPV6_TEXT: Final = b"0123456789abcdefABCDEF:/"
+_IPV4_SHAPES: Final = {b".../", b"..."}
+_OUT_OF_FORM: Final = {
+    True: re.compile("[^0-9a-fA-F:/,]").search,
+    False: re.compile("[^0-9./,]").search,
+}
+# Texts in an array from which its first is read alone first: a bad first element
+# (the array's error) then costs no pass over them all.
+_PROBED: Final = 32
 
 
-def ip_texts(texts: list[str], cidr: bool) -> list[object] | None:
-    """inet and cidr arrays of IPv6 or of IPv4 addresses (mixed ones decline)."""
-    v6 = any(map(str.__contains__, texts, repeat(":")))
-    return _ipv6(texts, cidr) if v6 else _ipv4(texts, cidr)
+def _read(joined: str, n: int, cidr: bool) -> BulkResult:
+    return (_ipv6 if ":" in joined else _ipv4)(joined, n, cidr)
+
+
+def _out_of_form(texts: list[str], v6: bool) -> int | None:
+    """The index of the first text outside the characters (IPv6, with a colon) or
+    the shape (IPv4) of the version read, or None if all are in them."""
+    encoded = list(map(str.encode, texts))
+    if v6:
+        others = map(bytes.translate, encoded, repeat(None), repeat(_IPV6_TEXT))
+        colonless = map(not_, map(str.__contains__, texts, repeat(":")))
+        bad = map(or_, map(bool, others), colonless)
+    else:
+        shapes = map(bytes.translate, encoded, repeat(None), repeat(_NO_DIGITS))
+        bad = map(not_, map(_IPV4_SHAPES.__contains__, shapes))
+    return next(compress(count(), bad), None)
+
+
+def _stopped(before: str, index: int, cidr: bool) -> BulkResult:
+    """Declined at element ``index``, out of form, with the values of the ``index``
+    elements ``before`` it (joined), if they are read; or where those stop."""
+    values = _read(before, index, cidr) if index else []
+    return Declined(index, values) if isinstance(values, list) or values is None else values
+
+
+def ip_texts(texts: list[str], cidr: bool) -> BulkResult:
+    """inet and cidr texts of IPv6 or of IPv4 addresses (mixed ones decline); Declined
+    at the first text out of its version's form, or (cidr) with host bits."""
+    if not texts:
+        return []
+    if len(texts) > _PROBED and not isinstance(_read(texts[0], 1, cidr), list):
+        return Declined(0)
+    joined = ",".join(texts)
+    values = _read(joined, len(texts), cidr)
+    if values is not None:
+        return values
+    index = _out_of_form(texts, ":" in joined)
+    return None if index is None else _stopped(",".join(texts[:index]), index, cidr)
+
+
+# Elements whose repeats the whole reader looks for, and the characters they take.
+_SAMPLE: Final = 64
+_LONGEST: Final = len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128,")
+
+
+def ip_whole(text: str, cidr: bool) -> BulkResult:
+    """The values of a whole array text of bare IPv4 or IPv6 addresses in
+    network_out's form, "{10.0.0.1/8,10.0.0.2}": read with no split of the array and
+    no table of its distinct texts. Where an element is out of form (a character) or
+    (cidr) has host bits, the elements before it are read alone: Declined there, with
+    their values. Anything else is None (the array decoder parses it), and so is an
+    array whose first elements repeat: the table converts each distinct text once,
+    which is cheaper than reading each element."""
+    body = text[1:-1]
+    if not body or text[0] != "{" or text[-1] != "}":
+        return None
+    head = body[: _SAMPLE * _LONGEST]
+    sample = head.split(",")
+    if len(head) < len(body):
+        sample.pop()  # it may be cut short
+    if 2 * len(set(sample)) <= len(sample):
+        return None
+    n = len(sample) if len(head) == len(body) else body.count(",") + 1
+    if n > _PROBED and not isinstance(_read(sample[0], 1, cidr), list):
+        return None
+    values = _read(body, n, cidr)
+    if values is not None:
+        return values
+    found = _OUT_OF_FORM[":" in body](body)
+    index = 0 if found is None else body.count(",", 0, found.start())
+    if found is None or not index:
+        return None
+    return _stopped(body[: body.rfind(",", 0, found.start())], index, cidr)

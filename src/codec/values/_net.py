@@ -32,7 +32,7 @@ from ipaddress import (
     IPv6Network,
     NetmaskValueError,
 )
-from itertools import islice, repeat
+from itertools import compress, count, islice, repeat
 from operator import and_
 from typing import Any, Final
 
@@ -288,10 +288,17 @@ def inets(version: int, numbers: Sequence[int], prefixes: Sequence[int]) -> list
     return _INETS(version, numbers, prefixes)
 
 
+def host_bits_at(version: int, numbers: Sequence[int], prefixes: Sequence[int]) -> int | None:
+    """The index of the first address with bits set right of its mask (cidr_in's and
+    network_recv's error), or None."""
+    host_bits = map(and_, numbers, map(_HOST_BITS[version].__getitem__, prefixes))
+    return next(compress(count(), host_bits), None)
+
+
 def cidrs(version: int, numbers: Sequence[int], prefixes: Sequence[int]) -> list[object] | None:
     """cidr values as :func:`inets` makes inet values, or None when any has bits set
     right of its mask (cidr_in's and network_recv's error)."""
-    if any(map(and_, numbers, map(_HOST_BITS[version].__getitem__, prefixes))):
+    if host_bits_at(version, numbers, prefixes) is not None:
         return None
     return _CIDRS(version, numbers, prefixes)
 
