@@ -30,10 +30,11 @@ def _made(version: int, numbers: Sequence[int], prefixes: Sequence[int], cidr: b
     (cidr_in's error) with the values before it."""
     if not cidr:
         return inets(version, numbers, prefixes)
-    at = host_bits_at(version, numbers, prefixes)
-    if at is None:
-        return cidrs(version, numbers, prefixes)
-    return Declined(at, cidrs(version, numbers[:at], prefixes[:at]))
+    made = cidrs(version, numbers, prefixes)
+    if made is not None:
+        return made
+    at = host_bits_at(version, numbers, prefixes)  # (not None: cidrs() saw host bits)
+    return Declined(at or 0, cidrs(version, numbers[:at], prefixes[:at]))
 
 
 def _with_bits(joined: str, suffix: str) -> str:
