@@ -31,7 +31,7 @@ from typing import Final, cast
 from uuid import UUID, SafeUUID
 
 from codec.values._bulk_interval import interval_texts, one_field_array
-from codec.values._bulk_net import ip_texts
+from codec.values._bulk_net import ip_texts, ip_whole
 from codec.values._bulk_numeric import numerics_array, numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
@@ -327,10 +327,13 @@ BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
     "float8": _read_floats,
     "numeric": _whole_numeric,
     "interval": one_field_array,
+    "inet": partial(ip_whole, cidr=False),
+    "cidr": partial(ip_whole, cidr=True),
 }
-"""Element type name -> a reader of the whole array text, for arrays of numbers (and
-of one-field intervals, "{1 day,2 days}"): the values in order with None for NULL, or
-None when the text is in another form (the array decoder then parses it)."""
+"""Element type name -> a reader of the whole array text, for arrays of numbers (and of
+one-field intervals, "{1 day,2 days}", and of bare IP addresses): the values in order
+with None for NULL, Declined after the elements before one out of form (with their
+values), or None when the text is in another form (the array decoder then parses it)."""
 
 # --------------------------------------------------------------------------- date/time
 
