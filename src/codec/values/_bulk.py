@@ -31,7 +31,7 @@ from typing import Final, cast
 from uuid import UUID, SafeUUID
 
 from codec.values._bulk_interval import interval_texts, one_field_array
-from codec.values._bulk_net import ip_texts, ip_whole
+from codec.values._bulk_net import ip_area, ip_texts, ip_whole
 from codec.values._bulk_numeric import numerics_array, numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
@@ -698,7 +698,11 @@ BULK_BINARY_ELEMENTS: Final[dict[str, BinaryElements]] = {
 once, for variable-sized or multi-field elements (see BULK_BINARY for single numbers)."""
 
 BinaryArea = Callable[[bytes, int, int], list[object] | None]
-BULK_BINARY_AREAS: Final[dict[str, BinaryArea]] = {"numeric": numerics_array}
+BULK_BINARY_AREAS: Final[dict[str, BinaryArea]] = {
+    "numeric": numerics_array,
+    "inet": partial(ip_area, cidr=False),
+    "cidr": partial(ip_area, cidr=True),
+}
 """Element type name -> a reader of a binary array's whole element area (the array
 bytes, the offset of the first element's length, the element count): the values in
 order with None for NULL, or None to leave the array to the element path."""

@@ -260,3 +260,42 @@ def ip_whole(text: str, cidr: bool) -> BulkResult:
     if found is None or not index:
         return None
     return _stopped(body[: body.rfind(",", 0, found.start())], index, cidr)
+
+
+# --------------------------------------------------------------------------- binary
+
+# network_send's element, by IP version: its length, family byte and address size. An
+# element is the 4-byte length, then family, bits, is_cidr (network_recv ignores it),
+# the address size and the address.
+_ELEMENT: Final = {4: (8, 2, 4), 6: (20, 3, 16)}
+
+
+def ip_area(data: bytes, pos: int, total: int, cidr: bool) -> list[object] | None:
+    """The values of a binary inet or cidr array's whole element area (from ``pos``,
+    ``total`` elements) when every element is an IPv4 one, or every one an IPv6 one,
+    none NULL: each field is a strided slice of the area (no bytes object per element),
+    the addresses gathered by strided assignments and unpacked at once. Anything else,
+    or what network_recv refuses, declines to the element path."""
+    area = memoryview(data)[pos:]
+    for version, (length, family, size) in _ELEMENT.items():
+        stride = 4 + length
+        if len(area) != total * stride:
+            continue
+        fields = [bytes(area[i::stride]) for i in range(8)]
+        if fields[:4] != [bytes(total)] * 3 + [bytes([length]) * total]:
+            return None
+        if fields[4] != bytes([family]) * total or fields[7] != bytes([size]) * total:
+            return None
+        bits = list(fields[5])
+        if max(bits) > 8 * size:
+            return None
+        packed = bytearray(size * total)
+        for i in range(size):
+            packed[i::size] = area[8 + i :: stride]
+        if version == 4:
+            numbers: Sequence[int] = struct.unpack(f"!{total}I", packed)
+        else:
+            cuts = map(slice, range(0, size * total, size), range(size, size * total + 1, size))
+            numbers = list(map(int.from_bytes, map(bytes(packed).__getitem__, cuts)))
+        return cidrs(version, numbers, bits) if cidr else inets(version, numbers, bits)
+    return None
