@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Context, Decimal
 from functools import partial
 from itertools import compress, count, repeat
-from operator import ge, itemgetter, or_, sub
+from operator import ge, gt, itemgetter, lt, or_, sub
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
@@ -95,7 +95,10 @@ def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDeco
             return declined
         values = list(map(int, texts))
         if min(values) < low or max(values) > high:
-            return None
+            # Declined at the first out of range, with the values before it.
+            outside = map(or_, map(lt, values, repeat(low)), map(gt, values, repeat(high)))
+            first = next(compress(count(), outside))
+            return Declined(first, values[:first])  # type: ignore[arg-type]
         return values  # type: ignore[return-value]
 
     return decode
