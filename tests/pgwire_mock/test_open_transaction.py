@@ -5,8 +5,10 @@ The same stories against real PostgreSQL: tests/conformance/test_live_wal_postgr
 
 from __future__ import annotations
 
+import os
 import re
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -533,6 +535,20 @@ class SlotCreation:
         self.thread.join(seconds)
         return self.thread.is_alive()
 
+    def vanish(self) -> None:
+        """The client goes away mid-command, as a process that dies: its socket is shut
+        down, so the server sees the connection end, and the connection is closed only
+        once the thread's execute() has failed with that. Closing it under execute() is
+        not safe: psycopg's C generators keep the PGconn pointer and the socket number
+        while they wait, and close() frees both without the connection's lock, so the
+        waiting thread went on to read through a freed PGconn from the next connection's
+        socket (reused number, often reused memory) and that connection never got its
+        answer."""
+        with socket.socket(fileno=os.dup(self.conn.fileno())) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+        assert not self.waiting(5), "the thread did not see the connection end"
+        self.conn.close()
+
 
 def listed(server: WalSender, name: str) -> list[tuple[object, ...]]:
     """``name``'s pg_replication_slots row (slot_name, active, confirmed_flush_lsn)."""
@@ -606,11 +622,16 @@ def test_a_slot_creation_waiting_for_a_transaction_can_be_cancelled(
     assert listed(server, "late") == []  # dropped with the error
     assert creation.conn.execute("IDENTIFY_SYSTEM").fetchone() is not None  # it goes on
     creation.conn.close()
-    # (A session that ends while its slot waits: polling pg_replication_slots from new
-    # connections until its slot was gone hung twice in long xdist runs, a query left
-    # unanswered; left out until that is understood.)
+    # A session that ends while its slot waits takes the slot with it. (PostgreSQL 14-18
+    # keep it listed, active, until the transaction ends: the walsender waits on its
+    # lock and sees the client gone only when it next reads; the fake drops it at once.)
+    gone = SlotCreation(server, "gone")
+    assert gone.waiting() and listed(server, "gone") != []
+    gone.vanish()
+    assert isinstance(gone.error, psycopg.OperationalError)
     txn.commit()
-    assert "late" not in server.slots
+    server.wait_until(lambda s: listed(s, "gone") == [], 5)
+    assert "late" not in server.slots and "gone" not in server.slots
     # A slot that starts at the stream's start (the default) waits for nothing.
     default = make_walsender(script=script())
     default.begin().write(rows(1, 1))
