@@ -100,6 +100,22 @@ SAMPLES: dict[str, object] = {
 PEER_SCREEN_LIMIT = 0.2  # seconds at 1/16 of the size
 
 
+def peer_unfit(peer: Callable[[Any], object], make: Callable[[int], Any], size: int) -> str | None:
+    """Why ``peer`` is not run on the ``size`` input ``make`` builds, as the figure shown
+    instead, or None. Some of psycopg's pure-Python array loaders are far from linear on
+    these inputs in time (a second at 1/16 of a MB) or in memory (quadratic: 250 MB at
+    1/16, past the machine's memory at the full size), so it is screened at 1/16 and 1/8
+    of the size first, and a time that more than triples when the input doubles stops it.
+    """
+    sixteenth = best(peer, make(size // 16), 1)
+    if sixteenth > PEER_SCREEN_LIMIT:
+        return f"{sixteenth:.1f}s@1/16"
+    eighth = best(peer, make(size // 8), 1)
+    if eighth > 3 * sixteenth and eighth > 0.01:
+        return f"{eighth:.2f}s@1/8^"
+    return None
+
+
 # The i-th of many distinct values per scalar type, for arrays whose elements differ.
 DISTINCT: dict[str, Callable[[int], object]] = {
     "bool": lambda i: i % 2 == 0,
@@ -319,11 +335,9 @@ def binary_hostile_table(size: int, repeat: int, wanted: set[str]) -> None:
         peer = psycopg_decoder(element.array_oid, binary=True)
         theirs = "-"
         if peer is not None:
-            peer_small = best(peer, small[worst], 1)
-            theirs = (
-                f"{peer_small:.1f}s@1/16"
-                if peer_small > PEER_SCREEN_LIMIT
-                else f"{ms_per_mb(best(peer, data, repeat), len(data)):.1f}"
+            make = functools.partial(binary_array, element.oid, families[worst])
+            theirs = peer_unfit(peer, make, size) or (
+                f"{ms_per_mb(best(peer, data, repeat), len(data)):.1f}"
             )
         print(
             f"{name:12} {worst:24} {ours:8.1f} {ours / TARGET_MS_PER_MB:7.2f} {theirs:>12}",
@@ -353,7 +367,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     for oid in oids:
         decode = codec_decoder(oid)
-        screen = max(1, args.size // 16)
         worst = screened_worst(oid, args.size)
         hostile = MAKERS[worst](args.size)
         ours = best(decode, hostile, args.repeat)
@@ -362,11 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         peer = psycopg_decoder(oid)
         peer_text = f" {'-':>11} {'-':>6}"
         if peer is not None:
-            # Some of psycopg's pure-Python array loaders are far from linear on these
-            # inputs (a second at 64 KB): past that, report the screening size's figure.
-            peer_small = best(peer, MAKERS[worst](screen), 1)
-            if peer_small > PEER_SCREEN_LIMIT:
-                peer_text = f" {f'{peer_small:.1f}s@1/16':>11} {'-':>6}"
+            unfit = peer_unfit(peer, MAKERS[worst], args.size)
+            if unfit:
+                peer_text = f" {unfit:>11} {'-':>6}"
             else:
                 peer_s = best(peer, hostile, args.repeat)
                 peer_text = f" {peer_s * 1e3:11.1f} {ours / peer_s:6.2f}"
