@@ -580,13 +580,14 @@ def _element_offset(text: str, spans: list[_Span], texts: list[str | None], inde
 
 
 def _element_error(
-    text: str, texts: list[str | None], spans: list[_Span], bad: ElementError
+    text: str, texts: list[str | None], spans: list[_Span], bad: ElementError, first: int = 0
 ) -> Invalid:
     """The error of the first element (in array order) that does not decode, with its
-    offset in the whole array text: the first occurrence of the text that raised."""
+    offset in the whole array text: the first occurrence of the text that raised. The
+    elements are numbered from ``first``."""
     index = texts.index(bad.token)  # type: ignore[arg-type]
     offset = _element_offset(text, spans, texts, index) + bad.error.offset
-    return Invalid(offset, f"element {index}: {bad.error.reason}")
+    return Invalid(offset, f"element {first + index}: {bad.error.reason}")
 
 
 def make_text_decoder(
@@ -605,15 +606,32 @@ def make_text_decoder(
         read = whole(text) if whole is not None else None
         if isinstance(read, list):
             return read
-        # The values of the first elements, when the whole reader stopped after them.
-        before = read.before if isinstance(read, Declined) else None
+        if not isinstance(read, Declined) or read.before is None:
+            return parsed(text, None)
+        # The whole reader stopped after the first elements and made their values.
+        start = read.offset
+        if start is None or text.find("{", start) >= 0 or text[_skip_space(text, start)] in ",}":
+            return parsed(text, read.before)
+        # The rest holds no sub-array and begins with an element: it is parsed as an
+        # array of its own (the bulk of an array of valid elements ending in a bad one
+        # is neither split nor scanned again), its errors moved to where they are in
+        # the whole text.
+        try:
+            rest = parsed("{" + text[start:], None, read.index)
+        except Invalid as err:
+            raise Invalid(err.offset + start - 1, err.reason) from None
+        return read.before + cast(list[object], rest)
+
+    def parsed(text: str, before: list[object] | None, first: int = 0) -> object:
+        """The array ``text``, the values of its first elements ``before`` given, its
+        elements numbered from ``first`` in errors."""
         flat = _flat_texts(text) if '"' in text else None
         if flat:
             try:
-                return _each_once_after(before, flat, convert_all)
+                return converted(flat, before, first)
             except ElementError as bad:
                 # A flat array's elements are those of one run from offset 1.
-                raise _element_error(text, flat, [(0, 1, RUN)], bad) from None
+                raise _element_error(text, flat, [(0, 1, RUN)], bad, first) from None
         shape, texts, spans, sizes, bounds = _parse_text(text)
         if sizes is not None and bounds is not None:
             if shape and sizes != shape:
@@ -624,10 +642,21 @@ def make_text_decoder(
             bounds = [1] * len(shape)
 
         try:
-            values = _each_once_after(before if len(shape) == 1 else None, texts, convert_all)
+            values = converted(texts, before if len(shape) == 1 else None, first)
         except ElementError as bad:
-            raise _element_error(text, texts, spans, bad) from None
+            raise _element_error(text, texts, spans, bad, first) from None
         return _result(values, shape, bounds)
+
+    def converted(items: list[str | None], before: list[object] | None, first: int) -> list[object]:
+        """_each_once_after; for the rest of an array that a whole reader stopped in
+        (``first`` elements before it), the element it stopped at is decoded alone
+        first: most often the bad one, it is then found without converting the rest."""
+        if first and items and items[0] is not None:
+            try:
+                decode(items[0])
+            except Invalid as err:
+                raise ElementError(items[0], err) from None
+        return _each_once_after(before, items, convert_all)
 
     return decode_text
 

@@ -264,16 +264,19 @@ def _fields_of(texts: list[str]) -> list[object] | Declined | None:
     return _one_field(joined, len(texts), found[2], found[3])
 
 
-def _stopped(joined: str, end: int, found: Field) -> Declined:
+def _stopped(joined: str, end: int, found: Field, base: int | None = None) -> Declined:
     """Declined where the check of ``joined`` (elements joined by commas) stopped, at
     ``end``: after the last element it read whole, or inside the next one; with the
-    values of the elements before it."""
+    values of the elements before it, and (given ``joined``'s offset in the array text,
+    ``base``) where the next one begins."""
     complete = joined.startswith(",", end)
     index = joined.count(",", 0, end) + complete
     if not index:
         return Declined(0, [])
-    prefix = joined[: end if complete else joined.rfind(",", 0, end)]
-    return Declined(index, _one_field(prefix, index, found[2], found[3]))
+    cut = end if complete else joined.rfind(",", 0, end)
+    values = _one_field(joined[:cut], index, found[2], found[3])
+    at = None if base is None or values is None else base + cut + 1
+    return Declined(index, values, at)
 
 
 def _refused(text: str) -> bool:
@@ -302,7 +305,7 @@ def one_field_array(text: str) -> list[object] | Declined | None:
         if start == 2:
             return None
         # Unquoted: the elements before where the check stopped are read alone.
-        stopped = _stopped(text[1:-1], read.end() - 1 if read else 0, found)
+        stopped = _stopped(text[1:-1], read.end() - 1 if read else 0, found, 1)
         return stopped if stopped.index else None
     body = text[start : len(text) - start]
     values = _one_field(body, body.count(",") + 1, found[2], found[3])

@@ -259,7 +259,11 @@ def ip_whole(text: str, cidr: bool) -> BulkResult:
     index = 0 if found is None else body.count(",", 0, found.start())
     if found is None or not index:
         return None
-    return _stopped(body[: body.rfind(",", 0, found.start())], index, cidr)
+    cut = body.rfind(",", 0, found.start())
+    stopped = _stopped(body[:cut], index, cidr)
+    if isinstance(stopped, Declined) and stopped.index == index and stopped.before is not None:
+        return Declined(index, stopped.before, cut + 2)  # the rest is parsed alone
+    return stopped
 
 
 # --------------------------------------------------------------------------- binary

@@ -46,6 +46,9 @@ class Declined:
 
     index: int
     before: list[object] | None = None  # the values of those before, if it made them
+    # A whole reader's: where element ``index`` begins in the array text, when the
+    # elements before it are ``before``; the array decoder then parses only the rest.
+    offset: int | None = None
 
 
 BulkResult = list[object] | Declined | None
