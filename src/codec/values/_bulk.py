@@ -26,7 +26,8 @@ from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Context, Decimal
 from functools import partial
 from itertools import compress, count, repeat
-from operator import ge, gt, itemgetter, lt, or_, sub
+from math import isfinite
+from operator import and_, ge, gt, itemgetter, lt, not_, or_, sub
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
@@ -35,7 +36,7 @@ from codec.values._bulk_net import ip_area, ip_texts, ip_whole
 from codec.values._bulk_numeric import numerics_array, numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
-from codec.values._numbers import COMPACT_ZEROS, MAX_INT_DIGITS
+from codec.values._numbers import COMPACT_ZEROS, FLT_MAX, MAX_INT_DIGITS
 from codec.values._ranges import BulkResult, Declined
 from codec.values._text import _JSON, json_numbers_decoder, jsonb_long_run, jsonb_misfit
 from codec.values._time import (
@@ -104,37 +105,69 @@ def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDeco
     return decode
 
 
-# float8out's shortest forms ("1.5", "1e-05", "1.2345678e+20", "NaN", "-Infinity"), with
-# at most 17 digits on each side of the point and an exponent of two digits after any
-# leading zeros: nothing in that range overflows or underflows a double, so float() is
-# float8in here.
+# float8out's shortest forms ("1.5", "1e-05", "1.2345678e+168", "NaN", "-Infinity"), with
+# at most 17 digits on each side of the point and an exponent of up to three digits
+# after any leading zeros: float() is float8in there, but for what overflows to infinity
+# or underflows to zero, which float8in refuses (_in_range finds those).
 _FLOAT_FORM: Final = (
-    r"-?(?:[0-9]{1,17}(?:\.[0-9]{0,17})?|\.[0-9]{1,17})(?:[eE][+-]?(?:0*+[1-9][0-9]?|0++))?"
+    r"-?(?:[0-9]{1,17}(?:\.[0-9]{0,17})?|\.[0-9]{1,17})"
+    r"(?:[eE][+-]?(?:0*+[1-9][0-9]{0,2}|0++))?"
     r"|NaN|-?Infinity"
 )
 _float_forms: Final = _all_match(_FLOAT_FORM)
+_INFINITIES: Final = (float("inf"), float("-inf"))
+_NONZERO_MANTISSA: Final = re.compile(r"-?[0.]*+[1-9]").match
+
+
+def _in_range(texts: list[str], values: list[float]) -> BulkResult:
+    """``values`` (float() of ``texts``), or Declined at the first that overflowed to
+    infinity from a number (not from "Infinity") or underflowed to zero from a non-zero
+    mantissa: float8in's out-of-range errors."""
+    bad = len(values)
+    if _INFINITIES[0] in values or _INFINITIES[1] in values:
+        infinite = list(compress(count(), map(_INFINITIES.__contains__, values)))
+        spelled = map(str.endswith, map(texts.__getitem__, infinite), repeat("y"))
+        bad = next(compress(infinite, map(not_, spelled)), bad)
+    if 0.0 in values:
+        zeros = list(compress(count(), map(not_, values)))
+        nonzero = map(_NONZERO_MANTISSA, map(texts.__getitem__, zeros))
+        bad = min(bad, next(compress(zeros, map(bool, nonzero)), bad))
+    return values if bad == len(values) else Declined(bad, values[:bad])  # type: ignore[arg-type,return-value]
 
 
 def _float8(texts: list[str]) -> BulkResult:
     declined = _declined(texts, _float_forms(texts))
-    return declined if declined is not None else list(map(float, texts))
+    return declined if declined is not None else _in_range(texts, list(map(float, texts)))
 
 
 def _float4(texts: list[str]) -> BulkResult:
     declined = _declined(texts, _float_forms(texts))
-    return declined if declined is not None else _float4_narrowed(list(map(float, texts)))
+    if declined is not None:
+        return declined
+    values = _in_range(texts, list(map(float, texts)))
+    if isinstance(values, Declined):
+        before = _float4_narrowed(values.before) if values.before else []  # type: ignore[arg-type]
+        return Declined(values.index, before if isinstance(before, list) else None)
+    return _float4_narrowed(values)  # type: ignore[arg-type]
 
 
-def _float4_narrowed(values: list[float]) -> list[object] | None:
+def _float4_narrowed(values: list[float]) -> BulkResult:
+    """``values`` narrowed to float4, or Declined at the first past its range (an
+    overflow, or a non-zero value that narrows to zero), with those before narrowed."""
     layout = f"!{len(values)}f"
     try:
         # The same (float) cast float4in's strtof result matches; struct refuses
         # values past float4's range, which the input function reports.
         narrowed = list(struct.unpack(layout, struct.pack(layout, *values)))
     except OverflowError:
-        return None
+        # The first past FLT_MAX (infinity is in range): the input function decides.
+        over = map(and_, map(gt, map(abs, values), repeat(FLT_MAX)), map(isfinite, values))
+        first = next(compress(count(), over), 0)
+        before = _float4_narrowed(values[:first]) if first else []
+        return Declined(first, before if isinstance(before, list) else None)
     if narrowed.count(0.0) != values.count(0.0):  # a value underflowed to zero
-        return None
+        first = next(compress(count(), map(and_, map(not_, narrowed), map(bool, values))))
+        return Declined(first, narrowed[:first])
     return narrowed
 
 
@@ -208,7 +241,7 @@ _not_null: Final = partial(operator.is_not, None)
 
 
 _ZERO_DIGITS: Final = str.maketrans("123456789", "000000000")
-_LONG_EXPONENTS: Final = tuple(e + sign + "000" for e in "eE" for sign in ("", "+", "-"))
+_LONG_EXPONENTS: Final = tuple(e + sign + "0000" for e in "eE" for sign in ("", "+", "-"))
 
 
 def _json_numbers(
@@ -223,7 +256,7 @@ def _json_numbers(
     numbers, its constants NaN/Infinity (where the letters are allowed) and null; its
     number syntax is a subset of what the input functions take, with the same values
     ("+1" and "007" make it decline). No digit run may be longer than ``digits`` nor an
-    exponent three digits long, which keeps floats clear of overflow and underflow.
+    exponent four digits long (floats past a double's range are checked after).
     An array whose elements average under ``shortest`` characters with their comma is
     declined too: short elements repeat (there are few of them), and converting each
     one costs more than the split and table of the element path, which converts each
@@ -240,15 +273,22 @@ def _json_numbers(
         if text[:1] != "{" or text[-1:] != "}":
             return None
         found = other(body)
-        if found is not None:
-            # The elements before the first character out of form are read alone
-            # (Declined with their values): the array decoder parses only the rest.
-            index = body.count(",", 0, found.start())
-            before = read("{" + body[: body.rfind(",", 0, found.start())] + "}") if index else None
-            return Declined(index, before) if isinstance(before, list) else None
+        end = len(body) if found is None else found.start()
+        # A digit run or an exponent too long stops the reading as such a character does.
         zeroed = body.translate(_ZERO_DIGITS)
-        if run in zeroed or any(map(zeroed.__contains__, _LONG_EXPONENTS)):
-            return None
+        for long in (run, *_LONG_EXPONENTS):
+            at = zeroed.find(long, 0, end)
+            end = end if at < 0 else at
+        if end == len(body):
+            return numbers(body)
+        # The elements before the first character out of form are read alone
+        # (Declined with their values): the array decoder parses only the rest.
+        index = body.count(",", 0, end)
+        cut = body.rfind(",", 0, end)
+        before = numbers(body[:cut]) if index else None
+        return Declined(index, before, cut + 2) if before is not None else None
+
+    def numbers(body: str) -> list[object] | None:
         if "N" in body:
             body = body.replace("NULL", "null")
         try:
@@ -260,34 +300,81 @@ def _json_numbers(
     return read
 
 
-def _whole_integers(low: int, high: int, digits: int, signed: bool = True) -> WholeDecoder:
-    read = _json_numbers(f"{'-' if signed else ''}0123456789,NUL", json.JSONDecoder(), 5, digits)
+def _whole_integers(low: int, high: int, signed: bool = True) -> WholeDecoder:
+    # Up to 20 digits: past any type's range, which is checked after, and far from where
+    # int() of a long digit run costs more than the element path.
+    read = _json_numbers(f"{'-' if signed else ''}0123456789,NUL", json.JSONDecoder(), 5, 20)
 
-    def in_range(values: list[object]) -> list[object] | None:
+    def in_range(text: str) -> BulkResult:
+        """The values, or Declined at the first out of the type's range."""
+        result = read(text)
+        values = result.before if isinstance(result, Declined) else result
+        if not values:
+            return result
         present = cast(list[int], list(filter(_not_null, values)))
-        if present and (min(present) < low or max(present) > high):
-            return None
-        return values
+        if not present or (low <= min(present) and max(present) <= high):
+            return result
+        first = next(i for i, v in enumerate(values) if v is not None and not low <= v <= high)  # type: ignore[operator]
+        return Declined(first, values[:first], _element_start(text, first))
 
-    return lambda text: _then(read(text), in_range)
+    return in_range
+
+
+def _element_start(text: str, index: int) -> int:
+    """Where element ``index`` begins in an array text of bare elements, "{1,2,3}"."""
+    return re.compile(f"{{(?:[^,]*+,){{{index}}}").match(text).end()  # type: ignore[union-attr]
 
 
 _read_floats: Final = _json_numbers(
     "-+.0123456789eE,NULaIfinty", json.JSONDecoder(parse_int=float), 6, 17
 )
+_THREE_DIGIT_EXPONENT: Final = re.compile(r"[eE][+-]?[0-9]{3}").search
+
+
+def _whole_float8(text: str) -> BulkResult:
+    result = _read_floats(text)
+    values = result.before if isinstance(result, Declined) else result
+    if not values or not (_INFINITIES[0] in values or _INFINITIES[1] in values or 0.0 in values):
+        return result
+    if _THREE_DIGIT_EXPONENT(text) is None:
+        return result
+    # An exponent of three digits may overflow to infinity or underflow to zero,
+    # float8in's errors: Declined at the first infinity not spelled so, unless a zero
+    # (maybe underflowed) comes before it, which the element path checks.
+    infinite = next(compress(count(), map(_INFINITIES.__contains__, values)), len(values))
+    if infinite == len(values) or 0.0 in values[:infinite]:
+        return None
+    start = _element_start(text, infinite)
+    if text.startswith(("Infinity", "-Infinity"), start):
+        return None
+    return Declined(infinite, values[:infinite], start)
 
 
 def _whole_float4(text: str) -> BulkResult:
-    return _then(_read_floats(text), _narrowed)
+    result = _whole_float8(text)
+    values = result.before if isinstance(result, Declined) else result
+    if not values or None in values:
+        return _then(result, _narrowed)
+    narrowed = _float4_narrowed(cast(list[float], values))
+    if isinstance(narrowed, list):
+        if isinstance(result, Declined):
+            return Declined(result.index, narrowed, result.offset)
+        return narrowed
+    if isinstance(narrowed, Declined) and narrowed.before is not None:
+        # Past float4's range at element narrowed.index: the rest is parsed from there.
+        index = narrowed.index
+        return Declined(index, narrowed.before, _element_start(text, index))
+    return None
 
 
 def _narrowed(values: list[object]) -> list[object] | None:
     if None not in values:
-        return _float4_narrowed(cast(list[float], values))
+        narrowed = _float4_narrowed(cast(list[float], values))
+        return narrowed if isinstance(narrowed, list) else None
     # With NULLs: the numbers are narrowed apart and put back where they were.
     present = list(filter(_not_null, values))
     narrowed = _float4_narrowed(cast(list[float], present)) if present else []
-    if narrowed is None:
+    if not isinstance(narrowed, list):
         return None
     places = compress(count(), map(_not_null, values))
     deque(map(operator.setitem, repeat(values), places, narrowed), 0)
@@ -317,26 +404,9 @@ def _then(result: BulkResult, check: Callable[[list[object]], list[object] | Non
         return check(result)
     if isinstance(result, Declined) and result.before is not None:
         before = check(result.before)
-        return None if before is None else Declined(result.index, before)
+        return None if before is None else Declined(result.index, before, result.offset)
     return None
 
-
-BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
-    "int2": _whole_integers(-(1 << 15), (1 << 15) - 1, 5),
-    "int4": _whole_integers(-(1 << 31), (1 << 31) - 1, 10),
-    "int8": _whole_integers(-(1 << 63), (1 << 63) - 1, 19),
-    "oid": _whole_integers(0, (1 << 32) - 1, 10, signed=False),
-    "float4": _whole_float4,
-    "float8": _read_floats,
-    "numeric": _whole_numeric,
-    "interval": one_field_array,
-    "inet": partial(ip_whole, cidr=False),
-    "cidr": partial(ip_whole, cidr=True),
-}
-"""Element type name -> a reader of the whole array text, for arrays of numbers (and of
-one-field intervals, "{1 day,2 days}", and of bare IP addresses): the values in order
-with None for NULL, Declined after the elements before one out of form (with their
-values), or None when the text is in another form (the array decoder then parses it)."""
 
 # --------------------------------------------------------------------------- date/time
 
@@ -378,11 +448,17 @@ def _macaddr(texts: list[str]) -> BulkResult:
 
 
 _bytea_forms: Final = _all_match(r"\\x(?:[0-9a-fA-F]{2})*+")
+# The escape format with no escape: every character its UTF-8 bytes (NUL is refused).
+_plain_bytea_forms: Final = _all_match(r"[^\\\0\n]*+")
 _after_prefix: Final = itemgetter(slice(2, None))
 
 
 def _bytea(texts: list[str]) -> BulkResult:
-    declined = _declined(texts, _bytea_forms(texts))
+    # All in one form or none: the longer run of either is what is taken.
+    plain = _plain_bytea_forms(texts)
+    if plain == len(texts):
+        return list(map(str.encode, texts))
+    declined = _declined(texts, max(plain, _bytea_forms(texts)))
     if declined is not None:
         return declined
     return list(map(bytes.fromhex, map(_after_prefix, texts)))
@@ -450,8 +526,11 @@ def _json_of(jsonb: bool) -> BulkDecoder:
                     if len(decoder.decode(array)) != len(texts):
                         return None
                 except json.JSONDecodeError as err:
-                    # The commas before where it failed number the text it is in.
-                    return Declined(min(array.count(",", 0, err.pos), len(texts) - 1))
+                    # The commas before where it failed number the text it is in; the
+                    # texts before it are values, but for jsonb numbers that misfit.
+                    index = min(array.count(",", 0, err.pos), len(texts) - 1)
+                    fits = not jsonb or not floats or jsonb_misfit(floats) is None
+                    return Declined(index, list(texts[:index]) if fits else None)
             elif list(map(_end, map(decoder.raw_decode, texts))) != list(map(len, texts)):
                 return None
         except (ValueError, RecursionError):
@@ -460,13 +539,53 @@ def _json_of(jsonb: bool) -> BulkDecoder:
         misfit = jsonb_misfit(floats) if floats else None
         if misfit is None:
             return list(texts)
-        # Of scalars, a text each: the misfit's text is the misfit-th that is a float.
-        places = list(compress(count(), map(_FLOAT_TEXT, texts))) if scalars else []
-        if len(places) != len(floats):
-            return None
-        return Declined(places[misfit], list(texts[: places[misfit]]))
+        # Of scalars, a text each: the misfit's text is its first occurrence (an equal
+        # text before would misfit first), or, spaced, the misfit-th that is a float.
+        try:
+            place = texts.index(floats[misfit]) if scalars else -1
+        except ValueError:
+            places = list(compress(count(), map(_FLOAT_TEXT, texts)))
+            place = places[misfit] if len(places) == len(floats) else -1
+        return Declined(place, list(texts[:place])) if place >= 0 else None
 
     return decode
+
+
+# In an array text of JSON numbers and literals: a character of neither; SQL's NULL.
+_NOT_JSON_SCALAR: Final = re.compile(r"[^-+.0-9eEtrufals,]").search
+_NULL_ELEMENT: Final = re.compile(r"(?<![^,])null(?![^,])").search
+
+
+def _json_scalars(jsonb: bool) -> WholeDecoder:
+    """A reader of a whole array text of bare JSON numbers and literals
+    ("{1,2.5,true}"), whose values are their texts: one split and the texts' JSON
+    check, without the array's parse and table of distinct texts. Where an element is
+    out of that form (a quote, a space, SQL's NULL), the elements before it are read
+    alone: Declined there, with their values. Elements averaging under five characters
+    with their comma are left to the table (few distinct ones)."""
+    texts_of = _json_of(jsonb)
+
+    def read(text: str) -> BulkResult:
+        if text[:1] != "{" or text[-1:] != "}" or len(text) < 5 * (text.count(",") + 1):
+            return None
+        body = text[1:-1]
+        found = _NOT_JSON_SCALAR(body)
+        end = len(body) if found is None else found.start()
+        null = _NULL_ELEMENT(body, 0, end) if "null" in body else None
+        end = end if null is None else null.start()
+        stop = body.rfind(",", 0, end) if end < len(body) else end
+        if stop < 0:
+            return None  # in the first element
+        texts = body[:stop].split(",")
+        values = texts_of(texts)
+        if isinstance(values, list):
+            return values if stop == len(body) else Declined(len(texts), values, stop + 2)
+        if isinstance(values, Declined) and values.before is not None:
+            index = values.index
+            return Declined(index, values.before, 1 + sum(map(len, texts[:index])) + index)
+        return None
+
+    return read
 
 
 # What JSON arrays, objects and strings are made of, and the separator of a JSON array.
@@ -476,6 +595,26 @@ _FLOAT_TEXT: Final = re.compile("[0-9][.eE]").search
 
 
 # --------------------------------------------------------------------------- by type
+
+BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
+    "int2": _whole_integers(-(1 << 15), (1 << 15) - 1),
+    "int4": _whole_integers(-(1 << 31), (1 << 31) - 1),
+    "int8": _whole_integers(-(1 << 63), (1 << 63) - 1),
+    "oid": _whole_integers(0, (1 << 32) - 1, signed=False),
+    "float4": _whole_float4,
+    "float8": _whole_float8,
+    "numeric": _whole_numeric,
+    "interval": one_field_array,
+    "inet": partial(ip_whole, cidr=False),
+    "cidr": partial(ip_whole, cidr=True),
+    "json": _json_scalars(jsonb=False),
+    "jsonb": _json_scalars(jsonb=True),
+}
+"""Element type name -> a reader of the whole array text, for arrays of numbers (and of
+one-field intervals, "{1 day,2 days}", of bare IP addresses and of bare JSON scalars):
+the values in order with None for NULL, Declined after the elements before one out of
+form (with their values), or None when the text is in another form (the array decoder
+then parses it)."""
 
 BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "int2": _integers(-(1 << 15), (1 << 15) - 1, 5),

@@ -8,6 +8,7 @@ import json
 import re
 import uuid
 from collections import deque
+from collections.abc import Iterable, Iterator
 from itertools import compress, count, repeat
 from operator import add, and_, gt, itemgetter, mul, neg, or_, setitem, sub
 from typing import Final
@@ -318,31 +319,69 @@ def jsonb_misfit(floats: list[str]) -> int | None:
     no digit run of 16383) of the first that _jsonb_number refuses, or None if every one
     passes its checks: by C-level passes over them all. Only an exponent can make such
     a number overflow, and JSON gives an integer part no leading zeros, so "0" is its
-    only zero. The checks run over all numbers at once; where one fails, each number's
-    are worked out to find the first."""
-    has_exponent = list(map(bool, map(_HAS_EXPONENT, floats)))
+    only zero."""
+    has_exponent = _exponent_flags(floats)
     scaled = list(compress(floats, has_exponent))
     if not scaled:
         return None
     mantissas, exponent_texts = _cut_exponents(scaled)
+    too_long = None
     if max(map(len, exponent_texts)) > 11:  # a sign and ten digits
-        digits = _exponent_digits(exponent_texts)
-        if max(map(len, digits)) > 10:
-            return _first_misfit(floats, has_exponent, scaled)
-        exponent_texts = _signed(exponent_texts, digits)
-    exponents = list(map(int, exponent_texts))
-    fits = max(exponents) <= _JSONB_EXPONENT_MAX and min(exponents) >= -_JSONB_EXPONENT_MAX
-    if fits and "." not in "".join(mantissas):
+        # Leading zeros say nothing ("1e0000000000001" is 10); past them, more than
+        # ten digits overflow (those are read as 0 and flagged).
+        digits = list(map(str.lstrip, exponent_texts, repeat("-0")))
+        too_long = list(map(gt, map(len, digits), repeat(10)))
+        deque(map(setitem, repeat(digits), compress(count(), too_long), repeat("")), 0)
+        signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
+        exponent_texts = list(map(add, signs, digits))
+    index = _first_misfit(mantissas, list(map(int, exponent_texts)), too_long)
+    return None if index is None else list(compress(count(), has_exponent))[index]
+
+
+def _exponent_flags(floats: list[str]) -> list[bool]:
+    """Whether each number has an exponent ("e" or "E")."""
+    flags = list(map(str.__contains__, floats, repeat("e")))
+    if "E" in "".join(floats):
+        flags = list(map(or_, flags, map(str.__contains__, floats, repeat("E"))))
+    return flags
+
+
+def _first_misfit(
+    mantissas: list[str], exponents: list[int], too_long: list[bool] | None
+) -> int | None:
+    """The index of the first number with an exponent that does not fit numeric, or
+    None: bounds over all numbers first, each number's checks only where they fail.
+    ``too_long`` flags exponents past ten digits (read as 0)."""
+    highest, lowest = max(exponents), min(exponents)
+    in_range = highest <= _JSONB_EXPONENT_MAX and lowest >= -_JSONB_EXPONENT_MAX
+    in_range = in_range and (too_long is None or not any(too_long))
+    if "." in "".join(mantissas):
+        flags: Iterable[bool] = _misfits(mantissas, exponents)
+        scale_over: Iterable[bool] | None = None  # (part of _misfits)
+    else:
         # No fraction: the scale is -exponent, the digits before the point the
-        # mantissa's and the exponent, but for "0", which takes any exponent.
-        before = list(map(add, map(len, mantissas), exponents))
-        fits = -min(exponents) <= _JSONB_DSCALE_MAX and (
-            max(before) <= _JSONB_INT_DIGITS
-            or all(map("0".__eq__, compress(mantissas, map(gt, before, repeat(_JSONB_INT_DIGITS)))))
-        )
-    elif fits:
-        fits = not any(_misfits(mantissas, exponents))
-    return None if fits else _first_misfit(floats, has_exponent, scaled)
+        # mantissa's and the exponent (the longest mantissa with the highest exponent
+        # bounds them all), but for "0", which takes any exponent.
+        scale_fits = -lowest <= _JSONB_DSCALE_MAX
+        if in_range and scale_fits and max(map(len, mantissas)) + highest <= _JSONB_INT_DIGITS:
+            return None
+        flags = map(and_, _digits_over(mantissas, exponents), map("0".__ne__, mantissas))
+        in_range = in_range and scale_fits
+        scale_over = map(gt, map(neg, exponents), repeat(_JSONB_DSCALE_MAX))
+    if not in_range:
+        out_of_range = map(gt, map(abs, exponents), repeat(_JSONB_EXPONENT_MAX))
+        if too_long is not None:
+            out_of_range = map(or_, too_long, out_of_range)
+        flags = map(or_, flags, out_of_range)
+        if scale_over is not None:
+            flags = map(or_, flags, scale_over)
+    return next(compress(count(), flags), None)
+
+
+def _digits_over(mantissas: list[str], exponents: list[int]) -> Iterator[bool]:
+    """Whether each fraction-less number has more digits before the point than
+    numeric holds (its mantissa's and its exponent; "0" is checked apart)."""
+    return map(gt, map(add, map(len, mantissas), exponents), repeat(_JSONB_INT_DIGITS))
 
 
 def _cut_exponents(scaled: list[str]) -> tuple[list[str], list[str]]:
@@ -351,18 +390,6 @@ def _cut_exponents(scaled: list[str]) -> tuple[list[str], list[str]]:
     joined = ("," + ",".join(scaled)).lower().replace("+", "").replace(",-", ",")
     pieces = joined[1:].replace("e", ",").split(",")
     return pieces[0::2], pieces[1::2]
-
-
-def _exponent_digits(exponent_texts: list[str]) -> list[str]:
-    # Leading zeros say nothing ("1e0000000000001" is 10); past them, more than ten
-    # digits overflow.
-    return list(map(str.lstrip, exponent_texts, repeat("-0")))
-
-
-def _signed(exponent_texts: list[str], digits: list[str]) -> list[str]:
-    """Each exponent's digits with its sign and a zero before them (all zeros read 0)."""
-    signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
-    return list(map(add, signs, digits))
 
 
 def _misfits(mantissas: list[str], exponents: list[int]) -> list[bool]:
@@ -377,28 +404,6 @@ def _misfits(mantissas: list[str], exponents: list[int]) -> list[bool]:
     scale_over = map(gt, map(sub, after_point, exponents), repeat(_JSONB_DSCALE_MAX))
     digits_over = map(gt, map(mul, before_point, map(bool, significant)), repeat(_JSONB_INT_DIGITS))
     return list(map(or_, scale_over, digits_over))
-
-
-def _first_misfit(floats: list[str], has_exponent: list[bool], scaled: list[str]) -> int:
-    """The index in ``floats`` of the first number of ``scaled`` (those with an exponent)
-    that does not fit, each number's checks worked out."""
-    mantissas, exponent_texts = _cut_exponents(scaled)
-    digits = _exponent_digits(exponent_texts)
-    too_long = list(map(gt, map(len, digits), repeat(10)))
-    deque(map(setitem, repeat(digits), compress(count(), too_long), repeat("")), 0)
-    exponents = list(map(int, _signed(exponent_texts, digits)))
-    out_of_range = map(or_, too_long, map(gt, map(abs, exponents), repeat(_JSONB_EXPONENT_MAX)))
-    if any(map(str.__contains__, mantissas, repeat("."))):
-        flags = map(or_, out_of_range, _misfits(mantissas, exponents))
-    else:  # no fraction: scale -exponent; digits the mantissa's and the exponent, but "0"
-        scale_over = map(gt, map(neg, exponents), repeat(_JSONB_DSCALE_MAX))
-        before = map(add, map(len, mantissas), exponents)
-        digits_over = map(
-            and_, map(gt, before, repeat(_JSONB_INT_DIGITS)), map("0".__ne__, mantissas)
-        )
-        flags = map(or_, map(or_, out_of_range, scale_over), digits_over)
-    index = next(compress(count(), flags), 0)  # (one does not fit: the checks agree)
-    return list(compress(count(), has_exponent))[index]
 
 
 _JSONB_NUMBERS: Final = json.JSONDecoder(
