@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from codec.wire import CommandComplete
+from codec.wire import CommandComplete, Terminate
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import (
     AlterReplicationSlot,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["SlotCommands"]
 
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_TERMINATE: Final = Terminate().encode()
 
 
 @dataclass
@@ -72,6 +73,7 @@ class SlotCommands:
     transaction_status: str
     _catalog: CatalogQueries | None
     _log: Callable[[str], None]
+    _held: bytearray
 
     if TYPE_CHECKING:
 
@@ -82,6 +84,8 @@ class SlotCommands:
         def _command_error(self, err: ServerError) -> None: ...
 
         def _read_held(self) -> None: ...
+
+        def _finish(self) -> None: ...
 
         def _rows(
             self,
@@ -195,6 +199,15 @@ class SlotCommands:
             return
         running = {id(t) for t in self._in_progress()}
         if any(id(t) in running for t in creation.waiting):
+            return
+        if self._held.startswith(_TERMINATE):
+            # The backend reads WAL again, and while it waits for WAL it reads what the
+            # client sent meanwhile (WalSndWaitForWal, ProcessRepliesIfAny): a Terminate
+            # ends it before ReplicationSlotPersist, so the slot, still ephemeral, is
+            # dropped and nothing is answered (measured on 14, 17 and 18).
+            self._slot_creation = None
+            self._log("client sent Terminate")
+            self._finish()
             return
         if creation.first_round:
             creation.first_round = False
