@@ -622,16 +622,16 @@ def test_a_slot_creation_waiting_for_a_transaction_can_be_cancelled(
     assert listed(server, "late") == []  # dropped with the error
     assert creation.conn.execute("IDENTIFY_SYSTEM").fetchone() is not None  # it goes on
     creation.conn.close()
-    # A session that ends while its slot waits takes the slot with it. (PostgreSQL 14-18
-    # keep it listed, active, until the transaction ends: the walsender waits on its
-    # lock and sees the client gone only when it next reads; the fake drops it at once.)
+    # A session that ends while its slot waits takes the slot with it. (The fake drops
+    # it as soon as it reads the end of the connection; PostgreSQL 14-18 keep it listed,
+    # active, until the transaction ends, the walsender reading its client only then.)
     gone = SlotCreation(server, "gone")
     assert gone.waiting() and listed(server, "gone") != []
     gone.vanish()
     assert isinstance(gone.error, psycopg.OperationalError)
-    txn.commit()
     server.wait_until(lambda s: listed(s, "gone") == [], 5)
-    assert "late" not in server.slots and "gone" not in server.slots
+    txn.commit()
+    assert "late" not in server.slots and listed(server, "gone") == []
     # A slot that starts at the stream's start (the default) waits for nothing.
     default = make_walsender(script=script())
     default.begin().write(rows(1, 1))
