@@ -107,6 +107,12 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
     "array of huge exponents, then an overflow": lambda n: (
         "{" + ",".join(f"{i}e131000" for i in range(1, max(2, n // 10))) + ",1e999999}"
     ),
+    # Short distinct numbers with exponents of two and three digits (141,000 per MB):
+    # three digits once sent float arrays element by element, numeric's many exponents
+    # each through a Decimal of its own.
+    "array of distinct short exponents": lambda n: (
+        "{" + ",".join(f"{100 + i % 900}e{10 + i // 900}" for i in range(max(1, n // 7))) + "}"
+    ),
     # Exponents with leading zeros: valid, but too long for the bulk check to read once.
     "array of long exponents": lambda n: (
         "{" + ",".join(f"{i}e000000000001" for i in range(1, max(2, n // 16))) + "}"
