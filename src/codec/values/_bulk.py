@@ -218,10 +218,14 @@ _WRITTEN_OUT: Final = range(1, COMPACT_ZEROS + 1)
 def _write_out_zeros(texts: list[str], values: list[Decimal]) -> None:
     """Rescale to exponent 0 the values whose exponent, the text's less its fraction
     digits, leaves 1 to COMPACT_ZEROS zeros, which numeric_in writes out."""
-    lowered = ",".join(texts).lower().replace("+", "")
+    lowered = ",".join(texts)
+    if "E" in lowered:
+        lowered = lowered.lower()
     pieces = lowered.replace("e", ",").split(",")  # mantissa, exponent, mantissa, ...
-    fraction_digits = map(len, map(itemgetter(2), map(str.partition, pieces[0::2], repeat("."))))
-    exponents = list(map(sub, map(int, pieces[1::2]), fraction_digits))
+    exponents = list(map(int, pieces[1::2]))  # int() takes the "+"
+    if "." in lowered:
+        fractions = map(itemgetter(2), map(str.partition, pieces[0::2], repeat(".")))
+        exponents = list(map(sub, exponents, map(len, fractions)))
     places = list(compress(count(), map(_WRITTEN_OUT.__contains__, exponents)))
     if places:
         rescaled = map(
