@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from adversarial_values import MAKERS
@@ -49,6 +49,8 @@ LARGE = 16 * SMALL
 SLACK = 1.1
 FIXED_WORK = 200
 
+Result = TypeVar("Result")
+
 
 def _linear(small_text: str, small: int, large_text: str, large: int) -> bool:
     growth = len(large_text) / max(1, len(small_text))
@@ -63,9 +65,20 @@ def _work(
     also: str | None = None,
 ) -> int:
     """Python-level work inside codec.values (and the file ``also``, if given) to decode
-    ``text`` (with ``decode``): every call and line event of its frames, counted with
-    sys.settrace (deterministic, unlike a clock). DecodeError counts as done; any other
-    exception fails the test (the contract)."""
+    ``text`` (with ``decode``), as traced() counts it. DecodeError counts as done; any
+    other exception fails the test (the contract)."""
+
+    def run() -> None:
+        with contextlib.suppress(DecodeError):
+            decode(oid, text)
+
+    return traced(run, lambda name: name.startswith(VALUES_DIR) or name == also)[0]
+
+
+def traced(call: Callable[[], Result], counted: Callable[[str], bool]) -> tuple[int, Result]:
+    """Every call and line event of the frames of the files ``counted`` accepts while
+    ``call()`` runs, counted with sys.settrace (deterministic, unlike a clock), and what
+    it returned."""
     count = 0
 
     def local(frame: FrameType, event: str, arg: object) -> Any:
@@ -75,8 +88,7 @@ def _work(
 
     def calls(frame: FrameType, event: str, arg: object) -> Any:
         nonlocal count
-        name = frame.f_code.co_filename
-        if name.startswith(VALUES_DIR) or name == also:
+        if counted(frame.f_code.co_filename):
             count += 1
             return local
         return None
@@ -84,11 +96,10 @@ def _work(
     previous = sys.gettrace()
     sys.settrace(calls)
     try:
-        with contextlib.suppress(DecodeError):
-            decode(oid, text)
+        result = call()
     finally:
         sys.settrace(previous)
-    return count
+    return count, result
 
 
 @pytest.mark.parametrize("oid", ALL_OIDS, ids=[TYPES[o].name for o in ALL_OIDS])

@@ -9,13 +9,11 @@ Its Python-level work depends on the number of runs, not of elements.
 from __future__ import annotations
 
 import struct
-import sys
 from decimal import Decimal
-from types import FrameType
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_values_adversarial import traced
 
 import codec.values._bulk_numeric as bulk_numeric
 from codec.errors import DecodeError
@@ -205,28 +203,8 @@ def test_declines_what_it_does_not_read() -> None:
 def _events(data: bytes, pos: int, total: int) -> tuple[int, bool]:
     """Python-level call and line events in _bulk_numeric while numerics_array reads
     ``data``, and whether it converted."""
-    count = 0
-    where = bulk_numeric.__file__
-
-    def local(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal count
-        count += 1
-        return local
-
-    def calls(frame: FrameType, event: str, arg: object) -> Any:
-        nonlocal count
-        if frame.f_code.co_filename == where:
-            count += 1
-            return local
-        return None
-
     bulk_numeric._run_of.cache_clear()  # each prefix's pattern compiled in both runs
-    previous = sys.gettrace()
-    sys.settrace(calls)
-    try:
-        result = numerics_array(data, pos, total)
-    finally:
-        sys.settrace(previous)
+    count, result = traced(lambda: numerics_array(data, pos, total), bulk_numeric.__file__.__eq__)
     return count, result is not None
 
 
