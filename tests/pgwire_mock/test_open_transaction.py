@@ -622,16 +622,21 @@ def test_a_slot_creation_waiting_for_a_transaction_can_be_cancelled(
     assert listed(server, "late") == []  # dropped with the error
     assert creation.conn.execute("IDENTIFY_SYSTEM").fetchone() is not None  # it goes on
     creation.conn.close()
-    # A session that ends while its slot waits takes the slot with it. (The fake drops
-    # it as soon as it reads the end of the connection; PostgreSQL 14-18 keep it listed,
-    # active, until the transaction ends, the walsender reading its client only then.)
+    # A session whose client vanishes while its slot waits keeps it listed, active,
+    # until the transaction ends, then drops it: the walsender reads its client only
+    # then (PostgreSQL 14-18 alike: test_slot_creation_client_gone_postgres.py).
     gone = SlotCreation(server, "gone")
-    assert gone.waiting() and listed(server, "gone") != []
+    assert gone.waiting() and listed(server, "gone") == [("gone", True, None)]
+    pid = gone.conn.info.backend_pid
     gone.vanish()
     assert isinstance(gone.error, psycopg.OperationalError)
-    server.wait_until(lambda s: listed(s, "gone") == [], 5)
+    # The fake reads the end of the connection in its reactor thread: the commit must
+    # come after that, as it comes before PostgreSQL's walsender reads again.
+    server.wait_until(lambda s: s.with_state(lambda st: st.sessions[pid].client_gone), 5)
+    assert listed(server, "gone") == [("gone", True, None)]
     txn.commit()
-    assert "late" not in server.slots and listed(server, "gone") == []
+    assert "late" not in server.slots and "gone" not in server.slots
+    assert listed(server, "gone") == []
     # A slot that starts at the stream's start (the default) waits for nothing.
     default = make_walsender(script=script())
     default.begin().write(rows(1, 1))

@@ -156,6 +156,7 @@ class WalSenderProtocol(Protocol):
         self._first_bytes = True
         self._direct_tls = False
         self._peer = "?"
+        self._pid: int | str = "-"
 
     # --- Protocol ---------------------------------------------------------------------
 
@@ -170,6 +171,7 @@ class WalSenderProtocol(Protocol):
             factory.config, factory.state, now=self.clock.seconds(), log=self._log
         )
         session.on_output = self._after
+        self._pid = session.pid
         host, port = getattr(peer, "host", None), getattr(peer, "port", None)
         if isinstance(host, str) and isinstance(port, int):  # not a Unix-domain socket
             session.client_address = (host, port)
@@ -209,6 +211,8 @@ class WalSenderProtocol(Protocol):
         session = self.session
         if session is not None and not session.closed:
             session.receive_eof(self.clock.seconds())
+            if session.detached:
+                self.factory.detach(session)
         self._log("connection closed")
         if session is not None:
             # The session holds this protocol (on_output, its log) and the protocol the
@@ -286,8 +290,8 @@ class WalSenderProtocol(Protocol):
     # --- plumbing -------------------------------------------------------------------------
 
     def _log(self, line: str) -> None:
-        pid = self.session.pid if self.session is not None else "-"
-        self.factory.log(f"[{self._peer} pid={pid}] {line}")
+        # The session's pid outlives the connection: a detached session still logs.
+        self.factory.log(f"[{self._peer} pid={self._pid}] {line}")
 
     def _transport(self) -> Any:
         # Typed Any: mypy reads ITransport's zope methods as unbound functions.
@@ -410,6 +414,10 @@ class WalSenderFactory(Factory):
         self._tls_context: Any = None
         #: Open connections, oldest first.
         self.protocols: list[WalSenderProtocol] = []
+        #: Sessions whose connection ended while they did not read it (a slot creation
+        #: waiting for transactions): woken by WAL writes until they end.
+        self.detached: list[WalSenderSession] = []
+        self._stopping = False
         #: Connections accepted so far.
         self.connections = 0
         if tls is not None:
@@ -422,17 +430,37 @@ class WalSenderFactory(Factory):
         )
 
     def startFactory(self) -> None:  # noqa: N802 - Twisted's name
+        self._stopping = False
         if self.wal_writer is not None:
             self.wal_writer.check()  # a script may start with a wait_for step
 
     def stopFactory(self) -> None:  # noqa: N802 - Twisted's name
         if self.wal_writer is not None:
             self.wal_writer.stop()
+        self._stopping = True
+        self._end_detached()
         self.state.flush()
 
     def _wal_written(self) -> None:
         for protocol in list(self.protocols):
             protocol.wake()
+        for session in list(self.detached):
+            session.wake()
+        self.detached = [s for s in self.detached if s.detached]
+
+    def detach(self, session: WalSenderSession) -> None:
+        """Keep ``session``, whose connection ended, until it notices (:meth:`_wal_written`);
+        a server that stops ends it at once."""
+        self.detached = [s for s in self.detached if s.detached]
+        self.detached.append(session)
+        if self._stopping:
+            self._end_detached()
+
+    def _end_detached(self) -> None:
+        """The server stops: backends still running without a client end with it."""
+        for session in self.detached:
+            session.end()
+        self.detached = []
 
     def tls_context(self) -> Any:
         if self._tls_context is None:
@@ -471,6 +499,9 @@ class WalSenderFactory(Factory):
             transport: Any = protocol.transport
             if transport is not None:
                 transport.abortConnection()
+        # Their connectionLost comes later: a waiting slot creation's session is ended then.
+        self._stopping = True
+        self._end_detached()
 
 
 def listen(reactor: Any, description: str, factory: WalSenderFactory) -> Deferred[IListeningPort]:

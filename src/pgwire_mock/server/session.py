@@ -214,6 +214,9 @@ class WalSenderSession(
         self.tls_active = False
         self.unix_socket = False  # set by the transport: a Unix-domain socket connection
         self.close_requested = False
+        #: The client's connection ended while the backend was not reading it (a slot
+        #: creation waiting for transactions): the backend goes on until the wait ends.
+        self.client_gone = False
         self.transaction_status: str = "I"
         self._reader = FrontendReader(config.max_message_size)
         self._out: list[bytes] = []
@@ -290,11 +293,36 @@ class WalSenderSession(
             getattr(self, handler)(message)
 
     def receive_eof(self, now: float) -> None:
-        """The client went away (EOF or reset): release the slot, drop temporary slots."""
+        """The client went away (EOF or reset): release the slot, drop temporary slots.
+        A walsender whose CREATE_REPLICATION_SLOT waits for transactions reads nothing, so
+        it learns of it only when the wait ends (:attr:`detached` till then)."""
         self._now = now
+        if self._slot_creation is not None and not self.closed:
+            # The snapshot builder waits on the transactions' locks (XactLockTableWait),
+            # not on the socket: the slot stays listed, active for this backend, and
+            # the backend in pg_stat_replication, until the wait ends and the walsender
+            # reads its client again (WalSndWaitForWal, ProcessRepliesIfAny: "unexpected
+            # EOF on standby connection"); measured on 14, 17 and 18.
+            self.client_gone = True
+            self._log("client closed the connection; the slot creation waits on")
+            return
         if self.phase is not Phase.CLOSED:
             self._log("client closed the connection")
         self._finish()
+
+    @property
+    def detached(self) -> bool:
+        """Its client is gone, and it has not noticed yet: the transport's part is over,
+        but the backend lives on until its slot creation's wait ends (:meth:`wake`)."""
+        return self.client_gone and not self.closed
+
+    def end(self) -> None:
+        """The backend is ended from outside (the server stops): what any exit does,
+        its slots released, a slot it was still creating dropped."""
+        if not self.closed:
+            self._slot_creation = None
+            self._log("backend ended by the server")
+            self._finish()
 
     def data_to_send(self) -> bytes:
         """Everything queued for the client so far."""

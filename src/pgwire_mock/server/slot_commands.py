@@ -74,6 +74,7 @@ class SlotCommands:
     _catalog: CatalogQueries | None
     _log: Callable[[str], None]
     _held: bytearray
+    client_gone: bool
 
     if TYPE_CHECKING:
 
@@ -200,13 +201,14 @@ class SlotCommands:
         running = {id(t) for t in self._in_progress()}
         if any(id(t) in running for t in creation.waiting):
             return
-        if self._held.startswith(_TERMINATE):
+        if self.client_gone or self._held.startswith(_TERMINATE):
             # The backend reads WAL again, and while it waits for WAL it reads what the
-            # client sent meanwhile (WalSndWaitForWal, ProcessRepliesIfAny): a Terminate
-            # ends it before ReplicationSlotPersist, so the slot, still ephemeral, is
-            # dropped and nothing is answered (measured on 14, 17 and 18).
+            # client sent meanwhile (WalSndWaitForWal, ProcessRepliesIfAny): a Terminate,
+            # or the end of the connection, ends it before ReplicationSlotPersist, so the
+            # slot, still ephemeral, is dropped and nothing is answered (measured on 14,
+            # 17 and 18).
             self._slot_creation = None
-            self._log("client sent Terminate")
+            self._log("client gone" if self.client_gone else "client sent Terminate")
             self._finish()
             return
         if creation.first_round:
@@ -231,6 +233,10 @@ class SlotCommands:
         self._command_error(
             ServerError("ERROR", "57014", "canceling statement due to user request")
         )
+        if self.client_gone:
+            # Back in its command loop the walsender reads the end of the connection.
+            self._finish()
+            return True
         self._read_held()
         return True
 
