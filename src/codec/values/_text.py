@@ -321,7 +321,7 @@ def jsonb_misfit(floats: list[str]) -> int | None:
     a number overflow, and JSON gives an integer part no leading zeros, so "0" is its
     only zero."""
     has_exponent = _exponent_flags(floats)
-    scaled = list(compress(floats, has_exponent))
+    scaled = floats if has_exponent is None else list(compress(floats, has_exponent))
     if not scaled:
         return None
     mantissas, exponent_texts = _cut_exponents(scaled)
@@ -335,13 +335,19 @@ def jsonb_misfit(floats: list[str]) -> int | None:
         signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
         exponent_texts = list(map(add, signs, digits))
     index = _first_misfit(mantissas, list(map(int, exponent_texts)), too_long)
-    return None if index is None else list(compress(count(), has_exponent))[index]
+    if index is None or has_exponent is None:
+        return index
+    return list(compress(count(), has_exponent))[index]
 
 
-def _exponent_flags(floats: list[str]) -> list[bool]:
-    """Whether each number has an exponent ("e" or "E")."""
+def _exponent_flags(floats: list[str]) -> list[bool] | None:
+    """Whether each number has an exponent ("e" or "E"), or None if all have one (a
+    JSON number has one at most, so as many as there are numbers means each has one)."""
+    joined = "".join(floats)
+    if joined.count("e") + joined.count("E") == len(floats):
+        return None
     flags = list(map(str.__contains__, floats, repeat("e")))
-    if "E" in "".join(floats):
+    if "E" in joined:
         flags = list(map(or_, flags, map(str.__contains__, floats, repeat("E"))))
     return flags
 
@@ -387,8 +393,15 @@ def _digits_over(mantissas: list[str], exponents: list[int]) -> Iterator[bool]:
 def _cut_exponents(scaled: list[str]) -> tuple[list[str], list[str]]:
     """The mantissas and exponents of numbers with an exponent: lower case, no "+" (only
     exponents have one), no mantissa sign ("-1.5E+3" is "1.5" and "3")."""
-    joined = ("," + ",".join(scaled)).lower().replace("+", "").replace(",-", ",")
-    pieces = joined[1:].replace("e", ",").split(",")
+    joined = ",".join(scaled)
+    # Each pass only where it changes something: each costs a pass over the text.
+    if "E" in joined:
+        joined = joined.lower()
+    if "+" in joined:
+        joined = joined.replace("+", "")
+    if "-" in joined:
+        joined = ("," + joined).replace(",-", ",")[1:]
+    pieces = joined.replace("e", ",").split(",")
     return pieces[0::2], pieces[1::2]
 
 
