@@ -45,7 +45,9 @@ PREPARE was sent (with two-phase, only COMMIT PREPARED comes then).
 from __future__ import annotations
 
 import dataclasses
+import os
 import select
+import socket
 import threading
 import time
 import uuid
@@ -525,23 +527,47 @@ def _refusal(dsn: str, command: str, wait: float = 3.0) -> tuple[str | None, str
     import psycopg  # noqa: PLC0415 - a test-time dependency
 
     answer: list[tuple[str | None, str]] = []
-    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+    conn = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor)
 
-        def run() -> None:
-            try:
-                conn.execute(command)
-                answer.append(("", ""))
-            except Exception as err:
-                answer.append((getattr(err, "sqlstate", None), str(err)))
+    def run() -> None:
+        try:
+            conn.execute(command)
+            answer.append(("", ""))
+        except Exception as err:
+            answer.append((getattr(err, "sqlstate", None), str(err)))
 
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(wait)
+    if thread.is_alive():
+        conn.cancel_safe()
         thread.join(wait)
         if thread.is_alive():
-            conn.cancel_safe()
+            # The cancel did not land in time. Closing the connection now would free
+            # it under the thread still in execute() (see _shut_down): end the
+            # connection under it instead, and close only once the thread is out.
+            _shut_down(conn)
             thread.join(wait)
-            return "blocked", ""
+        if thread.is_alive():
+            raise TimeoutError(f"{command!r} still running after its connection ended")
+        conn.close()
+        return "blocked", ""
+    conn.close()
     return answer[0]
+
+
+def _shut_down(conn: Any) -> None:
+    """End ``conn``'s connection under a thread that may be inside its execute(), as a
+    process that dies would: the socket is shut down (the server reads the end, the
+    thread's execute() fails); the connection itself is left to close after that thread.
+
+    Closing it under execute() is not safe: psycopg's C generators keep the PGconn
+    pointer and the socket number while they wait, and close() frees both without the
+    connection's lock, so the waiting thread reads on through a freed PGconn, from
+    whatever connection reuses the socket number (and often the memory), which then
+    never gets its answer."""
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _restart_and_read(
