@@ -40,6 +40,11 @@ restart_lsn back until it is finished, like one in progress, however far the con
 confirms past it and however many running-xacts records the walsender decodes: the
 restarted walsender must decode it again, whole (without two-phase) or to know its
 PREPARE was sent (with two-phase, only COMMIT PREPARED comes then).
+
+Two stories create a slot while a transaction is open: :func:`run_slot_creation_story`
+(the command answers once the transaction ended), and
+:func:`run_vanished_creation_story`, whose client vanishes mid-wait (the slot stays
+listed until the transaction ends, then is dropped).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ __all__ = [
     "OPTION_SETS",
     "TRANSACTIONS",
     "TWO_PHASE_OPTION_SETS",
+    "VANISHED_ENDINGS",
     "FakeOpenTransaction",
     "LiveRun",
     "RealOpenTransaction",
@@ -87,6 +93,7 @@ __all__ = [
     "run_slot_creation_story",
     "run_story",
     "run_two_open_story",
+    "run_vanished_creation_story",
 ]
 
 #: (kind, id, value) rows of each transaction the story commits, in order. The third is
@@ -180,6 +187,9 @@ class Side:
     rollback_prepared: Callable[[str], object]
     log_running_xacts: Callable[[], object]
     """Write a running-xacts record now (PostgreSQL moves restart_lsn only at one)."""
+    client_gone: Callable[[int], object]
+    """Wait until the server has read that the client of backend ``pid`` went away (a
+    waiting walsender finds it in its socket when it reads again: nothing to wait for)."""
 
 
 class OpenTransaction(Protocol):
@@ -188,6 +198,7 @@ class OpenTransaction(Protocol):
 
     def write(self, rows: Sequence[Row]) -> object: ...
     def commit(self) -> object: ...
+    def rollback(self) -> object: ...
     def prepare(self, gid: str) -> object: ...
 
 
@@ -408,15 +419,27 @@ class _SlotCreation:
         import psycopg  # noqa: PLC0415 - a test-time dependency
 
         self.conn = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor)
+        self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._create, args=(name,), daemon=True)
         self.thread.start()
 
     def _create(self, name: str) -> None:
-        self.conn.execute(f"CREATE_REPLICATION_SLOT {name} LOGICAL pgoutput")
+        try:
+            self.conn.execute(f"CREATE_REPLICATION_SLOT {name} LOGICAL pgoutput")
+        except Exception as err:
+            self.error = err
 
     def waiting(self, seconds: float) -> bool:
         self.thread.join(seconds)
         return self.thread.is_alive()
+
+    def vanish(self, timeout: float) -> None:
+        """The client goes away mid-command, as a process that dies (see
+        :func:`_shut_down`); the connection is closed once execute() failed."""
+        _shut_down(self.conn)
+        if self.waiting(timeout):
+            raise TimeoutError("the creating thread did not see its connection end")
+        self.conn.close()
 
     @property
     def pid(self) -> int:
@@ -493,6 +516,70 @@ def run_slot_creation_story(
             command: (state, message.replace(str(creator), "<pid>"))
             for command, (state, message) in refused.items()
         },
+    }
+
+
+#: How the transaction a slot creation waits for ends (:func:`run_vanished_creation_story`).
+VANISHED_ENDINGS: tuple[str, ...] = ("commit", "rollback", "commit_prepared", "rollback_prepared")
+
+
+def run_vanished_creation_story(
+    side: Side, ending: str, *, timeout: float = 10.0
+) -> dict[str, Any]:
+    """A slot creation waits for an open transaction (``*_prepared``: a prepared one) and
+    its client vanishes, its socket shut down as when a process dies; then the
+    transaction ends as ``ending`` says (:data:`VANISHED_ENDINGS`). What another session
+    sees of the slot (pg_replication_slots) and of its walsender (pg_stat_replication)
+    while it waits, once its client is gone, and once the transaction ended."""
+    import psycopg  # noqa: PLC0415 - a test-time dependency
+
+    txn = side.begin()
+    txn.write(TRANSACTIONS[0])
+    gid = f"{side.slot}_gid"  # real_side rolls it back if the story fails
+    ends: dict[str, Callable[[], object]] = {
+        "commit": txn.commit,
+        "rollback": txn.rollback,
+        "commit_prepared": lambda: side.commit_prepared(gid),
+        "rollback_prepared": lambda: side.rollback_prepared(gid),
+    }
+    if ending.endswith("_prepared"):
+        txn.prepare(gid)
+    name = f"{side.slot}_gone"
+    creation = _SlotCreation(side.dsn, name)
+    creator = creation.pid
+    with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as other:
+
+        def seen() -> dict[str, Any]:
+            walsender = other.execute(
+                "SELECT state, sent_lsn, write_lsn, flush_lsn, replay_lsn, sync_state"
+                f" FROM pg_stat_replication WHERE pid = '{creator}'"
+            ).fetchone()
+            return {"slot": _slot_shape(_slot_row(other, name), creator), "walsender": walsender}
+
+        # Listed at once; its WAL reserved just after (ReplicationSlotReserveWal).
+        deadline = time.monotonic() + timeout
+        while (row := _slot_row(other, name)) is None or row["restart_lsn"] is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"slot {name} not listed with its WAL reserved")
+            time.sleep(0.02)
+        blocked = creation.waiting(0.2)
+        during = seen()
+        creation.vanish(timeout)
+        side.client_gone(creator)
+        gone = seen()
+        ends[ending]()
+        # The walsender notices, drops the slot and exits a moment after the end.
+        deadline = time.monotonic() + timeout
+        while (after := seen()) != {"slot": None, "walsender": None}:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+    return {
+        "blocked_while_open": blocked,
+        "client_error": type(creation.error).__name__,
+        "while_waiting": during,
+        "once_the_client_is_gone": gone,
+        "once_the_transaction_ended": after,
     }
 
 
@@ -753,6 +840,9 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                 commit_prepared,
                 rollback_prepared,
                 log_running_xacts,
+                # A walsender waiting on a lock reads nothing: the end of its client's
+                # connection waits in its socket, whenever the client went.
+                lambda _pid: None,
             )
         finally:
             # A prepared transaction left by a failed run would hold the table's lock.
@@ -889,6 +979,15 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
     def changes(rows: Sequence[Row]) -> list[Any]:
         return [makers[kind](key, value) for kind, key, value in rows]
 
+    def client_gone(pid: int) -> None:
+        # The fake reads the end of a connection in its reactor thread, whatever its
+        # session does: wait for that, so that the story's next step (a commit) comes
+        # after it, as it comes before PostgreSQL's walsender reads again.
+        def read(state: Any) -> bool:
+            return bool(getattr(state.sessions.get(pid), "client_gone", True))
+
+        server.wait_until(lambda s: s.with_state(read), 10)
+
     try:
         yield Side(
             server.dsn(),
@@ -901,6 +1000,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             lambda gid: server.append(CommitPrepared(gid)),
             lambda gid: server.append(RollbackPrepared(gid)),
             lambda: None,  # the fake's restart_lsn moves at any confirmation
+            client_gone,
         )
     finally:
         server.stop()
