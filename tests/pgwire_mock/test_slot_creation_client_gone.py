@@ -199,3 +199,22 @@ def test_a_server_that_drops_its_connections_ends_their_slot_creations() -> None
     lose(protocol)  # what the aborted transport reports next
     assert factory.detached == [] and factory.state.creating == {}
     assert factory.state.sessions == {}
+
+
+def test_a_cancel_ends_a_slot_creation_whose_client_is_gone() -> None:
+    """A cancel (a CancelRequest with the backend's key) still interrupts the wait: the
+    slot is dropped with the error, and the walsender, reading next, finds its client
+    gone and ends."""
+    factory, writer = serve()
+    txn = writer.begin()
+    writer.write(txn, [insert(TABLE, id=1, v="open")])
+    protocol, _ = connect(factory)
+    session = protocol.session
+    assert session is not None
+    protocol.dataReceived(Query("CREATE_REPLICATION_SLOT gone LOGICAL pgoutput").encode())
+    lose(protocol)
+    session.cancel()
+    state = factory.state
+    assert session.closed and state.creating == {} and state.sessions == {}
+    writer.finish(txn, rollback=False)
+    assert "gone" not in state.slots and factory.detached == []
