@@ -47,7 +47,7 @@ def _check_bulk(type_name: str, texts: list[str]) -> None:
         # Where it stopped, never past the end; the values of those before, if it
         # made them, are theirs (checked below, as the texts before are).
         assert 0 <= values.index < len(texts), (texts, values)
-        texts, values = texts[: values.index], values.before
+        texts, values = texts[: values.index], values.values_before()
     if values is None:
         return
     expected = [_element(type_name, text) for text in texts]
@@ -542,7 +542,7 @@ def test_whole_array_readers_decode_as_the_elements_do(type_name: str, data: st.
         assert 0 <= values.index < len(texts), (texts, values)
         if any("," in text for text in texts):
             return  # the index counts commas
-        texts, values = texts[: values.index], values.before
+        texts, values = texts[: values.index], values.values_before()
     if values is None:
         return
     expected = [None if text == "NULL" else _element(type_name, text) for text in texts]
@@ -848,7 +848,7 @@ def test_binary_element_conversions_match_element_decoding(
     values = BULK_BINARY_ELEMENTS[type_name](distinct)
     if isinstance(values, Declined):  # where it stopped: the values of those before
         assert 0 <= values.index < len(distinct), (distinct, values)
-        distinct, values = distinct[: values.index], values.before
+        distinct, values = distinct[: values.index], values.values_before()
     if values is None:
         return
     expected = [_element_binary(type_name, raw) for raw in distinct]

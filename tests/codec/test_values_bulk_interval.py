@@ -283,12 +283,12 @@ def _check_declined(text: str, answer: object) -> None:
     have the values given."""
     if answer is None:
         return
-    assert isinstance(answer, Declined) and answer.before is not None, (text, answer)
+    assert isinstance(answer, Declined) and answer.values_before() is not None, (text, answer)
     assert text.startswith("{") and not text.startswith('{"'), text
     elements = text[1:-1].split(",")
     assert 0 < answer.index < len(elements), (text, answer)
     oid = type_by_name("interval").oid
-    assert answer.before == [decode_text(oid, e) for e in elements[: answer.index]], text
+    assert answer.values_before() == [decode_text(oid, e) for e in elements[: answer.index]], text
 
 
 def test_one_field_array_takes_printed_arrays() -> None:
@@ -367,7 +367,7 @@ def test_first_text_one_field_cannot_read(texts: list[str], index: int | None) -
         return
     assert isinstance(found, Declined) and found.index == index
     oid = type_by_name("interval").oid
-    assert found.before == [decode_text(oid, text) for text in texts[:index]]
+    assert found.values_before() == [decode_text(oid, text) for text in texts[:index]]
 
 
 def test_texts_the_conversion_by_shape_reads_are_not_declined_early() -> None:

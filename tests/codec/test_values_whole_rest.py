@@ -78,6 +78,7 @@ def test_the_readers_say_where_they_stopped(type_name: str, text: str, index: in
     offset of the element it stopped at."""
     answer = BULK_WHOLE[type_name](text)
     assert isinstance(answer, Declined) and answer.index == index, answer
-    assert answer.before is not None and len(answer.before) == index
+    before = answer.values_before()
+    assert before is not None and len(before) == index
     assert answer.offset is not None
     assert text[answer.offset - 1] == "," and text.count(",", 0, answer.offset) == index

@@ -606,12 +606,12 @@ def make_text_decoder(
         read = whole(text) if whole is not None else None
         if isinstance(read, list):
             return read
-        if not isinstance(read, Declined) or read.before is None:
+        if not isinstance(read, Declined) or (read.before is None and read.later is None):
             return parsed(text, None)
         # The whole reader stopped after the first elements and made their values.
         start = read.offset
         if start is None or text.find("{", start) >= 0 or text[_skip_space(text, start)] in ",}":
-            return parsed(text, read.before)
+            return parsed(text, read.values_before())
         # The rest holds no sub-array and begins with an element: it is parsed as an
         # array of its own (the bulk of an array of valid elements ending in a bad one
         # is neither split nor scanned again), its errors moved to where they are in
@@ -620,7 +620,7 @@ def make_text_decoder(
             rest = parsed("{" + text[start:], None, read.index)
         except Invalid as err:
             raise Invalid(err.offset + start - 1, err.reason) from None
-        return read.before + cast(list[object], rest)
+        return cast(list[object], read.values_before()) + cast(list[object], rest)
 
     def parsed(text: str, before: list[object] | None, first: int = 0) -> object:
         """The array ``text``, the values of its first elements ``before`` given, its

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import repeat
 from operator import add, getitem, mul
 from typing import Final
@@ -274,9 +275,12 @@ def _stopped(joined: str, end: int, found: Field, base: int | None = None) -> De
     if not index:
         return Declined(0, [])
     cut = end if complete else joined.rfind(",", 0, end)
-    values = _one_field(joined[:cut], index, found[2], found[3])
-    at = None if base is None or values is None else base + cut + 1
-    return Declined(index, values, at)
+    values = partial(_one_field, joined[:cut], index, found[2], found[3])
+    if base is None:
+        return Declined(index, values())
+    # The Intervals are made once the rest decodes: an array of valid elements ending
+    # in a bad one is refused without making them.
+    return Declined(index, None, base + cut + 1, values)
 
 
 def _refused(text: str) -> bool:

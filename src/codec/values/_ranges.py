@@ -49,6 +49,13 @@ class Declined:
     # A whole reader's: where element ``index`` begins in the array text, when the
     # elements before it are ``before``; the array decoder then parses only the rest.
     offset: int | None = None
+    # A whole reader's, instead of ``before`` where making the values costs more than
+    # checking them (an object each): made only once the rest decodes.
+    later: Callable[[], list[object]] | None = None
+
+    def values_before(self) -> list[object] | None:
+        """``before``, made now if it was left for later."""
+        return self.before if self.later is None else self.later()
 
 
 BulkResult = list[object] | Declined | None
