@@ -32,13 +32,13 @@ from typing import Final, cast
 from uuid import UUID, SafeUUID
 
 from codec.values._bulk_interval import interval_texts, one_field_array
+from codec.values._bulk_json import json_scalars, json_texts
 from codec.values._bulk_net import ip_area, ip_texts, ip_whole
 from codec.values._bulk_numeric import numerics_array, numerics_recv
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import COMPACT_ZEROS, FLT_MAX, MAX_INT_DIGITS
 from codec.values._ranges import BulkResult, Declined
-from codec.values._text import _JSON, json_numbers_decoder, jsonb_long_run, jsonb_misfit
 from codec.values._time import (
     _EPOCH,
     _EPOCH_ORDINAL,
@@ -502,102 +502,6 @@ def _uuid(texts: list[str]) -> BulkResult:
     return _uuids(map(int, digits, repeat(16)), len(texts))
 
 
-_end: Final = itemgetter(1)
-
-
-def _json_of(jsonb: bool) -> BulkDecoder:
-    """json_in / jsonb_in over all texts: each is scanned by the C scanner through the
-    documented raw_decode(), which must end exactly at the text's end (half the cost of
-    decode(), which also skips whitespace around the value; texts with whitespace
-    there decline). Texts of numbers and literals only are read as one JSON array, a
-    scan with no call per text. jsonb's numbers must fit numeric: the scanner hands
-    over every number with a fraction or exponent, checked together afterwards; a
-    digit run of 16383 or more declines."""
-
-    def decode(texts: list[str]) -> BulkResult:
-        joined = _SEPARATOR.join(texts)
-        if "\0" in joined or (jsonb and jsonb_long_run(joined)):
-            return None
-        floats: list[str] = []
-        decoder = json_numbers_decoder(floats) if jsonb else _JSON
-        # Numbers and literals only: the texts are the elements of one JSON array (no
-        # text can end or join another), read by one scan.
-        scalars = not any(map(joined.__contains__, _STRUCTURE))
-        try:
-            if scalars:
-                array = "[" + ",".join(texts) + "]"
-                try:
-                    if len(decoder.decode(array)) != len(texts):
-                        return None
-                except json.JSONDecodeError as err:
-                    # The commas before where it failed number the text it is in; the
-                    # texts before it are values, but for jsonb numbers that misfit.
-                    index = min(array.count(",", 0, err.pos), len(texts) - 1)
-                    fits = not jsonb or not floats or jsonb_misfit(floats) is None
-                    return Declined(index, list(texts[:index]) if fits else None)
-            elif list(map(_end, map(decoder.raw_decode, texts))) != list(map(len, texts)):
-                return None
-        except (ValueError, RecursionError):
-            return None
-        # jsonb's numbers must fit numeric: only those with an exponent may not.
-        misfit = jsonb_misfit(floats) if floats else None
-        if misfit is None:
-            return list(texts)
-        # Of scalars, a text each: the misfit's text is its first occurrence (an equal
-        # text before would misfit first), or, spaced, the misfit-th that is a float.
-        try:
-            place = texts.index(floats[misfit]) if scalars else -1
-        except ValueError:
-            places = list(compress(count(), map(_FLOAT_TEXT, texts)))
-            place = places[misfit] if len(places) == len(floats) else -1
-        return Declined(place, list(texts[:place])) if place >= 0 else None
-
-    return decode
-
-
-# In an array text of JSON numbers and literals: a character of neither; SQL's NULL.
-_NOT_JSON_SCALAR: Final = re.compile(r"[^-+.0-9eEtrufals,]").search
-_NULL_ELEMENT: Final = re.compile(r"(?<![^,])null(?![^,])").search
-
-
-def _json_scalars(jsonb: bool) -> WholeDecoder:
-    """A reader of a whole array text of bare JSON numbers and literals
-    ("{1,2.5,true}"), whose values are their texts: one split and the texts' JSON
-    check, without the array's parse and table of distinct texts. Where an element is
-    out of that form (a quote, a space, SQL's NULL), the elements before it are read
-    alone: Declined there, with their values. Elements averaging under five characters
-    with their comma are left to the table (few distinct ones)."""
-    texts_of = _json_of(jsonb)
-
-    def read(text: str) -> BulkResult:
-        if text[:1] != "{" or text[-1:] != "}" or len(text) < 5 * (text.count(",") + 1):
-            return None
-        body = text[1:-1]
-        found = _NOT_JSON_SCALAR(body)
-        end = len(body) if found is None else found.start()
-        null = _NULL_ELEMENT(body, 0, end) if "null" in body else None
-        end = end if null is None else null.start()
-        stop = body.rfind(",", 0, end) if end < len(body) else end
-        if stop < 0:
-            return None  # in the first element
-        texts = body[:stop].split(",")
-        values = texts_of(texts)
-        if isinstance(values, list):
-            return values if stop == len(body) else Declined(len(texts), values, stop + 2)
-        if isinstance(values, Declined) and values.before is not None:
-            index = values.index
-            return Declined(index, values.before, 1 + sum(map(len, texts[:index])) + index)
-        return None
-
-    return read
-
-
-# What JSON arrays, objects and strings are made of, and the separator of a JSON array.
-_STRUCTURE: Final = ("[", "]", "{", "}", '"', ",")
-# A JSON number with a fraction or an exponent (never true, false or null).
-_FLOAT_TEXT: Final = re.compile("[0-9][.eE]").search
-
-
 # --------------------------------------------------------------------------- by type
 
 BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
@@ -611,8 +515,8 @@ BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
     "interval": one_field_array,
     "inet": partial(ip_whole, cidr=False),
     "cidr": partial(ip_whole, cidr=True),
-    "json": _json_scalars(jsonb=False),
-    "jsonb": _json_scalars(jsonb=True),
+    "json": json_scalars(jsonb=False),
+    "jsonb": json_scalars(jsonb=True),
 }
 """Element type name -> a reader of the whole array text, for arrays of numbers (and of
 one-field intervals, "{1 day,2 days}", of bare IP addresses and of bare JSON scalars):
@@ -642,8 +546,8 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "uuid": _uuid,
     "inet": partial(ip_texts, cidr=False),
     "cidr": partial(ip_texts, cidr=True),
-    "json": _json_of(jsonb=False),
-    "jsonb": _json_of(jsonb=True),
+    "json": json_texts(jsonb=False),
+    "jsonb": json_texts(jsonb=True),
 }
 """Element type name -> its whole-array fast path."""
 
@@ -721,7 +625,7 @@ def _text_recv(raws: list[bytes]) -> list[object] | None:
 
 
 def _json_recv(jsonb: bool) -> BinaryElements:
-    check = _json_of(jsonb)
+    check = json_texts(jsonb)
 
     def decode(raws: list[bytes]) -> BulkResult:
         if jsonb:  # jsonb_recv: version byte 1, then the text
