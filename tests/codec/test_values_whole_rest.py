@@ -43,7 +43,7 @@ def _answer(decode: object, text: str) -> object:
 
 
 @pytest.mark.parametrize("type_name", WHOLE_TYPES)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_the_rest_parsed_alone_answers_as_the_whole_text(
     type_name: str, data: st.DataObject
