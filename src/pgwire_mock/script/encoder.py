@@ -880,12 +880,7 @@ class _Session:
         ReorderBufferTruncateTXN then marks streamed every subtransaction that had changes
         collected, so each gets its Stream Abort at its abort record."""
         collected = {id(c.sub) for c in state.pending if c.sub is not txn.top}
-        sent: list[WChange] = []
-        for change in state.pending:
-            tables = change.tables or ((change.table,) if change.table is not None else ())
-            if change.kind != "message" and any(t.oid not in self.looked_up for t in tables):
-                break
-            sent.append(change)
+        sent = self.before_lookup(state.pending)
         if sent:
             state.pending = sent
             yield from self.stream_block(txn, state)
@@ -897,6 +892,15 @@ class _Session:
         state.pending = []
         state.memory = 0
         state.aborted = True
+
+    def before_lookup(self, changes: Sequence[WChange]) -> list[WChange]:
+        """The changes before the first that needs a catalog access (a table not in
+        pgoutput's cache): where HandleConcurrentAbort stops an aborted transaction."""
+        for index, change in enumerate(changes):
+            tables = change.tables or ((change.table,) if change.table is not None else ())
+            if change.kind != "message" and any(t.oid not in self.looked_up for t in tables):
+                return list(changes[:index])
+        return list(changes)
 
     def truncate(self, txn: WTxn, state: _TxnState, sub: int | None) -> None:
         """ReorderBufferTruncateTXN of the top transaction (``sub`` None: all its
@@ -1003,7 +1007,14 @@ class _Session:
         yield from self.begin(
             txn, txn.first_lsn, BeginPrepare(txn.lsn, txn.end_lsn, txn.time, xid, gid)
         )
-        for change in state.pending:
+        changes = state.pending
+        if self.aborted_after_the_fact(txn, state):
+            # Rolled back prepared before this walsender decodes its PREPARE (a consumer
+            # back after ROLLBACK PREPARED): the first catalog access fails
+            # (HandleConcurrentAbort), ReorderBufferProcessTXN stops there, and
+            # ReorderBufferPrepare sends the Prepare all the same (measured on 15-18).
+            changes = self.before_lookup(changes)
+        for change in changes:
             for wal, message in self.change(change, state, in_stream=False, top_xid=xid):
                 yield Send(wal, message)
         self.flush_invalidations(state)
