@@ -41,6 +41,12 @@ confirms past it and however many running-xacts records the walsender decodes: t
 restarted walsender must decode it again, whole (without two-phase) or to know its
 PREPARE was sent (with two-phase, only COMMIT PREPARED comes then).
 
+A two-phase consumer that received a PREPARE without confirming it
+(:func:`run_unconfirmed_prepare_story`) gets it again after its restart, at the same
+positions, then the COMMIT or ROLLBACK PREPARED written before or after the restart;
+rolled back before, the transaction is found aborted when it is decoded again, and
+only Begin Prepare and Prepare come.
+
 Two stories create a slot while a transaction is open: :func:`run_slot_creation_story`
 (the command answers once the transaction ended), and
 :func:`run_vanished_creation_story`, whose client vanishes mid-wait (the slot stays
@@ -50,6 +56,7 @@ listed until the transaction ends, then is dropped).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import select
 import socket
@@ -63,9 +70,11 @@ from typing import Any, Protocol
 
 from codec.pgoutput import (
     Begin,
+    BeginPrepare,
     Commit,
     CommitPrepared,
     Decoder,
+    Prepare,
     RollbackPrepared,
     StreamCommit,
 )
@@ -93,6 +102,7 @@ __all__ = [
     "run_slot_creation_story",
     "run_story",
     "run_two_open_story",
+    "run_unconfirmed_prepare_story",
     "run_vanished_creation_story",
 ]
 
@@ -170,6 +180,8 @@ class LiveRun:
     final_restart_lsn: int | None = None
     """The slot's restart_lsn at the end, once a running-xacts record was decoded and
     confirmed after everything (stories that measure it)."""
+    confirmed_at_restart: int | None = None
+    """The slot's confirmed_flush when the consumer restarted (stories that measure it)."""
 
 
 @dataclass
@@ -400,6 +412,40 @@ def run_prepared_restart_lsn_story(
     _await_confirmed(side, last[-1].wal_start, timeout)
     consumer.kill()
     run.final_restart_lsn = side.slot_positions()[1]
+    return run
+
+
+def run_unconfirmed_prepare_story(
+    side: Side,
+    options: Mapping[str, str],
+    *,
+    rollback: bool = False,
+    finish_first: bool = False,
+    timeout: float = 30.0,
+) -> LiveRun:
+    """A (5 rows) stays open while T0 commits; the two-phase consumer acknowledges T0 (a
+    position inside A), gets A's PREPARE (Begin Prepare…Prepare) without confirming it,
+    and dies. A is committed (or rolled back) prepared while the consumer is down
+    (``finish_first``) or once it has restarted. The restarted walsender decodes A's
+    PREPARE again (its record is past confirmed_flush): the consumer reads two ends."""
+    consumer = Consumer(side, options, timeout)
+    a = side.begin()
+    a.write(_rows(60000, 5))
+    side.commit(TRANSACTIONS[0])
+    first = consumer.read(1, acknowledge=True)
+    _await_confirmed(side, first[-1].wal_start, timeout)
+    gid = f"{side.slot}_gid"
+    a.prepare(gid)
+    first += consumer.read(1, acknowledge=False)
+    consumer.kill()
+    confirmed, _ = side.slot_positions()
+    finish = functools.partial(side.rollback_prepared if rollback else side.commit_prepared, gid)
+    if finish_first:
+        finish()
+    run = _restart_and_read(
+        side, options, timeout, first, commits=2, then=None if finish_first else finish
+    )
+    run.confirmed_at_restart = confirmed
     return run
 
 
@@ -752,11 +798,50 @@ def observed(run: LiveRun) -> dict[str, Any]:
     out["restart_lsn_at_or_before_prepared_finished_after"] = all(
         run.restart_lsn <= p for p in starts
     )
+    if run.confirmed_at_restart is not None:
+        out["two_phase"] = _two_phase_relations(run, decoded)
     if run.final_restart_lsn is not None:
         # Once it is finished, a running-xacts record confirmed moves restart_lsn to
         # that record, which starts where the finish ended, or later.
         ends = [r.wal_start for r in run.after_restart if r.payload[:1] in _ENDS]
         out["final_restart_lsn_at_or_past_what_came_again"] = run.final_restart_lsn >= ends[0]
+    return out
+
+
+def _two_phase_relations(run: LiveRun, decoded: Mapping[str, list[Any]]) -> dict[str, Any]:
+    """Where a two-phase consumer's PREPARE, COMMIT and ROLLBACK PREPARED come, and which
+    end the slot had confirmed at the restart: relations, not LSN values. A Begin
+    Prepare or Prepare is True when it repeats one sent before the restart exactly."""
+    confirmed = run.confirmed_at_restart
+    assert confirmed is not None
+    lsns = ("prepare_lsn", "end_lsn")
+    before: dict[int, tuple[int, ...]] = {}  # xid → position and LSNs of its Begin Prepare
+    prepares: dict[int, Prepare] = {}
+    out: dict[str, Any] = {}
+    for name, received in (("first", run.first), ("after_restart", run.after_restart)):
+        rows: list[tuple[object, ...]] = []
+        for r, m in zip(received, decoded[name], strict=True):
+            if isinstance(m, BeginPrepare):
+                where = (r.wal_start, *(getattr(m, f) for f in lsns))
+                rows.append(("BeginPrepare", before.get(m.xid) == where))
+                before.setdefault(m.xid, where)
+            elif isinstance(m, Prepare):
+                rows.append(("Prepare", r.wal_start == m.end_lsn, prepares.get(m.xid) == m))
+                prepares[m.xid] = m
+            elif isinstance(m, CommitPrepared):
+                prepared = prepares.get(m.xid)
+                follows = prepared is not None and m.commit_lsn >= prepared.end_lsn
+                rows.append(("CommitPrepared", r.wal_start == m.end_lsn, follows))
+            elif isinstance(m, RollbackPrepared):
+                prepared = prepares.get(m.xid)
+                follows = prepared is not None and m.prepare_end_lsn == prepared.end_lsn
+                rows.append(("RollbackPrepared", r.wal_start == m.rollback_end_lsn, follows))
+        out[name] = rows
+    ends = [r.wal_start for r in run.first if r.payload[:1] in _ENDS]
+    out["confirmed_at_restart_is_end"] = [end == confirmed for end in ends]
+    out["confirmed_at_restart_before_prepare"] = [
+        confirmed <= p.prepare_lsn for p in prepares.values()
+    ]
     return out
 
 

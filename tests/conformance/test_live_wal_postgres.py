@@ -9,6 +9,8 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
+
 from conformance import live
 from conformance.provision import Server
 
@@ -189,3 +191,48 @@ def _check_slot_creation(pg_server: Server, *, prepared: bool) -> None:
     assert refused["DROP_REPLICATION_SLOT"][0] == "55006", refused
     assert refused["CREATE_REPLICATION_SLOT"][0] == "42710", refused
     assert fake == real, prepared
+
+
+def test_a_two_phase_consumer_that_did_not_confirm_the_prepare(pg_server: Server) -> None:
+    """15+: A stays open while T0 commits; a two-phase consumer confirms T0 (a position
+    inside A, up to A's PREPARE record), receives A's Begin Prepare…Prepare without
+    confirming it, and dies; A is committed or rolled back prepared before the consumer
+    comes back, or once it has restarted. The restarted walsender decodes A's PREPARE
+    again (confirmed_flush is still T0's end, restart_lsn before A's first change), at
+    the same positions, then Commit or Rollback Prepared. Rolled back before the restart,
+    A has aborted when it is decoded again: its first catalog lookup stops it, and only
+    Begin Prepare and Prepare come (no changes). The fake sends the same.
+
+    One two-phase option set per version (proto 3, two_phase on): streaming changes
+    nothing for a 5-row transaction, and the test stays at a few seconds per version.
+    The consumer that confirmed the PREPARE is test_a_prepared_transaction_holds_
+    restart_lsn_until_finished (only Commit Prepared comes after its restart)."""
+    if pg_server.version < 15:
+        pytest.skip("pgoutput's two_phase option needs PostgreSQL 15")
+    options = live.TWO_PHASE_OPTION_SETS[0][1]
+    again = ["BeginPrepare", "Relation", *["Insert"] * 5, "Prepare"]
+    for rollback in (False, True):
+        for finish_first in (True, False):
+            story = functools.partial(
+                live.run_unconfirmed_prepare_story, rollback=rollback, finish_first=finish_first
+            )
+            real, fake = _observed_on_both(pg_server, options, story)
+            case = (rollback, finish_first)
+            types = [m["type"] for m in real["after_restart"]["messages"]]
+            if rollback and finish_first:
+                assert types == ["BeginPrepare", "Prepare", "RollbackPrepared"], (case, types)
+            else:
+                finish = "RollbackPrepared" if rollback else "CommitPrepared"
+                assert types == [*again, finish], (case, types)
+            two_phase = real["two_phase"]
+            # Sent again exactly as before (same positions and LSNs), each at its end.
+            assert two_phase["after_restart"] == [
+                ("BeginPrepare", True),
+                ("Prepare", True, True),
+                ("RollbackPrepared" if rollback else "CommitPrepared", True, True),
+            ], case
+            assert two_phase["confirmed_at_restart_is_end"] == [True, False], case
+            assert two_phase["confirmed_at_restart_before_prepare"] == [True], case
+            assert real["restart_lsn_at_or_before_prepared_finished_after"], case
+            assert real["confirmed_flush_is_last_acknowledged_end"], case
+            assert fake == real, case
