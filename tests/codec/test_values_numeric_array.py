@@ -19,6 +19,7 @@ import codec.values._bulk_numeric as bulk_numeric
 from codec.errors import DecodeError
 from codec.values import ScaledDecimal, decode_binary, encode_binary
 from codec.values._bulk_numeric import numerics_array
+from codec.values._ranges import Declined
 
 NUMERIC, NUMERIC_ARRAY = 1700, 1231
 HEAD = struct.Struct("!hhHH")  # ndigits, weight, sign, dscale
@@ -109,10 +110,11 @@ def test_runs_convert_as_numeric_recv(elements: list[bytes | None], ndim: int) -
     want = reference(elements)
     got = numerics_array(data, pos, len(elements))
     if want is None:
-        assert got is None
+        assert not isinstance(got, list)
+        _check_stop(got, data, pos, elements)
         return
     # At most 12 runs and prefixes, far under the limits: only refusals decline.
-    assert got is not None
+    assert isinstance(got, list)
     assert same(got, want)
     # ... which is what the array decoder gives, whichever path it takes.
     decoded = decode_binary(NUMERIC_ARRAY, data)
@@ -127,8 +129,20 @@ def test_encoded_decimals_convert_as_decoded(items: list[Decimal | None]) -> Non
     want = reference([None if d is None else encode_binary(NUMERIC, d) for d in items])
     assert want is not None
     got = numerics_array(data, 20, len(items))
-    if got is not None:
+    if isinstance(got, list):
         assert same(got, want)
+
+
+def _check_stop(got: object, data: bytes, pos: int, elements: list[bytes | None]) -> None:
+    """None, or Declined at an element: the values of those before it are the element
+    path's, and its offset is where its length word is."""
+    if got is None:
+        return
+    assert isinstance(got, Declined) and 0 < got.index < len(elements), got
+    before = elements[: got.index]
+    assert got.offset == pos + 4 * got.index + sum(len(e) for e in before if e is not None)
+    want = reference(before)
+    assert want is not None and got.before is not None and same(got.before, want)
 
 
 @SETTINGS
@@ -155,8 +169,8 @@ def test_damaged_arrays_decline_where_the_element_path_refuses(
         want = None
     got = numerics_array(raw, pos, len(elements))
     if want is None:
-        assert got is None
-    elif got is not None:
+        assert not isinstance(got, list)
+    elif isinstance(got, list):
         assert same(got, want)  # type: ignore[arg-type]
 
 
@@ -174,21 +188,24 @@ def test_declines_what_it_does_not_read() -> None:
     one = numeric(1, 0, POS, 0, [5])
     data, pos = array([one, one])
     assert numerics_array(data, pos, 2) == [Decimal(5), Decimal(5)]
+    second = pos + 4 + len(one)
     assert numerics_array(data + b"\x00", pos, 2) is None  # bytes left over
-    assert numerics_array(data[:-1], pos, 2) is None  # bytes missing
+    # Bytes missing: the second element runs past the end, the first is read.
+    assert numerics_array(data[:-1], pos, 2) == Declined(1, [Decimal(5)], second)
     assert numerics_array(data, pos, 3) is None  # fewer elements than the dimensions say
     assert numerics_array(data, pos, 1) is None
     bad_length, _ = array([numeric(1, 0, POS, 0, [5]) + b"\x00\x00"])
     assert numerics_array(bad_length, pos, 1) is None
     short, _ = array([b"\x00\x00\x00"])
     assert numerics_array(short, pos, 1) is None
-    for element in (
-        numeric(1, 0, 0x1234, 0, [5]),  # sign
-        numeric(1, 0, POS, 0x4000, [5]),  # scale
-        numeric(1, 0, POS, 0, [10000]),  # digit
+    for element, answer in (
+        # A header it refuses: Declined there, the one before it read.
+        (numeric(1, 0, 0x1234, 0, [5]), Declined(1, [Decimal(5)], second)),  # sign
+        (numeric(1, 0, POS, 0x4000, [5]), Declined(1, [Decimal(5)], second)),  # scale
+        (numeric(1, 0, POS, 0, [10000]), None),  # digit: checked once all are read
     ):
         refused, _ = array([one, element, one])
-        assert numerics_array(refused, pos, 3) is None
+        assert numerics_array(refused, pos, 3) == answer
         try:
             decode_binary(NUMERIC_ARRAY, refused)
         except DecodeError:
@@ -205,7 +222,7 @@ def _events(data: bytes, pos: int, total: int) -> tuple[int, bool]:
     ``data``, and whether it converted."""
     bulk_numeric._run_of.cache_clear()  # each prefix's pattern compiled in both runs
     count, result = traced(lambda: numerics_array(data, pos, total), bulk_numeric.__file__.__eq__)
-    return count, result is not None
+    return count, isinstance(result, list)
 
 
 def _column(scale: int) -> list[bytes | None]:

@@ -10,9 +10,14 @@ import pytest
 from hypothesis import given, settings
 from test_values_properties import values_for
 
-from codec.values import encode_text, type_by_name
-from codec.values._arrays import make_text_decoder
-from codec.values._bulk import BULK_TEXT, BULK_WHOLE
+from codec.values import encode_binary, encode_text, type_by_name
+from codec.values._arrays import make_binary_decoder, make_text_decoder
+from codec.values._bulk import (
+    BULK_BINARY_AREAS,
+    BULK_BINARY_ELEMENTS,
+    BULK_TEXT,
+    BULK_WHOLE,
+)
 from codec.values._catalogue import SCALARS
 from codec.values._common import Invalid
 from codec.values._ranges import Declined
@@ -35,7 +40,7 @@ def _decoders(type_name: str) -> tuple[object, object]:
     )
 
 
-def _answer(decode: object, text: str) -> object:
+def _answer(decode: object, text: object) -> object:
     try:
         return ("value", repr(decode(text)))  # type: ignore[operator]
     except Invalid as err:
@@ -82,3 +87,43 @@ def test_the_readers_say_where_they_stopped(type_name: str, text: str, index: in
     assert before is not None and len(before) == index
     assert answer.offset is not None
     assert text[answer.offset - 1] == "," and text.count(",", 0, answer.offset) == index
+
+
+# --------------------------------------------------------------------------- binary
+
+_AREA_TYPES = sorted(BULK_BINARY_AREAS)
+
+
+def _binary_decoders(type_name: str) -> tuple[object, object]:
+    """The catalogue's binary array decoder and one without the area reader."""
+    element = _CONVERTER[type_name]
+    return (
+        make_binary_decoder(
+            element, None, BULK_BINARY_ELEMENTS.get(type_name), BULK_BINARY_AREAS[type_name]
+        ),
+        make_binary_decoder(element, None, BULK_BINARY_ELEMENTS.get(type_name), None),
+    )
+
+
+@pytest.mark.parametrize("type_name", _AREA_TYPES)
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_the_binary_rest_read_alone_answers_as_the_whole_array(
+    type_name: str, data: st.DataObject
+) -> None:
+    """An area reader that stops at an element (a header or length it refuses) leaves
+    the rest to the element path: the same values, or the same error at the same
+    offset naming the same element, as reading every element that way."""
+    info = type_by_name(type_name)
+    values = data.draw(st.lists(values_for(info.oid) | st.none(), min_size=2, max_size=12))
+    raw = bytearray(encode_binary(info.array_oid, values))
+    at = data.draw(st.integers(20, len(raw) - 1))
+    how = data.draw(st.sampled_from(["byte", "cut", "add"]))
+    if how == "byte":
+        raw[at] = data.draw(st.integers(0, 255))
+    elif how == "cut":
+        del raw[at:]
+    else:
+        raw += bytes(data.draw(st.integers(1, 8)))
+    area, elements = _binary_decoders(type_name)
+    assert _answer(area, bytes(raw)) == _answer(elements, bytes(raw))

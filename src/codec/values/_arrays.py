@@ -682,21 +682,22 @@ _STEPS_MAX: Final = 1024  # single steps between guesses, when they keep failing
 
 
 def _binary_elements(
-    data: bytes, pos: int, total: int, items: list[bytes | None] | None = None
+    data: bytes, pos: int, total: int, items: list[bytes | None] | None = None, first: int = 0
 ) -> list[bytes | None]:
-    """The ``total`` elements from ``pos`` on (None for NULL), checking every length
-    against what is left. When all elements have the first one's length, the layout is
-    known in advance and struct splits it at C speed. Otherwise the lengths chain, but
-    sizes come in runs (numbers of one digit count, texts of one length): the next
-    elements are guessed to have the current one's length and split by one struct call,
-    as many as have it kept, the guess growing while it holds. Guesses that keep
-    failing (sizes that alternate) are spaced out by more and more single steps."""
+    """The ``total`` elements from ``pos`` on (None for NULL; numbered from ``first`` in
+    errors), checking every length against what is left. When all elements have the
+    first one's length, the layout is known in advance and struct splits it at C
+    speed. Otherwise the lengths chain, but sizes come in runs (numbers of one digit
+    count, texts of one length): the next elements are guessed to have the current
+    one's length and split by one struct call, as many as have it kept, the guess
+    growing while it holds. Guesses that keep failing (sizes that alternate) are spaced
+    out by more and more single steps."""
     n = len(data)
     if n - pos >= 4:
-        (first,) = INT32.unpack_from(data, pos)
-        if first >= 0 and n - pos == total * (4 + first):
-            flat = _pairs(f"i{first}s", total).unpack_from(data, pos)
-            if flat[0::2].count(first) == total:
+        (size,) = INT32.unpack_from(data, pos)
+        if size >= 0 and n - pos == total * (4 + size):
+            flat = _pairs(f"i{size}s", total).unpack_from(data, pos)
+            if flat[0::2].count(size) == total:
                 return list(flat[1::2])
     items = [] if items is None else items  # the caller's: what was read before an error
     runs: dict[int, int] = {}  # element length -> the next guess for a run of it
@@ -704,7 +705,7 @@ def _binary_elements(
     while index < total:
         if steps:
             count = min(steps, total - index)
-            pos = _steps(data, pos, index, count, items)
+            pos = _steps(data, pos, first + index, count, items)
             index += count
             if index == total:
                 break
@@ -739,7 +740,7 @@ def _binary_elements(
             elif 0 <= other <= n - pos - 4:
                 items.append(data[pos + 4 : pos + 4 + other])
             else:
-                raise Invalid(pos, f"element {index}: invalid length {other}")
+                raise Invalid(pos, f"element {first + index}: invalid length {other}")
             index += 1
             pos += 4 + max(other, 0)
     if pos != n:
@@ -769,17 +770,21 @@ def _steps(data: bytes, pos: int, first: int, count: int, items: list[bytes | No
 
 
 def _each_once_at(
-    raws: list[bytes | None], convert: Callable[[list[bytes]], list[object]], pos: int
+    raws: list[bytes | None],
+    convert: Callable[[list[bytes]], list[object]],
+    pos: int,
+    first: int = 0,
 ) -> list[object]:
-    """_each_once over binary elements read from ``pos``; an element that does not
-    decode raises its error at its bytes' offset."""
+    """_each_once over binary elements read from ``pos`` (numbered from ``first``); an
+    element that does not decode raises its error at its bytes' offset."""
     try:
         return _each_once(raws, convert)
     except ElementError as bad:
         index = raws.index(bad.token)  # type: ignore[arg-type]
         # Each element before it: a 4-byte length and its bytes (none for NULL).
         start = pos + 4 * (index + 1) + sum(map(len, filter(None, raws[:index])))
-        raise Invalid(start + bad.error.offset, f"element {index}: {bad.error.reason}") from None
+        reason = f"element {first + index}: {bad.error.reason}"
+        raise Invalid(start + bad.error.offset, reason) from None
 
 
 def make_binary_decoder(
@@ -847,18 +852,27 @@ def make_binary_decoder(
                 values = numbers if convert is None else convert(numbers)
                 if values is not None:
                     return _result(values, shape, bounds)
-        values = area(data, pos, total) if area is not None else None
-        if values is not None:
-            return _result(values, shape, bounds)
+        read = area(data, pos, total) if area is not None else None
+        if isinstance(read, list):
+            return _result(read, shape, bounds)
+        if isinstance(read, Declined) and read.before and read.offset is not None:
+            # The area reader stopped at an element, the values before it made: the
+            # rest is read from there (its elements numbered on from them).
+            rest = elements(data, read.offset, total - read.index, read.index)
+            return _result(read.before + rest, shape, bounds)
+        return _result(elements(data, pos, total, 0), shape, bounds)
+
+    def elements(data: bytes, pos: int, count: int, first: int) -> list[object]:
+        """The values of the ``count`` elements from ``pos``, numbered from ``first``."""
         raws: list[bytes | None] = []
         try:
-            raws = _binary_elements(data, pos, total, raws)
+            raws = _binary_elements(data, pos, count, raws, first)
         except Invalid as bad_length:
             # Lengths are all checked before any element is decoded; the first
             # error in array order may be an element before the bad length.
-            _each_once_at(raws, convert_all, pos)
+            _each_once_at(raws, convert_all, pos, first)
             raise bad_length from None
-        return _result(_each_once_at(raws, convert_all, pos), shape, bounds)
+        return _each_once_at(raws, convert_all, pos, first)
 
     return decode_binary
 

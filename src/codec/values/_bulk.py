@@ -747,7 +747,7 @@ BULK_BINARY_ELEMENTS: Final[dict[str, BinaryElements]] = {
 """Element type name -> the conversion of all distinct binary elements of an array at
 once, for variable-sized or multi-field elements (see BULK_BINARY for single numbers)."""
 
-BinaryArea = Callable[[bytes, int, int], list[object] | None]
+BinaryArea = Callable[[bytes, int, int], BulkResult]
 BULK_BINARY_AREAS: Final[dict[str, BinaryArea]] = {
     "numeric": numerics_array,
     "inet": partial(ip_area, cidr=False),
@@ -755,4 +755,6 @@ BULK_BINARY_AREAS: Final[dict[str, BinaryArea]] = {
 }
 """Element type name -> a reader of a binary array's whole element area (the array
 bytes, the offset of the first element's length, the element count): the values in
-order with None for NULL, or None to leave the array to the element path."""
+order with None for NULL, Declined at an element it stops at (with the values before
+it and the offset of its length word: the rest goes to the element path), or None to
+leave the array to the element path."""

@@ -55,6 +55,7 @@ from codec.values._numbers import (
     NUMERIC_POS,
     ScaledDecimal,
 )
+from codec.values._ranges import BulkResult, Declined
 
 _HEAD: Final = itemgetter(slice(None, 8))
 _DIGITS: Final = itemgetter(slice(8, None))
@@ -95,11 +96,12 @@ class _Kind(NamedTuple):
     shape: _Shape
 
 
-def numerics_array(data: bytes, pos: int, total: int) -> list[object] | None:
+def numerics_array(data: bytes, pos: int, total: int) -> BulkResult:
     """The ``total`` elements of a binary numeric array from ``pos`` (the first length
-    word) to the end of ``data``, as numeric_recv gives them (None for NULL), or None
-    to decline: a length or header numeric_recv refuses, bytes left over or missing,
-    or runs too short or prefixes too many for reading by runs to pay."""
+    word) to the end of ``data``, as numeric_recv gives them (None for NULL); Declined
+    at an element whose length or header numeric_recv refuses (or that is one kind too
+    many, or runs past the end), with the values of those before it and its offset; or
+    None to decline: bytes left over, or runs too short for reading by runs to pay."""
     n = len(data)
     start = pos
     kinds: dict[bytes, _Kind] = {}
@@ -107,6 +109,12 @@ def numerics_array(data: bytes, pos: int, total: int) -> list[object] | None:
     prefixes: list[bytes | None] = []  # each run's prefix (None: NULLs)
     codes: list[str] = []
     index = 0
+
+    def stopped() -> BulkResult:
+        """Declined at element ``index``, whose length word is at ``pos``."""
+        before = _from_runs(data, start, kinds, sizes, prefixes, "".join(codes)) if index else None
+        return Declined(index, before, pos) if before is not None else None
+
     while index < total:
         if n - pos < 4 or len(sizes) > _RUNS_FEW + index // _RUNS_PER:
             return None
@@ -125,12 +133,12 @@ def numerics_array(data: bytes, pos: int, total: int) -> list[object] | None:
                 continue
             kind = _kind(prefix, length, len(kinds))
             if kind is None:
-                return None
+                return stopped()
             kinds[prefix] = kind
         stride = kind.stride
         end = kind.run.match(data, pos, pos + (total - index) * stride).end()  # type: ignore[union-attr]
         if end == pos:  # the element runs past the end
-            return None
+            return stopped()
         found = (end - pos) // stride
         sizes.append(found)
         prefixes.append(prefix)
