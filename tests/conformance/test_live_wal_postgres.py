@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import pytest
+import psycopg2
 
 from conformance import live
 from conformance.provision import Server
@@ -17,6 +17,15 @@ from conformance.provision import Server
 
 def _option_sets(major: int) -> list[Mapping[str, str]]:
     return [options for least, options in live.OPTION_SETS if major >= least]
+
+
+def _start_refused(side: live.Side, options: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The SQLSTATE and primary message a consumer's START_REPLICATION fails with."""
+    try:
+        live.Consumer(side, options, 5.0).kill()
+    except psycopg2.Error as err:
+        return err.diag.sqlstate, err.diag.message_primary
+    return None, None
 
 
 def _observed_on_both(
@@ -207,9 +216,17 @@ def test_a_two_phase_consumer_that_did_not_confirm_the_prepare(pg_server: Server
     nothing for a 5-row transaction, and the test stays at a few seconds per version.
     The consumer that confirmed the PREPARE is test_a_prepared_transaction_holds_
     restart_lsn_until_finished (only Commit Prepared comes after its restart)."""
-    if pg_server.version < 15:
-        pytest.skip("pgoutput's two_phase option needs PostgreSQL 15")
     options = live.TWO_PHASE_OPTION_SETS[0][1]
+    if pg_server.version < 15:
+        # 14's pgoutput has neither protocol 3 nor two_phase: the consumer's
+        # START_REPLICATION is refused, by the fake as by PostgreSQL.
+        names = live.new_names()
+        with live.real_side(pg_server, names) as side:
+            real_refusal = _start_refused(side, options)
+        with live.fake_side(pg_server.version, names) as side:
+            fake_refusal = _start_refused(side, options)
+        assert real_refusal[0] is not None and fake_refusal == real_refusal
+        return
     again = ["BeginPrepare", "Relation", *["Insert"] * 5, "Prepare"]
     for rollback in (False, True):
         for finish_first in (True, False):
