@@ -265,7 +265,8 @@ class Host:
 class ExtendedQuery:
     """One plain session's prepared statements and portals."""
 
-    def __init__(self) -> None:
+    def __init__(self, major: int) -> None:
+        self.major = major  # the PostgreSQL release emulated, for its errors
         self.statements: dict[str, _Statement] = {}
         self.portals: dict[str, _Portal] = {}
         self._host: Host | None = None
@@ -354,7 +355,7 @@ class ExtendedQuery:
                 "ERROR", "42P05", f'prepared statement "{message.statement}" already exists'
             )
         if text:
-            check_syntax(text)
+            check_syntax(text, self.major)
         used = max((number for _, _, number in _placeholders(text)), default=0)
         types = list(message.parameter_type_oids)
         types += [0] * (used - len(types))

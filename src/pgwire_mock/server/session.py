@@ -243,7 +243,7 @@ class WalSenderSession(
         # it) and the last status update (write, flush, apply, time), never reset.
         self._last_stream: LogicalStream | None = None
         self._reported = (0, 0, 0, 0)
-        self._extended = ExtendedQuery()
+        self._extended = ExtendedQuery(self.major)
 
     # --- the transport's side -------------------------------------------------------------
 

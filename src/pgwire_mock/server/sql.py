@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState, WalSenderStatus
-from pgwire_mock.server.versions import VERSIONS
+from pgwire_mock.server.versions import VERSIONS, error
 
 __all__ = [
     "OID",
@@ -199,13 +199,16 @@ def split_statements(text: str) -> list[str]:
     return [part.strip() for part in out if _strip_comments(part).strip()]
 
 
-def check_syntax(statement: str) -> None:
-    """What the SQL grammar says of a statement that starts with no SQL keyword (42601);
-    the rest of the grammar is not checked."""
+def check_syntax(statement: str, major: int) -> None:
+    """What the SQL grammar of PostgreSQL ``major`` says of a statement that starts with
+    no SQL keyword (42601, at its first character); the rest of the grammar is not
+    checked."""
     text = normalize(statement)
     first = text.split(None, 1)[0] if text else ""
     if first.lower() not in _SQL_STARTS and not first.startswith("("):
-        raise ServerError("ERROR", "42601", f'syntax error at or near "{first}"', position=1)
+        refused = error(major, "sql_syntax", token=first)
+        refused.position = 1
+        raise refused
 
 
 def _strip_comments(text: str) -> str:
@@ -452,7 +455,7 @@ class SqlLayer:
             match = pattern.fullmatch(text)
             if match is not None:
                 return handler(match)
-        check_syntax(text)
+        check_syntax(text, self.major)
         raise ServerError(
             "ERROR",
             "0A000",

@@ -217,6 +217,14 @@ def _v(**lines: int) -> dict[int, int]:
 
 # Kind -> how the real server reports it. Message templates use str.format fields.
 ERRORS: Final[Mapping[str, ErrorFact]] = {
+    # The SQL grammar's error at a statement's first word (scan.l, scanner_yyerror).
+    "sql_syntax": ErrorFact(
+        "42601",
+        'syntax error at or near "{token}"',
+        file="scan.l",
+        routine="scanner_yyerror",
+        lines=_v(v14=1180, v15=1192, v16=1248, v17=1248, v18=1240),
+    ),
     # Slots (slot.c).
     "slot_does_not_exist": ErrorFact(
         "42704",
