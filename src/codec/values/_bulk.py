@@ -116,7 +116,7 @@ _FLOAT_FORM: Final = (
 )
 _float_forms: Final = _all_match(_FLOAT_FORM)
 _INFINITIES: Final = (float("inf"), float("-inf"))
-_NONZERO_MANTISSA: Final = re.compile(r"-?[0.]*+[1-9]").match
+_NONZERO_NUMBER: Final = re.compile(r"-?[0.]*+[1-9]").match
 
 
 def _in_range(texts: list[str], values: list[float]) -> BulkResult:
@@ -130,7 +130,7 @@ def _in_range(texts: list[str], values: list[float]) -> BulkResult:
         bad = next(compress(infinite, map(not_, spelled)), bad)
     if 0.0 in values:
         zeros = list(compress(count(), map(not_, values)))
-        nonzero = map(_NONZERO_MANTISSA, map(texts.__getitem__, zeros))
+        nonzero = map(_NONZERO_NUMBER, map(texts.__getitem__, zeros))
         bad = min(bad, next(compress(zeros, map(bool, nonzero)), bad))
     return values if bad == len(values) else Declined(bad, values[:bad])  # type: ignore[arg-type,return-value]
 

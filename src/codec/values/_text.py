@@ -302,7 +302,6 @@ def _jsonb_number(number: str) -> None:
 
 # An exponent's sign and a zero, so that an exponent of only zeros reads as 0.
 _EXPONENT_SIGN: Final = ("0", "-0")
-_HAS_EXPONENT: Final = re.compile("[eE]").search
 
 
 def json_numbers_decoder(floats: list[str]) -> json.JSONDecoder:
