@@ -599,6 +599,12 @@ def test_two_phase_with_and_without_the_option() -> None:
     assert _names(without) == ["Begin", "Relation", "Insert", "Commit"]
     assert isinstance(without[0], Begin) and isinstance(with_2pc[4], CommitPrepared)
     assert without[0].final_lsn == with_2pc[4].commit_lsn
+    # A slot marked two-phase by an earlier start decodes in two phases for a client
+    # that does not ask, even at protocol 1 (measured on 15-18); 14 has no two-phase.
+    marked = _messages(script, StreamOptions(1, ("pub",)), slot_two_phase=True)
+    assert marked == with_2pc
+    on_14 = _messages(script, StreamOptions(1, ("pub",)), server_version=14, slot_two_phase=True)
+    assert _names(on_14) == ["Begin", "Relation", "Insert", "Commit"]
 
 
 def test_streamed_prepare() -> None:

@@ -349,6 +349,7 @@ def encode_stream(
     *,
     server_version: int | None = None,
     from_lsn: int = 0,
+    slot_two_phase: bool = False,
 ) -> Iterator[StreamEvent]:
     """What pgoutput sends to a client with ``options`` that starts at ``from_lsn``.
 
@@ -362,6 +363,8 @@ def encode_stream(
     :class:`PublicationMissingError` when the first change is decoded if a requested
     publication does not exist — the same point a real server reports it; 18 skips such
     publications instead, and the stream yields :class:`PublicationsSkipped` there.
+    ``slot_two_phase``: the slot is marked two-phase, so prepared transactions are
+    decoded in two phases even if ``options`` do not ask for it (15+, any protocol).
     """
     if isinstance(source, CompiledScript):
         compiled = source
@@ -372,7 +375,7 @@ def encode_stream(
         return
     version = server_version if server_version is not None else compiled.script.server.pg_version
     options.check(version)
-    yield from _Session(compiled, options, version, from_lsn).run()
+    yield from _Session(compiled, options, version, from_lsn, slot_two_phase).run()
 
 
 @dataclass(eq=False)
@@ -397,7 +400,12 @@ Out: TypeAlias = list[tuple[int, PgOutputMessage]]
 
 class _Session:
     def __init__(
-        self, compiled: CompiledScript, options: StreamOptions, version: int, from_lsn: int
+        self,
+        compiled: CompiledScript,
+        options: StreamOptions,
+        version: int,
+        from_lsn: int,
+        slot_two_phase: bool = False,
     ) -> None:
         self.compiled = compiled
         self.options = options
@@ -406,7 +414,8 @@ class _Session:
         self.binary = options.binary
         self.parallel = options.streaming == "parallel"
         self.can_stream = options.streaming != "off"
-        self.two_phase = options.two_phase and version >= 15
+        # ctx->twophase: asked for now, or the slot marked by an earlier start.
+        self.two_phase = (options.two_phase or slot_two_phase) and version >= 15
         self.limit = compiled.script.server.logical_decoding_work_mem * 1024
         missing = tuple(p for p in options.publication_names if p not in compiled.publications)
         # Up to 17 the first lookup fails (get_publication_oid); 18 warns once and goes on.

@@ -20,7 +20,7 @@ XLogData, :mod:`pgwire_mock.server.fault_injection` applies its faults.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from codec import DecodeError
@@ -142,6 +142,11 @@ class LogicalCommands:
             slot.two_phase = True
             slot.two_phase_at = from_lsn
             self.state.save()
+        if slot.two_phase and self.major >= 15:
+            # Measured on 15-18 (tests/conformance/test_live_wal_postgres.py): a
+            # client restarted without two_phase, even at protocol 1, still gets Commit
+            # and Rollback Prepared for a PREPARE it confirmed before.
+            options = replace(options, slot_two_phase=True)
         source = self.config.source
         events = source.events(options, self.major, from_lsn) if source is not None else iter(())
         self._stream = LogicalStream(

@@ -31,6 +31,11 @@ class PgOutputOptions:
     streaming: Literal["off", "on", "parallel"] = "off"
     two_phase: bool = False
     origin: Literal["none", "any"] = "any"
+    slot_two_phase: bool = False
+    """Not an option: the slot is marked two-phase (created with TWO_PHASE, or streamed
+    once with ``two_phase``), so prepared transactions are decoded in two phases for
+    this client too, whatever it asked and down to protocol 1 (CreateDecodingContext
+    takes ``ctx->twophase`` from the slot; pgoutput_startup only notes the option)."""
 
 
 _ISSPACE: Final = " \t\n\r\v\f"

@@ -523,7 +523,11 @@ class ScriptSource:
         held: Emit | None = None  # the last message, until we know what follows it
         try:
             for event in encode_stream(
-                source, stream_options, server_version=major, from_lsn=from_lsn
+                source,
+                stream_options,
+                server_version=major,
+                from_lsn=from_lsn,
+                slot_two_phase=options.slot_two_phase,
             ):
                 if isinstance(event, Send):
                     payload = event.payload
