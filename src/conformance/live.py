@@ -45,7 +45,9 @@ A two-phase consumer that received a PREPARE without confirming it
 (:func:`run_unconfirmed_prepare_story`) gets it again after its restart, at the same
 positions, then the COMMIT or ROLLBACK PREPARED written before or after the restart;
 rolled back before, the transaction is found aborted when it is decoded again, and
-only Begin Prepare and Prepare come.
+only Begin Prepare and Prepare come. The same story with ``confirm=True`` has the
+consumer confirm the PREPARE before it dies: after its restart only Commit or Rollback
+Prepared comes, even to a consumer restarted without two_phase (``restart_options``).
 
 Two stories create a slot while a transaction is open: :func:`run_slot_creation_story`
 (the command answers once the transaction ended), and
@@ -421,13 +423,21 @@ def run_unconfirmed_prepare_story(
     *,
     rollback: bool = False,
     finish_first: bool = False,
+    confirm: bool = False,
+    restart_options: Mapping[str, str] | None = None,
     timeout: float = 30.0,
 ) -> LiveRun:
     """A (5 rows) stays open while T0 commits; the two-phase consumer acknowledges T0 (a
     position inside A), gets A's PREPARE (Begin Prepare…Prepare) without confirming it,
     and dies. A is committed (or rolled back) prepared while the consumer is down
     (``finish_first``) or once it has restarted. The restarted walsender decodes A's
-    PREPARE again (its record is past confirmed_flush): the consumer reads two ends."""
+    PREPARE again (its record is past confirmed_flush): the consumer reads two ends.
+
+    With ``confirm`` the consumer confirms A's PREPARE (flush = its end) before it dies.
+    What the restarted walsender sends then is not counted in advance: after the finish,
+    T1 (an Update) commits, and the consumer reads every end up to T1's Commit. The
+    restarted consumer starts with ``restart_options`` if given (a slot marked two-phase
+    by the first start, restarted without the option)."""
     consumer = Consumer(side, options, timeout)
     a = side.begin()
     a.write(_rows(60000, 5))
@@ -436,14 +446,22 @@ def run_unconfirmed_prepare_story(
     _await_confirmed(side, first[-1].wal_start, timeout)
     gid = f"{side.slot}_gid"
     a.prepare(gid)
-    first += consumer.read(1, acknowledge=False)
+    first += consumer.read(1, acknowledge=confirm)
+    if confirm:
+        _await_confirmed(side, first[-1].wal_start, timeout)
     consumer.kill()
     confirmed, _ = side.slot_positions()
     finish = functools.partial(side.rollback_prepared if rollback else side.commit_prepared, gid)
     if finish_first:
         finish()
     run = _restart_and_read(
-        side, options, timeout, first, commits=2, then=None if finish_first else finish
+        side,
+        options if restart_options is None else restart_options,
+        timeout,
+        first,
+        commits=0 if confirm else 2,
+        then=None if finish_first else finish,
+        marker=confirm,
     )
     run.confirmed_at_restart = confirmed
     return run
@@ -710,16 +728,24 @@ def _restart_and_read(
     first: list[Received],
     commits: int,
     then: Callable[[], object] | None = None,
+    *,
+    marker: bool = False,
 ) -> LiveRun:
     """A restarted consumer reads ``commits`` transactions (after ``then`` ran, once its
-    walsender waits at the end of WAL), acknowledging each; the run ends once the slot
-    confirmed the last (asynchronously on a real server)."""
+    walsender waits at the end of WAL), acknowledging each, and with ``marker`` then
+    every end up to the Commit of T1 (its one Update), committed after ``then``; the run
+    ends once the slot confirmed the last (asynchronously on a real server)."""
     _, restart_lsn = side.slot_positions()
     consumer = Consumer(side, options, timeout)
-    if then is not None:
+    if then is not None or marker:
         time.sleep(0.5)
+    if then is not None:
         then()
+    if marker:
+        side.commit(TRANSACTIONS[1])
     after = consumer.read(commits, acknowledge=True)
+    while marker and not any(r.payload[:1] == b"U" for r in after):
+        after += consumer.read(1, acknowledge=True)
     consumer.kill()
     last_end = after[-1].wal_start
     deadline = time.monotonic() + timeout

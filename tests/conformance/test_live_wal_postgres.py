@@ -214,18 +214,11 @@ def test_a_two_phase_consumer_that_did_not_confirm_the_prepare(pg_server: Server
 
     One two-phase option set per version (proto 3, two_phase on): streaming changes
     nothing for a 5-row transaction, and the test stays at a few seconds per version.
-    The consumer that confirmed the PREPARE is test_a_prepared_transaction_holds_
-    restart_lsn_until_finished (only Commit Prepared comes after its restart)."""
+    The consumer that confirmed the PREPARE is test_a_two_phase_consumer_that_confirmed_
+    the_prepare."""
     options = live.TWO_PHASE_OPTION_SETS[0][1]
     if pg_server.version < 15:
-        # 14's pgoutput has neither protocol 3 nor two_phase: the consumer's
-        # START_REPLICATION is refused, by the fake as by PostgreSQL.
-        names = live.new_names()
-        with live.real_side(pg_server, names) as side:
-            real_refusal = _start_refused(side, options)
-        with live.fake_side(pg_server.version, names) as side:
-            fake_refusal = _start_refused(side, options)
-        assert real_refusal[0] is not None and fake_refusal == real_refusal
+        _check_two_phase_refused_alike(pg_server, options)
         return
     again = ["BeginPrepare", "Relation", *["Insert"] * 5, "Prepare"]
     for rollback in (False, True):
@@ -253,3 +246,64 @@ def test_a_two_phase_consumer_that_did_not_confirm_the_prepare(pg_server: Server
             assert real["restart_lsn_at_or_before_prepared_finished_after"], case
             assert real["confirmed_flush_is_last_acknowledged_end"], case
             assert fake == real, case
+
+
+def _check_two_phase_refused_alike(pg_server: Server, options: Mapping[str, str]) -> None:
+    """14's pgoutput has neither protocol 3 nor two_phase: the consumer's
+    START_REPLICATION is refused, by the fake as by PostgreSQL."""
+    names = live.new_names()
+    with live.real_side(pg_server, names) as side:
+        real_refusal = _start_refused(side, options)
+    with live.fake_side(pg_server.version, names) as side:
+        fake_refusal = _start_refused(side, options)
+    assert real_refusal[0] is not None and fake_refusal == real_refusal
+
+
+#: (rollback, finish_first, restart_options) of the confirmed-PREPARE test: ROLLBACK
+#: PREPARED before the restart, COMMIT PREPARED before it, ROLLBACK PREPARED after it;
+#: then a restart without two_phase (protocol 3: COMMIT PREPARED after it; protocol 1:
+#: ROLLBACK PREPARED before it).
+_CONFIRMED_CASES: tuple[tuple[bool, bool, Mapping[str, str] | None], ...] = (
+    (True, True, None),
+    (False, True, None),
+    (True, False, None),
+    (False, False, {"proto_version": "3"}),
+    (True, True, {"proto_version": "1"}),
+)
+
+
+def test_a_two_phase_consumer_that_confirmed_the_prepare(pg_server: Server) -> None:
+    """15+: A stays open while T0 commits; a two-phase consumer confirms T0, receives
+    A's Begin Prepare…Prepare, confirms the Prepare (flush = its end_lsn) and dies; A is
+    rolled back or committed prepared while the consumer is down, or once it is back.
+    The restarted walsender starts at confirmed_flush, past A's PREPARE record, so it
+    does not send A again, yet decodes A from restart_lsn (before A's first change) and
+    sends only Rollback or Commit Prepared, at its end, then T1 (the story's last
+    transaction). The slot stays two-phase: a consumer restarted without two_phase (at
+    protocol 3, or even 1) gets the same (15-18 alike). The fake sends the same."""
+    options = live.TWO_PHASE_OPTION_SETS[0][1]
+    if pg_server.version < 15:
+        _check_two_phase_refused_alike(pg_server, options)
+        return
+    for rollback, finish_first, restart_options in _CONFIRMED_CASES:
+        story = functools.partial(
+            live.run_unconfirmed_prepare_story,
+            rollback=rollback,
+            finish_first=finish_first,
+            confirm=True,
+            restart_options=restart_options,
+        )
+        real, fake = _observed_on_both(pg_server, options, story)
+        case = (rollback, finish_first, restart_options)
+        finish = "RollbackPrepared" if rollback else "CommitPrepared"
+        types = [m["type"] for m in real["after_restart"]["messages"]]
+        assert types == [finish, "Begin", "Relation", "Update", "Commit"], (case, types)
+        two_phase = real["two_phase"]
+        assert two_phase["after_restart"] == [(finish, True, True)], case
+        # confirmed_flush at the restart is the Prepare's end (not T0's), past the
+        # PREPARE record.
+        assert two_phase["confirmed_at_restart_is_end"] == [False, True], case
+        assert two_phase["confirmed_at_restart_before_prepare"] == [False], case
+        assert real["restart_lsn_at_or_before_prepared_finished_after"], case
+        assert real["confirmed_flush_is_last_acknowledged_end"], case
+        assert fake == real, case
