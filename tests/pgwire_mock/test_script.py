@@ -601,10 +601,21 @@ def test_two_phase_with_and_without_the_option() -> None:
     assert without[0].final_lsn == with_2pc[4].commit_lsn
     # A slot marked two-phase by an earlier start decodes in two phases for a client
     # that does not ask, even at protocol 1 (measured on 15-18); 14 has no two-phase.
-    marked = _messages(script, StreamOptions(1, ("pub",)), slot_two_phase=True)
+    marked = _messages(script, StreamOptions(1, ("pub",)), two_phase_at=0)
     assert marked == with_2pc
-    on_14 = _messages(script, StreamOptions(1, ("pub",)), server_version=14, slot_two_phase=True)
+    on_14 = _messages(script, StreamOptions(1, ("pub",)), server_version=14, two_phase_at=0)
     assert _names(on_14) == ["Begin", "Relation", "Insert", "Commit"]
+    # Started past g1's PREPARE: only its Commit Prepared comes, unless the slot became
+    # two-phase after that PREPARE (no client got it as prepared): then g1 comes whole
+    # first, with the PREPARE's LSNs (ReorderBufferFinishPrepared, measured on 15-18).
+    options = StreamOptions(3, ("pub",), two_phase=True)
+    past = prepare.end_lsn
+    assert _names(_messages(script, options, from_lsn=past))[:2] == [
+        "CommitPrepared",
+        "BeginPrepare",
+    ]
+    late = _messages(script, options, from_lsn=past, two_phase_at=past)
+    assert late[:5] == with_2pc[:5]
 
 
 def test_streamed_prepare() -> None:

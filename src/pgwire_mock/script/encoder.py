@@ -349,7 +349,7 @@ def encode_stream(
     *,
     server_version: int | None = None,
     from_lsn: int = 0,
-    slot_two_phase: bool = False,
+    two_phase_at: int | None = None,
 ) -> Iterator[StreamEvent]:
     """What pgoutput sends to a client with ``options`` that starts at ``from_lsn``.
 
@@ -363,8 +363,10 @@ def encode_stream(
     :class:`PublicationMissingError` when the first change is decoded if a requested
     publication does not exist — the same point a real server reports it; 18 skips such
     publications instead, and the stream yields :class:`PublicationsSkipped` there.
-    ``slot_two_phase``: the slot is marked two-phase, so prepared transactions are
-    decoded in two phases even if ``options`` do not ask for it (15+, any protocol).
+    ``two_phase_at``: the slot is marked two-phase since that position (0: not known),
+    so prepared transactions are decoded in two phases even if ``options`` do not ask
+    for it (15+, any protocol); one prepared before it, which no client got as
+    prepared, comes whole at its COMMIT PREPARED.
     """
     if isinstance(source, CompiledScript):
         compiled = source
@@ -375,7 +377,7 @@ def encode_stream(
         return
     version = server_version if server_version is not None else compiled.script.server.pg_version
     options.check(version)
-    yield from _Session(compiled, options, version, from_lsn, slot_two_phase).run()
+    yield from _Session(compiled, options, version, from_lsn, two_phase_at).run()
 
 
 @dataclass(eq=False)
@@ -405,7 +407,7 @@ class _Session:
         options: StreamOptions,
         version: int,
         from_lsn: int,
-        slot_two_phase: bool = False,
+        two_phase_at: int | None = None,
     ) -> None:
         self.compiled = compiled
         self.options = options
@@ -415,7 +417,8 @@ class _Session:
         self.parallel = options.streaming == "parallel"
         self.can_stream = options.streaming != "off"
         # ctx->twophase: asked for now, or the slot marked by an earlier start.
-        self.two_phase = (options.two_phase or slot_two_phase) and version >= 15
+        self.two_phase = (options.two_phase or two_phase_at is not None) and version >= 15
+        self.two_phase_at = two_phase_at or 0
         self.limit = compiled.script.server.logical_decoding_work_mem * 1024
         missing = tuple(p for p in options.publication_names if p not in compiled.publications)
         # Up to 17 the first lookup fails (get_publication_oid); 18 warns once and goes on.
@@ -751,6 +754,13 @@ class _Session:
                 yield Send(txn.end_lsn, self.stream_abort(top_xid, top_xid, txn.end_lsn, txn.time))
                 self.cleanup(top_xid, commit=False)
         elif self.two_phase:
+            if txn.lsn < self.from_lsn and txn.lsn < self.two_phase_at:
+                # Prepared before the slot decoded two-phase: no client got its PREPARE,
+                # so ReorderBufferFinishPrepared replays it whole at COMMIT PREPARED
+                # (final_lsn < two_phase_at); the reorder buffer holds it until then.
+                state.live = False
+                self.deferred[id(txn)] = state
+                return
             if txn.lsn < self.from_lsn:
                 self.forget(txn)
                 return
@@ -773,7 +783,12 @@ class _Session:
         xid = _xid(txn.top)
         gid = txn.gid or ""
         if self.two_phase:
+            state = self.deferred.pop(id(txn), None)
             if item.commit:
+                if state is not None:
+                    # Prepared before two_phase_at (decode): Begin Prepare…Prepare with
+                    # its PREPARE's LSNs first. A rollback is not replayed.
+                    yield from self.prepare(txn, state)
                 message: PgOutputMessage = CommitPrepared(
                     0, item.lsn, item.end_lsn, item.time, xid, gid
                 )

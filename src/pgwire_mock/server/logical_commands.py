@@ -146,7 +146,7 @@ class LogicalCommands:
             # Measured on 15-18 (tests/conformance/test_live_wal_postgres.py): a
             # client restarted without two_phase, even at protocol 1, still gets Commit
             # and Rollback Prepared for a PREPARE it confirmed before.
-            options = replace(options, slot_two_phase=True)
+            options = replace(options, slot_two_phase_at=slot.two_phase_at or 0)
         source = self.config.source
         events = source.events(options, self.major, from_lsn) if source is not None else iter(())
         self._stream = LogicalStream(

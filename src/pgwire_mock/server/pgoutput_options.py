@@ -31,9 +31,10 @@ class PgOutputOptions:
     streaming: Literal["off", "on", "parallel"] = "off"
     two_phase: bool = False
     origin: Literal["none", "any"] = "any"
-    slot_two_phase: bool = False
-    """Not an option: the slot is marked two-phase (created with TWO_PHASE, or streamed
-    once with ``two_phase``), so prepared transactions are decoded in two phases for
+    slot_two_phase_at: int | None = None
+    """Not an option: where the slot's two-phase decoding began (0: not known), or None
+    if the slot is not marked two-phase. A marked slot (created with TWO_PHASE, or
+    streamed once with ``two_phase``) decodes prepared transactions in two phases for
     this client too, whatever it asked and down to protocol 1 (CreateDecodingContext
     takes ``ctx->twophase`` from the slot; pgoutput_startup only notes the option)."""
 

@@ -527,7 +527,7 @@ class ScriptSource:
                 stream_options,
                 server_version=major,
                 from_lsn=from_lsn,
-                slot_two_phase=options.slot_two_phase,
+                two_phase_at=options.slot_two_phase_at,
             ):
                 if isinstance(event, Send):
                     payload = event.payload
