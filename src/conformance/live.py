@@ -48,6 +48,8 @@ rolled back before, the transaction is found aborted when it is decoded again, a
 only Begin Prepare and Prepare come. The same story with ``confirm=True`` has the
 consumer confirm the PREPARE before it dies: after its restart only Commit or Rollback
 Prepared comes, even to a consumer restarted without two_phase (``restart_options``).
+A slot first streamed with two_phase after a PREPARE its consumer confirmed past
+(:func:`run_late_two_phase_story`) gets that transaction whole at COMMIT PREPARED.
 
 Two stories create a slot while a transaction is open: :func:`run_slot_creation_story`
 (the command answers once the transaction ended), and
@@ -97,6 +99,7 @@ __all__ = [
     "observed",
     "real_side",
     "run_held_prepared_story",
+    "run_late_two_phase_story",
     "run_long_story",
     "run_open_story",
     "run_prepared_restart_lsn_story",
@@ -463,6 +466,29 @@ def run_unconfirmed_prepare_story(
         then=None if finish_first else finish,
         marker=confirm,
     )
+    run.confirmed_at_restart = confirmed
+    return run
+
+
+def run_late_two_phase_story(
+    side: Side, options: Mapping[str, str], *, rollback: bool = False, timeout: float = 30.0
+) -> LiveRun:
+    """A (5 rows) is prepared, then T0 commits, while a consumer without two_phase
+    (protocol 3) reads: it gets T0 only, confirms it (past A's PREPARE) and dies. It
+    restarts with ``options`` (two_phase): the slot is two-phase from there on
+    (two_phase_at, T0's end), and A is committed (or rolled back) prepared; then T1."""
+    consumer = Consumer(side, {"proto_version": "3"}, timeout)
+    a = side.begin()
+    a.write(_rows(60000, 5))
+    gid = f"{side.slot}_gid"
+    a.prepare(gid)
+    side.commit(TRANSACTIONS[0])
+    first = consumer.read(1, acknowledge=True)
+    _await_confirmed(side, first[-1].wal_start, timeout)
+    consumer.kill()
+    confirmed, _ = side.slot_positions()
+    finish = functools.partial(side.rollback_prepared if rollback else side.commit_prepared, gid)
+    run = _restart_and_read(side, options, timeout, first, commits=0, then=finish, marker=True)
     run.confirmed_at_restart = confirmed
     return run
 

@@ -307,3 +307,36 @@ def test_a_two_phase_consumer_that_confirmed_the_prepare(pg_server: Server) -> N
         assert real["restart_lsn_at_or_before_prepared_finished_after"], case
         assert real["confirmed_flush_is_last_acknowledged_end"], case
         assert fake == real, case
+
+
+def test_a_slot_made_two_phase_after_a_prepare_its_consumer_confirmed(pg_server: Server) -> None:
+    """15+: A is prepared and T0 commits while a consumer without two_phase reads; it
+    confirms T0, past A's PREPARE, which it never got, and restarts with two_phase: the
+    slot decodes two-phase from there (two_phase_at). Committed prepared then, A comes
+    whole first — Begin Prepare, its changes and Prepare at the PREPARE's positions,
+    before confirmed_flush — then Commit Prepared (ReorderBufferFinishPrepared: the
+    PREPARE is before two_phase_at); rolled back prepared, only Rollback Prepared. The
+    fake sends the same."""
+    options = live.TWO_PHASE_OPTION_SETS[0][1]
+    if pg_server.version < 15:
+        _check_two_phase_refused_alike(pg_server, options)
+        return
+    for rollback in (False, True):
+        story = functools.partial(live.run_late_two_phase_story, rollback=rollback)
+        real, fake = _observed_on_both(pg_server, options, story)
+        types = [m["type"] for m in real["after_restart"]["messages"]]
+        marker = ["Begin", "Update", "Commit"]
+        if rollback:
+            assert types == ["RollbackPrepared", "Begin", "Relation", "Update", "Commit"], types
+        else:
+            a = ["BeginPrepare", "Relation", *["Insert"] * 5, "Prepare", "CommitPrepared"]
+            assert types == [*a, *marker], types
+            assert real["two_phase"]["after_restart"] == [
+                ("BeginPrepare", False),
+                ("Prepare", True, False),  # at its end; not sent before
+                ("CommitPrepared", True, True),
+            ]
+            assert real["two_phase"]["confirmed_at_restart_before_prepare"] == [False]
+        assert real["restart_lsn_at_or_before_what_comes_again"], rollback
+        assert real["confirmed_flush_is_last_acknowledged_end"], rollback
+        assert fake == real, rollback
