@@ -462,3 +462,63 @@ def test_unsupported_protocol_majors_are_refused_as_postgres_refuses_them(
         replies.append(received)
     assert replies[1] == replies[0]
     assert b"unsupported frontend protocol" in replies[0]
+
+
+# Column references the server cannot resolve: the columns a major lacks (failover and
+# inactive_since before 17, two_phase_at before 18), typos one or two columns are close
+# to (errorMissingColumn's hint), qualified references, references in count() and
+# WHERE, and positions counted in the text as sent (comments, several statements, a
+# non-ASCII name before the column). Rows, where a major has the columns, are those of no
+# slot: the fake serves one the real server has not.
+MISSING_COLUMNS = [
+    "SELECT slot_name, failover FROM pg_replication_slots WHERE slot_name = 'nosuch'",
+    "SELECT inactive_since FROM pg_catalog.pg_replication_slots WHERE slot_name = 'nosuch'",
+    "select two_phase_at from pg_replication_slots where slot_name = 'nosuch'",
+    "SELECT slotname FROM pg_replication_slots",
+    "SELECT slot_nyxe FROM pg_replication_slots",
+    "SELECT pg_replication_slots.failover FROM pg_replication_slots WHERE slot_name = 'nosuch'",
+    "SELECT pg_catalog.pg_replication_slots.slot_nyxe FROM pg_replication_slots",
+    "SELECT x.slot_name FROM pg_replication_slots",
+    'SELECT  /* a comment */ "Slot_name" FROM pg_replication_slots',
+    "SELECT 1;\n  SELECT nope   FROM pg_replication_slots",
+    "SELECT * FROM pg_replication_slots WHERE failover = 't'",
+    "SELECT slot_name FROM pg_replication_slots WHERE slot_name = 'x' AND synced = 'f'",
+    "SELECT count(failover) FROM pg_replication_slots WHERE slot_name = 'nosuch'",
+    "SELECT slot_name, count(*), nope FROM pg_replication_slots",
+    "SELECT nope, slot_name FROM pg_replication_slots WHERE bogus = 'x'",
+    'SELECT "é", nope FROM pg_replication_slots',
+    "SELECT pubnme FROM pg_publication",
+    "SELECT tablename, attname FROM pg_publication_tables",
+    "SELECT * FROM pg_stat_replication WHERE sent = 'x'",
+    "SELECT *, slot_name FROM pg_replication_slots WHERE slot_name = 'nosuch'",
+    "SELECT slot_name, * FROM pg_publication_tables",
+    "SELECT É FROM pg_replication_slots",
+    'SELECT "pg_replication_slots".nope FROM pg_replication_slots',
+    "SELECT count(nope), slot_name FROM pg_replication_slots",
+    "SELECT slot_name, count(*) FROM pg_replication_slots WHERE nope = 'x'",
+    "  select nope from pg_replication_slots  ;  \n",
+]
+
+
+def test_missing_columns_are_reported_as_postgres_reports_them(
+    pg_server: Server, fake: WalSender
+) -> None:
+    """42703 from errorMissingColumn (parse_relation.c): the message (``column "c"``,
+    or ``column rel.c`` unquoted when qualified), the hint naming the one or two closest
+    columns (Levenshtein, at most 3 and half the name), the 1-based character position
+    of the reference in the whole query string, and the ereport's file, line and routine
+    per major; a qualifier naming no FROM item is 42P01 from errorMissingRTE. The select
+    list is checked before WHERE, whether or not any row exists."""
+    params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
+    replies = []
+    for host, port in (_address(pg_server), (fake.host, fake.port)):
+        conn = Raw(host, port, params)
+        replies.append([seen(conn.query(text)) for text in MISSING_COLUMNS])
+        conn.close()
+    real, mock = replies
+    diffs = [
+        f"{text!r}\n  fake: {got}\n  real: {want}"
+        for text, want, got in zip(MISSING_COLUMNS, real, mock, strict=True)
+        if got != want
+    ]
+    assert not diffs, "\n".join(diffs)

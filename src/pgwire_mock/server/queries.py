@@ -53,7 +53,13 @@ from pgwire_mock.server.grammar import (
     parse_command,
 )
 from pgwire_mock.server.phase import Phase
-from pgwire_mock.server.sql import Result, SqlLayer, normalize, split_statements
+from pgwire_mock.server.sql import (
+    Result,
+    SqlLayer,
+    normalize,
+    source_offsets,
+    split_statements_at,
+)
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import VersionFacts, error
 
@@ -196,11 +202,11 @@ class QueryHandling:
 
     def _run_sql(self, text: str) -> None:
         assert self._sql is not None
-        statements = split_statements(text)
+        statements = split_statements_at(text)
         if not statements:
             self._send(EmptyQueryResponse())
             return
-        for statement in statements:
+        for start, statement in statements:
             if self.transaction_status == "E" and not _is_txn_end(statement):
                 err = ServerError(
                     "ERROR",
@@ -214,6 +220,12 @@ class QueryHandling:
             try:
                 result = self._statement(statement)
             except ServerError as err:
+                if err.position is not None:
+                    # Found in the normalized statement; PostgreSQL counts characters of
+                    # the whole query string as the client sent it.
+                    offsets = source_offsets(statement)
+                    if offsets is not None and 0 < err.position <= len(offsets):
+                        err.position = start + offsets[err.position - 1] + 1
                 self._log(f"{err.severity}: {err.message}")
                 for notice in err.notices:
                     self._notice(notice)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -41,10 +42,14 @@ __all__ = [
     "Result",
     "SqlLayer",
     "check_syntax",
+    "closest_columns",
     "gucs_for",
+    "missing_column",
     "pg_class_attnum",
     "skip_quoted",
+    "source_offsets",
     "split_statements",
+    "split_statements_at",
 ]
 
 # Built-in type OIDs and lengths (pg_type.dat).
@@ -181,22 +186,60 @@ def skip_quoted(text: str, i: int) -> int | None:
 
 def split_statements(text: str) -> list[str]:
     """Split a simple Query on ``;`` outside quotes and comments (empty parts dropped)."""
-    out: list[str] = []
+    return [part for _, part in split_statements_at(text)]
+
+
+def split_statements_at(text: str) -> list[tuple[int, str]]:
+    """:func:`split_statements`, each part with the offset in ``text`` where it starts."""
+    out: list[tuple[int, str]] = []
     start = 0
     i = 0
     n = len(text)
-    while i < n:
-        ch = text[i]
-        after = skip_quoted(text, i)
+    while i <= n:
+        after = skip_quoted(text, i) if i < n else None
         if after is not None:
             i = after
             continue
-        if ch == ";":
-            out.append(text[start:i])
+        if i == n or text[i] == ";":
+            part = text[start:i]
+            if _strip_comments(part).strip():
+                out.append((start + len(part) - len(part.lstrip()), part.strip()))
             start = i + 1
         i += 1
-    out.append(text[start:])
-    return [part.strip() for part in out if _strip_comments(part).strip()]
+    return out
+
+
+def source_offsets(statement: str) -> list[int] | None:
+    """For each character of ``normalize(statement)``, its index in ``statement``.
+
+    PostgreSQL reports a position (the P field) in the query string as the client sent
+    it; the fake matches the normalized text, so its positions are translated back.
+    None if the walk does not rebuild what :func:`normalize` gives (it always should).
+    """
+    text, index = statement, list(range(len(statement)))
+    for pattern in _COMMENTS:
+        kept: list[str] = []
+        kept_index: list[int] = []
+        last = 0
+        for m in pattern.finditer(text):
+            kept.append(text[last : m.start()] + " ")
+            kept_index += [*index[last : m.start()], index[m.start()]]
+            last = m.end()
+        kept.append(text[last:])
+        kept_index += index[last:]
+        text, index = "".join(kept), kept_index
+    words = list(re.finditer(r"\S+", text))
+    joined = " ".join(m.group() for m in words)
+    offsets: list[int] = []
+    for n, m in enumerate(words):
+        if n:  # a run of whitespace (or comments) collapsed to one space: where it began
+            offsets.append(index[words[n - 1].end()])
+        offsets += index[m.start() : m.end()]
+    trimmed = joined.rstrip(";")
+    lead = len(trimmed) - len(trimmed.lstrip())
+    trimmed = trimmed.strip()
+    offsets = offsets[lead : lead + len(trimmed)]
+    return offsets if trimmed == normalize(statement) else None
 
 
 def check_syntax(statement: str, major: int) -> None:
@@ -211,9 +254,13 @@ def check_syntax(statement: str, major: int) -> None:
         raise refused
 
 
+_COMMENTS: Final = (re.compile(r"--[^\n]*"), re.compile(r"/\*.*?\*/", re.S))
+
+
 def _strip_comments(text: str) -> str:
-    text = re.sub(r"--[^\n]*", " ", text)
-    return re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    for pattern in _COMMENTS:
+        text = pattern.sub(" ", text)
+    return text
 
 
 def normalize(text: str) -> str:
@@ -351,6 +398,61 @@ def pg_class_attnum(major: int, name: str) -> int:
     if name in _PG_CLASS_ATTNUMS:
         return _PG_CLASS_ATTNUMS[name]
     return _PG_CLASS_ATTNUMS_FROM_13[name] + (1 if major >= 18 else 0)
+
+
+_FOLD: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+# errorMissingColumn suggests columns at most this many edits away (parse_relation.c).
+_MAX_FUZZY_DISTANCE: Final = 3
+
+
+def _levenshtein(a: str, b: str) -> int:
+    """Edit distance, every insertion, deletion and substitution costing 1 (what
+    varstr_levenshtein computes with those costs, character by character)."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def closest_columns(names: Sequence[str], column: str) -> tuple[str, ...]:
+    """The columns errorMissingColumn's hint names for an unknown ``column`` of a
+    relation with ``names`` (updateFuzzyAttrMatchState): the closest within
+    _MAX_FUZZY_DISTANCE edits and within half the wanted name's length in bytes; none
+    when three or more are equally close. 14/15 lower the bar after such a tie where
+    16+ keep it and forget the tie; with one relation both give the same answer."""
+    distance = _MAX_FUZZY_DISTANCE + 1
+    first: str | None = None
+    second: str | None = None
+    half = len(column.encode()) // 2
+    for name in names:
+        d = _levenshtein(name, column)
+        if d > half:
+            continue
+        if d < distance:
+            distance, first, second = d, name, None
+        elif d == distance:
+            if second is not None:
+                first = second = None
+            elif first is not None:
+                second = name
+    return tuple(n for n in (first, second) if n is not None)
+
+
+def missing_column(
+    major: int, relation: str, names: Sequence[str], column: str, *, qualified: bool
+) -> ServerError:
+    """42703 for ``column``, not among ``relation``'s ``names``, as ``major`` reports it
+    (no position: the caller knows where the reference is)."""
+    hints = closest_columns(names, column)
+    kind = ("undefined_column", "undefined_column_hint", "undefined_column_two_hints")[len(hints)]
+    first, second = (*hints, None, None)[:2]
+    refused = error(major, kind, column=column, relation=relation, first=first, second=second)
+    if qualified:  # errmsg("column %s.%s does not exist"): no quotes
+        refused.message = f"column {relation}.{column} does not exist"
+    return refused
 
 
 def _ident(quoted: str | None, bare: str | None) -> str:
@@ -745,74 +847,109 @@ class SqlLayer:
                 for i, c in enumerate(all_columns, 1)
             ]
         names = [c.name for c in all_columns]
-        wanted = [w.strip() for w in match.group(1).split(",")]
-        rows = [r for r in all_rows if self._where(match.group(3), names, r)]
-        counts = [_COUNT.fullmatch(w) for w in wanted]
+        # parse analysis order (transformSelectStmt): the select list, then WHERE, then
+        # the aggregate check; every reference is resolved whether or not rows exist.
+        wanted = [
+            (m.group(), match.start(1) + m.start())
+            for m in re.finditer(r"[^,\s](?:[^,]*[^,\s])?", match.group(1))
+        ]
+        counts = [_COUNT.fullmatch(w) for w, _ in wanted]
+        indexes: list[int | None] = []
+        for (item, at), count in zip(wanted, counts, strict=True):
+            if count is not None:
+                argument = count.group(1)
+                plain = argument == "*" or argument.isdigit()
+                indexes.append(
+                    None if plain else self._resolve(view, names, argument, at + count.start(1))
+                )
+            elif item != "*":
+                indexes.append(self._resolve(view, names, item, at))
+            else:
+                indexes.append(None)
+        conditions = self._conditions(view, names, match.group(3), match.start(3))
+        rows = [r for r in all_rows if all(r[i] == v for i, v in conditions)]
         if any(counts):
-            return self._count(view, names, wanted, counts, rows)
-        if wanted == ["*"]:
-            indexes = list(range(len(names)))
-        else:
-            indexes = [self._column_index(names, w) for w in wanted]
-        columns = tuple(all_columns[i] for i in indexes)
-        out = tuple(tuple(r[i] for i in indexes) for r in rows)
+            return self._count(view, names, counts, indexes, rows)
+        chosen: list[int] = []
+        for index in indexes:  # None: a "*", every column in order
+            chosen += range(len(names)) if index is None else [index]
+        columns = tuple(all_columns[i] for i in chosen)
+        out = tuple(tuple(r[i] for i in chosen) for r in rows)
         return Result(f"SELECT {len(out)}", columns, out)
 
     def _count(
         self,
         view: str,
         names: Sequence[str],
-        wanted: Sequence[str],
         counts: Sequence[re.Match[str] | None],
+        indexes: Sequence[int | None],
         rows: Sequence[Sequence[str | None]],
     ) -> Result:
         """An aggregate-only select list (Debezium's ``SELECT COUNT(1) FROM pg_publication
         WHERE ...``): one row whatever matched, each column named ``count``, int8 (the
         output name of a bare function call is the function's name: FigureColname)."""
         values: list[str | None] = []
-        for item, count in zip(wanted, counts, strict=True):
+        for count, index in zip(counts, indexes, strict=True):
             if count is None:
                 # Without GROUP BY a plain column next to an aggregate is an error.
-                column = names[0] if item == "*" else names[self._column_index(names, item)]
+                column = names[0] if index is None else names[index]
                 raise ServerError(
                     "ERROR",
                     "42803",
                     f'column "{view}.{column}" must appear in the GROUP BY clause or be used '
                     "in an aggregate function",
                 )
-            argument = count.group(1)
-            if argument == "*" or argument.isdigit():
+            if index is None:
                 values.append(str(len(rows)))  # count(*), count(<constant>): every row
             else:  # count(col): the rows where col is not NULL
-                index = self._column_index(names, argument)
                 values.append(str(sum(1 for r in rows if r[index] is not None)))
         return Result("SELECT 1", tuple(Column("count", "int8") for _ in values), (tuple(values),))
 
-    @staticmethod
-    def _column_index(names: Sequence[str], wanted: str) -> int:
-        # Unquoted identifiers fold to lower case; quoted ones are kept as written.
-        name = wanted.strip('"') if wanted.startswith('"') else wanted.lower()
-        if "." in name:
-            name = name.rsplit(".", 1)[1].strip('"')
-        if name in names:
-            return names.index(name)
-        raise ServerError("ERROR", "42703", f'column "{name}" does not exist')
+    def _resolve(self, view: str, names: Sequence[str], reference: str, at: int) -> int:
+        """The index of the column a reference (``col``, ``"Col"``, ``view.col``,
+        ``pg_catalog.view.col``) names; ``at`` is where it starts in the normalized
+        statement. Else PostgreSQL's error, positioned there (transformColumnRef)."""
+        # Quoted parts are kept as written; bare ones fold A-Z only (downcase_identifier
+        # leaves multibyte characters alone).
+        parts = [
+            m.group(1).replace('""', '"') if m.group(1) is not None else m.group(2).translate(_FOLD)
+            for m in re.finditer(r'"((?:[^"]|"")*)"|([^."]+)', reference)
+        ]
+        column = parts[-1]
+        qualifier = parts[-2] if len(parts) > 1 else None
+        if qualifier is not None and (
+            qualifier != view or (len(parts) > 2 and parts[-3] != "pg_catalog")
+        ):
+            refused = error(self.major, "missing_from_entry", relation=qualifier)
+        elif column in names:
+            return names.index(column)
+        else:
+            refused = missing_column(
+                self.major, view, names, column, qualified=qualifier is not None
+            )
+        refused.position = at + 1
+        raise refused
 
-    def _where(self, clause: str | None, names: Sequence[str], row: Sequence[str | None]) -> bool:
+    def _conditions(
+        self, view: str, names: Sequence[str], clause: str | None, at: int
+    ) -> list[tuple[int, str]]:
+        """WHERE col = 'value' [AND ...]: (column index, value) pairs."""
         if clause is None:
-            return True
-        for condition in re.split(r" and ", clause, flags=re.I):
-            m = re.fullmatch(r"(\w+) ?= ?" + _LITERAL, condition.strip())
+            return []
+        out: list[tuple[int, str]] = []
+        starts = [0, *(sep.end() for sep in re.finditer(r" and ", clause, flags=re.I))]
+        ends = [*(sep.start() for sep in re.finditer(r" and ", clause, flags=re.I)), len(clause)]
+        for start, end in zip(starts, ends, strict=True):
+            m = re.fullmatch(r"(\w+) ?= ?" + _LITERAL, clause[start:end])
             if m is None:
                 raise ServerError(
                     "ERROR",
                     "0A000",
                     "pgwire-mock only understands WHERE col = 'value' [AND ...] on catalogs",
                 )
-            value = m.group(2).replace("''", "'")
-            if row[self._column_index(names, m.group(1))] != value:
-                return False
-        return True
+            index = self._resolve(view, names, m.group(1), at + start)
+            out.append((index, m.group(2).replace("''", "'")))
+        return out
 
     # --- publications ----------------------------------------------------------------------
 

@@ -428,6 +428,33 @@ ERRORS: Final[Mapping[str, ErrorFact]] = {
         "errorMissingColumn",
         _v(v14=3657, v15=3675, v16=3727, v17=3721, v18=3827),
     ),
+    # errorMissingColumn naming one close column, or two: on 14/15 one ereport serves
+    # "none or one" and another "two"; 16+ have an ereport for each case.
+    "undefined_column_hint": ErrorFact(
+        "42703",
+        'column "{column}" does not exist',
+        "parse_relation.c",
+        "errorMissingColumn",
+        _v(v14=3657, v15=3675, v16=3738, v17=3732, v18=3838),
+        hint='Perhaps you meant to reference the column "{relation}.{first}".',
+    ),
+    "undefined_column_two_hints": ErrorFact(
+        "42703",
+        'column "{column}" does not exist',
+        "parse_relation.c",
+        "errorMissingColumn",
+        _v(v14=3675, v15=3693, v16=3755, v17=3749, v18=3855),
+        hint='Perhaps you meant to reference the column "{relation}.{first}" or the column '
+        '"{relation}.{second}".',
+    ),
+    # A column reference qualified by a name no FROM item has.
+    "missing_from_entry": ErrorFact(
+        "42P01",
+        'missing FROM-clause entry for table "{relation}"',
+        "parse_relation.c",
+        "errorMissingRTE",
+        _v(v14=3603, v15=3621, v16=3661, v17=3655, v18=3761),
+    ),
     "undefined_table": ErrorFact(
         "42P01",
         'relation "{relation}" does not exist',
