@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from codec.errors import DecodeError
 from codec.values import decode_text, type_by_name
-from codec.values._bulk import _numeric
+from codec.values._bulk import BULK_WHOLE, _numeric
 from codec.values._ranges import Declined
 
 NUMERIC = type_by_name("numeric")
@@ -62,3 +62,34 @@ def test_arrays_of_exponent_forms_decode_as_their_elements(texts: list[str]) -> 
         assert err.reason.endswith(first.reason), (texts, err, first)
         return
     assert all(map(_same, got, expected)), (texts, got, expected)  # type: ignore[call-overload]
+
+
+_SHORT_EXPONENT = st.builds("{}e{}".format, st.integers(-999, 999), st.integers(-999, 999))
+_ELEMENT = _exponent_text() | _SHORT_EXPONENT | st.sampled_from(["NULL", "0", "-0.0", "1.5", "-12"])
+
+
+@given(st.lists(_ELEMENT, min_size=1, max_size=12))
+def test_whole_reader_of_exponent_forms_gives_the_elements_values(texts: list[str]) -> None:
+    """The whole-array reader takes arrays of exponent forms: it declines, or stops at an
+    element (Declined) with the values before it, or gives every value as numeric_in."""
+    values = BULK_WHOLE["numeric"]("{" + ",".join(texts) + "}")
+    if isinstance(values, Declined):
+        assert 0 <= values.index < len(texts)
+        texts, values = texts[: values.index], values.values_before()
+    if values is None:
+        return
+    expected = [None if text == "NULL" else _element(text) for text in texts]
+    assert all(map(_same, values, expected)), (texts, values, expected)
+
+
+def test_whole_reader_reads_short_exponents_among_other_forms() -> None:
+    """Distinct short exponents ("100e10", the hostile family that took 116 ms per MB
+    element by element) are read whole, zeros written out where numeric_in writes
+    them, and so are they mixed with plain numbers, zeros ("0e5" is 0, "-0.00" 0.00)
+    and NULLs (305 ms per MB one by one when mixed)."""
+    texts = [f"{100 + i % 900}e{i // 900 * 7}" for i in range(9000)]
+    for mixed in (texts, [*texts[:1000], "0e5", "-0.00", "NULL", "1.5", *texts[1000:]]):
+        values = BULK_WHOLE["numeric"]("{" + ",".join(mixed) + "}")
+        assert isinstance(values, list)
+        expected = [None if text == "NULL" else _element(text) for text in mixed]
+        assert all(map(_same, values, expected))

@@ -35,6 +35,7 @@ from codec.values._bulk_interval import interval_texts, one_field_array
 from codec.values._bulk_json import json_scalars, json_texts
 from codec.values._bulk_net import ip_area, ip_texts, ip_whole
 from codec.values._bulk_numeric import numerics_array, numerics_recv
+from codec.values._common import few_distinct
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import COMPACT_ZEROS, FLT_MAX, MAX_INT_DIGITS
@@ -171,62 +172,100 @@ def _float4_narrowed(values: list[float]) -> BulkResult:
     return narrowed
 
 
-_numeric_forms: Final = _all_match(r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?")
 # numeric_out never writes an exponent; a text that does ("1e131000", hostile or by
 # hand) gets from Decimal() the digits and exponent numeric_in keeps: down to -9999
 # (within the scale limit with 100 fraction digits), or up to six digits, after at
-# most 16 leading zeros. numeric_in writes out up to COMPACT_ZEROS zeros the exponent leaves
-# ("1e1" is 10, exponent 0): those values are rescaled. Zeros ("0e5" is 0) decline.
-_numeric_exponent_forms: Final = _all_match(
-    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?[eE](?:-0{0,16}[0-9]{1,4}|\+?0{0,16}[0-9]{1,6})"
+# most 16 leading zeros. Texts with and without one may mix.
+_numeric_forms: Final = _all_match(
+    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?(?:[eE](?:-0{0,16}[0-9]{1,4}|\+?0{0,16}[0-9]{1,6}))?"
 )
 
 
 def _numeric(texts: list[str]) -> BulkResult:
-    plain_count = _numeric_forms(texts)
-    plain = plain_count == len(texts)
-    if not plain:
-        # All in one form or none: the longer run of either is what is taken.
-        declined = _declined(texts, max(plain_count, _numeric_exponent_forms(texts)))
-        if declined is not None:
-            return declined
+    declined = _declined(texts, _numeric_forms(texts))
+    if declined is not None or not texts:
+        return declined
     values = list(map(Decimal, texts))
-    if not plain:
-        # numeric_in writes "0e5" as 0, not 0E+5 (nor a signed zero, then), and holds
-        # no more digits before the point than MAX_INT_DIGITS.
-        misfits = map(
-            or_,
-            map(Decimal.is_zero, values),
-            map(ge, map(Decimal.adjusted, values), repeat(MAX_INT_DIGITS)),
-        )
-        first = next(compress(count(), misfits), len(values))
-        kept, texts = values[:first], texts[:first]
-        _write_out_zeros(texts, kept)
-        return kept if first == len(values) else Declined(first, kept)  # type: ignore[arg-type,return-value]
-    # numeric has no negative zero: "-0.00" is 0.00, which Decimal keeps signed.
-    if any(map(Decimal.is_zero, filter(Decimal.is_signed, values))):
-        return None
-    return values  # type: ignore[return-value]
+    final = _as_numeric_in(cast(list[object], values), ",".join(texts), texts)
+    return values if final == len(values) else Declined(final, values[:final])  # type: ignore[return-value,arg-type]
+
+
+def _as_numeric_in(
+    values: list[object], joined: str, texts: list[str] | None = None, bounded: bool = False
+) -> int:
+    """Make ``values``, Decimal() of each of ``texts`` (None for NULL; ``joined``: the
+    texts joined by commas, split when ``texts`` is None and needed), what numeric_in
+    makes of them, in place: the zeros of exponents up to COMPACT_ZEROS written out,
+    zeros unsigned and without an exponent ("-0.00" is 0.00, "0e5" is 0). How many are
+    final: all, or those before the first with more digits before the point than
+    numeric holds (numeric_in refuses it; none when ``bounded``: digit runs and
+    exponents too short for that)."""
+    final = len(values)
+    exponents = joined.count("e") + joined.count("E")
+    if exponents:
+        if exponents == len(values):  # one each (a form has one at most): no NULL
+            places, scaled, scaled_joined = None, cast(list[Decimal], values), joined
+        else:
+            texts = joined.split(",") if texts is None else texts
+            flags = map(str.__contains__, texts, repeat("e"))
+            if "E" in joined:
+                flags = map(or_, flags, map(str.__contains__, texts, repeat("E")))
+            places = list(compress(count(), flags))
+            scaled = list(map(values.__getitem__, places))  # type: ignore[arg-type]
+            scaled_joined = ",".join(map(texts.__getitem__, places))
+        over = map(ge, map(Decimal.adjusted, scaled), repeat(MAX_INT_DIGITS))
+        first = None if bounded else next(compress(count(), over), None)
+        if first is not None:
+            final = first if places is None else places[first]
+        # (None of the exponents written out is on a value that long: no need to stop.)
+        _write_out_zeros(scaled_joined, scaled)
+        if places is not None:
+            deque(map(operator.setitem, repeat(values), places, scaled), 0)
+    # A zero's text begins with "0" or "-0" (JSON's with nothing else before the point).
+    if joined.startswith(("0", "-0")) or ",0" in joined or ",-0" in joined:
+        _unsigned_zeros(values, "N" in joined)
+    return final
+
+
+def _unsigned_zeros(values: list[object], nulls: bool) -> None:
+    """numeric's zeros in ``values`` (with NULLs if ``nulls``), in place: Decimal keeps
+    the sign of "-0.00" and the exponent of "0e5", numeric_in neither (0.00, 0)."""
+    present = cast(list[Decimal], list(filter(_not_null, values)) if nulls else values)
+    zeros = list(compress(count(), map(Decimal.is_zero, present)))
+    if not zeros:
+        return
+    fixed = list(map(Decimal.copy_abs, map(present.__getitem__, zeros)))
+    scaled_up = compress(count(), map(gt, map(Decimal.adjusted, fixed), repeat(0)))
+    deque(map(operator.setitem, repeat(fixed), scaled_up, repeat(_ZERO)), 0)
+    if nulls:  # the places of the zeros among all values, NULLs counted
+        zeros = list(map(list(compress(count(), map(_not_null, values))).__getitem__, zeros))
+    deque(map(operator.setitem, repeat(values), zeros, fixed), 0)
 
 
 # Enough digits to rescale any value the exponent forms take to exponent 0 exactly.
 _WRITE_OUT: Final = Context(prec=100 + 100 + COMPACT_ZEROS)
 _ONE: Final = Decimal(1)
+_ZERO: Final = Decimal(0)
 _WRITTEN_OUT: Final = range(1, COMPACT_ZEROS + 1)
 
 
-def _write_out_zeros(texts: list[str], values: list[Decimal]) -> None:
+def _write_out_zeros(joined: str, values: list[Decimal]) -> None:
     """Rescale to exponent 0 the values whose exponent, the text's less its fraction
-    digits, leaves 1 to COMPACT_ZEROS zeros, which numeric_in writes out."""
-    lowered = ",".join(texts)
-    if "E" in lowered:
-        lowered = lowered.lower()
+    digits, leaves 1 to COMPACT_ZEROS zeros, which numeric_in writes out. ``joined``:
+    their texts joined by commas, each with an exponent."""
+    lowered = joined.lower() if "E" in joined else joined
     pieces = lowered.replace("e", ",").split(",")  # mantissa, exponent, mantissa, ...
-    exponents = list(map(int, pieces[1::2]))  # int() takes the "+"
     if "." in lowered:
+        exponents = list(map(int, pieces[1::2]))  # int() takes the "+"
         fractions = map(itemgetter(2), map(str.partition, pieces[0::2], repeat(".")))
         exponents = list(map(sub, exponents, map(len, fractions)))
-    places = list(compress(count(), map(_WRITTEN_OUT.__contains__, exponents)))
+        places = list(compress(count(), map(_WRITTEN_OUT.__contains__, exponents)))
+    else:
+        # Without fractions a value's exponent is its text's: the distinct texts (few
+        # when they are short) are read once each.
+        texts = pieces[1::2]
+        wanted = {text for text in set(texts) if int(text) in _WRITTEN_OUT}
+        places = list(compress(count(), map(wanted.__contains__, texts))) if wanted else []
     if places:
         rescaled = map(
             Decimal.quantize,
@@ -244,8 +283,9 @@ WholeDecoder = Callable[[str], BulkResult]  # Declined: the values of the elemen
 _not_null: Final = partial(operator.is_not, None)
 
 
-_ZERO_DIGITS: Final = str.maketrans("123456789", "000000000")
-_LONG_EXPONENTS: Final = tuple(e + sign + "0000" for e in "eE" for sign in ("", "+", "-"))
+# Digits as 0 and exponents in lower case, for the checks of digit runs and exponents.
+_ZERO_DIGITS: Final = str.maketrans("123456789E", "000000000e")
+_LONG_EXPONENTS: Final = ("e0000", "e+0000", "e-0000")
 
 
 def _json_numbers(
@@ -261,26 +301,26 @@ def _json_numbers(
     number syntax is a subset of what the input functions take, with the same values
     ("+1" and "007" make it decline). No digit run may be longer than ``digits`` nor an
     exponent four digits long (floats past a double's range are checked after).
-    An array whose elements average under ``shortest`` characters with their comma is
-    declined too: short elements repeat (there are few of them), and converting each
-    one costs more than the split and table of the element path, which converts each
-    distinct text once ('{1,1,...}' of floats: 30 ms per MB that way, 140 whole).
+    An array whose elements average under ``shortest`` characters with their comma and
+    repeat (few_distinct) is declined too: converting each one costs more than the
+    split and table of the element path, which converts each distinct text once
+    ('{1,1,...}' of floats: 30 ms per MB that way, 140 whole).
     Where a character out of form comes after some elements, those are read and the
     answer is Declined at the element holding it, with their values."""
     other = re.compile(f"[^{re.escape(characters)}]").search
     run = "0" * (digits + 1)
 
     def read(text: str) -> BulkResult:
-        if len(text) < shortest * (text.count(",") + 1):
-            return None
         body = text[1:-1]
+        if len(text) < shortest * (text.count(",") + 1) and few_distinct(body):
+            return None
         if text[:1] != "{" or text[-1:] != "}":
             return None
         found = other(body)
         end = len(body) if found is None else found.start()
         # A digit run or an exponent too long stops the reading as such a character does.
         zeroed = body.translate(_ZERO_DIGITS)
-        for long in (run, *_LONG_EXPONENTS):
+        for long in (run, *_LONG_EXPONENTS) if "e" in zeroed else (run,):
             at = zeroed.find(long, 0, end)
             end = end if at < 0 else at
         if end == len(body):
@@ -385,20 +425,24 @@ def _narrowed(values: list[object]) -> list[object] | None:
     return values
 
 
+# Exponents too ("100e10", which numeric_out never writes): at most three digits long
+# and digit runs of 100, so that no value holds MAX_INT_DIGITS digits before the point
+# (_as_numeric_in's ``bounded``).
 _read_numerics: Final = _json_numbers(
-    "-.0123456789,NUL", json.JSONDecoder(parse_int=Decimal, parse_float=Decimal), 6, 100
+    "-+.0123456789eE,NUL", json.JSONDecoder(parse_int=Decimal, parse_float=Decimal), 6, 100
 )
 
 
 def _whole_numeric(text: str) -> BulkResult:
-    return _then(_read_numerics(text), _no_negative_zero)
-
-
-def _no_negative_zero(values: list[object]) -> list[object] | None:
-    present = cast(list[Decimal], list(filter(_not_null, values)))
-    if any(map(Decimal.is_zero, filter(Decimal.is_signed, present))):
-        return None
-    return values
+    result = _read_numerics(text)
+    if isinstance(result, list):
+        values, read = result, text[1:-1]
+    elif result is not None and result.before:
+        values, read = result.before, text[1 : cast(int, result.offset) - 1]
+    else:
+        return result
+    _as_numeric_in(values, read, bounded=True)
+    return result
 
 
 def _then(result: BulkResult, check: Callable[[list[object]], list[object] | None]) -> BulkResult:

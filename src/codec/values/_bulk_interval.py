@@ -38,8 +38,9 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import repeat
 from operator import add, getitem, mul
-from typing import Final
+from typing import Final, cast
 
+from codec.values._common import few_distinct
 from codec.values._interval import blank_intervals, fill_intervals, intervals
 from codec.values._ranges import BulkResult, Declined
 from codec.values._time import USECS_PER_HOUR, USECS_PER_MINUTE, USECS_PER_SEC
@@ -316,9 +317,10 @@ def one_field_array(text: str) -> list[object] | Declined | None:
     return values if isinstance(values, list) else None
 
 
-# Elements shorter than this on average, with their comma, are few distinct ones ("1 day"
-# repeated): an Interval is made for each distinct number and shared, as the element
-# path's table of distinct texts would (one each cost 65 ms per MB of "1 day").
+# Elements shorter than this on average, with their comma, may be few distinct ones ("1
+# day" repeated): if few_distinct() says so, an Interval is made for each distinct number
+# and shared, as the element path's table of distinct texts would (one each cost 65 ms
+# per MB of "1 day").
 _SHORT: Final = 8
 _FIRST: Final = 24  # characters enough for '{"-999999999 days",'
 
@@ -338,21 +340,35 @@ def _one_field(joined: str, count: int, column: int, scale: int) -> list[object]
     ones by '","'): each number ``scale`` times itself in field ``column``. json reads
     numbers without a "+" or leading zeros, int() the others (json declines "+5" and
     "007"; interval_in reads them as 5 and 7)."""
-    short = len(joined) < _SHORT * count
-    made = [] if short else blank_intervals(count)  # before the list: see blank_intervals
     numbers = joined.translate(_UNIT_LETTERS)
+    if len(joined) < _SHORT * count and few_distinct(numbers):
+        values = _numbers(numbers, 1)
+        distinct = list(set(values))
+        shared = _intervals_of(blank_intervals(len(distinct)), distinct, column, scale)
+        table = dict(zip(distinct, shared, strict=True))
+        return list(map(table.__getitem__, values))
+    made = blank_intervals(count)  # before the list: see blank_intervals
+    return _intervals_of(made, _numbers(numbers, scale), column, 1)
+
+
+def _numbers(numbers: str, scale: int) -> list[int]:
+    """The integers joined by commas in ``numbers``, each times ``scale`` (1 or a power
+    of ten: then written out as zeros after each before json reads them, which saves a
+    multiplication and an int each; not where a number starts with 0, which json
+    refuses once written out)."""
+    zeros = len(str(scale)) - 1
+    if scale == 10**zeros > 1 and not (numbers[:1] == "0" or ",0" in numbers or "-0" in numbers):
+        padding = "0" * zeros
+        try:
+            padded = f"[{numbers.replace(',', padding + ',')}{padding}]"
+            return cast(list[int], _JSON_NUMBERS.decode(padded))
+        except ValueError:
+            pass
     try:
         values = _JSON_NUMBERS.decode(f"[{numbers}]")
     except ValueError:
         values = list(map(int, numbers.split(",")))
-    if not short:
-        return _intervals_of(made, values, column, scale)
-    distinct = list(set(values))
-    if 2 * len(distinct) > count:  # short but mostly distinct ("1" to "99999" seconds)
-        return _intervals_of(blank_intervals(count), values, column, scale)
-    shared = _intervals_of(blank_intervals(len(distinct)), distinct, column, scale)
-    table = dict(zip(distinct, shared, strict=True))
-    return list(map(table.__getitem__, values))
+    return values if scale == 1 else list(map(mul, values, repeat(scale)))
 
 
 def _intervals_of(made: list[object], numbers: list[int], column: int, scale: int) -> list[object]:

@@ -110,3 +110,14 @@ def no_nul(text: str, what: str) -> str:
     if index >= 0:
         raise EncodeError(f"{what}: {surrogate_reason(text, index)} at index {index}")
     return text
+
+
+SAMPLE: Final = 256  # elements few_distinct() looks at
+
+
+def few_distinct(joined: str) -> bool:
+    """Whether the first SAMPLE elements of ``joined`` (elements joined by commas) mostly
+    repeat one another: short elements that do are few distinct ones, each converted
+    once by a table of them; a sample, as a set of them all costs what it saves."""
+    sample = joined.split(",", SAMPLE)[:SAMPLE]
+    return 2 * len(set(sample)) <= len(sample)
