@@ -65,6 +65,7 @@ from codec.values import (
     encode_text,
     type_by_name,
 )
+from codec.values._interval import intervals
 
 # A typical value per scalar type, for the benign arrays.
 SAMPLES: dict[str, object] = {
@@ -394,7 +395,26 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_arrays:
         array_table(args.size, args.repeat, wanted)
         binary_hostile_table(args.size, args.repeat, wanted)
+        if not wanted or "_interval" in wanted or "interval" in wanted:
+            interval_floor(args.size, args.repeat)
     return 0
+
+
+def interval_floor(size: int, repeat: int) -> None:
+    """The Interval objects of interval's slowest valid family made alone, from their
+    fields, the cheapest way the codec knows (intervals(): empty instances, slots
+    filled by C-level passes): what no decoder returning them can go below."""
+    oid = type_by_name("interval").array_oid
+    text = MAKERS["array of distinct numbers"](size)
+    made = decode_text(oid, text)
+    fields = [[v.months for v in made], [v.days for v in made], [v.microseconds for v in made]]
+    del made
+    ours = ms_per_mb(best(codec_decoder(oid), text, repeat), len(text))
+    alone = ms_per_mb(best(lambda f: intervals(*f), fields, repeat), len(text))
+    print()
+    print("interval, array of distinct numbers (valid): decoded vs its Interval objects made alone")
+    print(f"{'decoded':>10} {'objects':>10} {'rest':>8}   ms per MB")
+    print(f"{ours:10.1f} {alone:10.1f} {ours - alone:8.1f}", flush=True)
 
 
 if __name__ == "__main__":
