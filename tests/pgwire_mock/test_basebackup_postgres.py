@@ -441,6 +441,31 @@ def _data_chunks(frames: Sequence[bytes]) -> dict[str, list[bytes]]:
     return out
 
 
+def _compression_refused_alike(
+    server: provision.Server, fake: FakeServer, command: str, tmp_path: Path
+) -> None:
+    """14: the 15+ BASE_BACKUP with COMPRESSION, and the legacy syntax with it, get
+    the same ErrorResponse (42601 from replication_yyerror); pg_basebackup 15's
+    --compress=server-gzip exits 1 alike, with the same message."""
+    for text in (command, "BASE_BACKUP LABEL 'x' COMPRESSION 'gzip'"):
+        real = _answer(server.host, server.port, text)
+        assert _answer("127.0.0.1", fake.port, text) == real, text
+        assert len(real) == 1 and real[0][:1] == b"E", real
+        assert b"C42601\x00Msyntax error\x00" in real[0]
+        assert b"Rreplication_yyerror\x00" in real[0]
+    args = ("-Ft", "-X", "stream", "--compress=server-gzip")
+    results = {
+        side: _pg_basebackup(dsn, tmp_path / side, args)
+        for side, dsn in (("real", server.dsn), ("fake", fake.dsn()))
+    }
+    assert results["real"].returncode == 1
+    assert results["fake"].returncode == 1
+    assert "server does not support server-side compression" in results["real"].stderr
+    assert results["fake"].stderr == results["real"].stderr.replace(
+        str(tmp_path / "real"), str(tmp_path / "fake")
+    )
+
+
 def test_gzip_compression_is_derived_as_the_server_deflates(
     recorded: tuple[provision.Server, PhysicalRecording, FakeServer], tmp_path: Path
 ) -> None:
@@ -448,11 +473,14 @@ def test_gzip_compression_is_derived_as_the_server_deflates(
     holds the members of the real server's answer to the same request, and the real
     server's archive, decompressed and deflated as the fake deflates, is the real
     server's bytes in the real server's chunks; pg_basebackup 15 --compress=server-gzip
-    -Ft exits alike from both and writes archives with the same members."""
+    -Ft exits alike from both and writes archives with the same members. 14 has no
+    server-side compression: the request is refused alike (repl_scanner.l's syntax
+    error, every field) and pg_basebackup 15 gives up alike before asking."""
     server, recording, fake = recorded
-    if server.version < 15:
-        pytest.skip("server-side compression is 15+")
     wanted = parse_backup_spec(f"{LABEL}, PROGRESS, WAIT 0, MANIFEST 'yes', COMPRESSION 'gzip'")
+    if server.version < 15:
+        _compression_refused_alike(server, fake, wanted.command(15), tmp_path)
+        return
     command = wanted.command(server.version)
     ours = _data_chunks(list(replay_frames(recording.backups[0], wanted)))
     real = _data_chunks(_answer(server.host, server.port, command))

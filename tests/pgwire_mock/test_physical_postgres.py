@@ -17,7 +17,16 @@ from test_real_clients import FakeServer
 
 from codec import basebackup, replication
 from codec.values import LSN
-from codec.wire import CopyData, CopyDone, CopyOutResponse, DataRow, Query, RowDescription
+from codec.wire import (
+    BackendMessage,
+    CopyData,
+    CopyDone,
+    CopyOutResponse,
+    DataRow,
+    ErrorResponse,
+    Query,
+    RowDescription,
+)
 from conformance import provision
 from pgwire_mock.record import record_physical
 from pgwire_mock.server.physical import PhysicalRecording
@@ -161,14 +170,48 @@ def test_bad_positions_and_timelines_get_the_same_errors(
     assert ours == real
 
 
+def observed(messages: list[BackendMessage]) -> list[object]:
+    """What the client sees: an error's every field, a row's values, other kinds."""
+    out: list[object] = []
+    for m in messages:
+        if isinstance(m, ErrorResponse):
+            out.append(dict(m.fields))
+        elif isinstance(m, DataRow):
+            out.append(m.values)
+        else:
+            out.append(type(m).__name__)
+    return out
+
+
+def _read_slot_answered(
+    major: int, seen: list[object], restart_lsn: str | None = None
+) -> bytes | None:
+    """READ_REPLICATION_SLOT got a row (15+): its restart_lsn, ``restart_lsn`` when
+    given; or on 14 the refusal of SQL on a physical walsender (walsender.c,
+    exec_replication_command): None."""
+    if major < 15:
+        refusal = seen[0]
+        assert isinstance(refusal, dict), seen
+        assert (refusal["C"], refusal["R"]) == ("0A000", "exec_replication_command")
+        assert refusal["M"] == "cannot execute SQL commands in WAL sender for physical replication"
+        return None
+    row = seen[1]
+    assert isinstance(row, tuple), seen
+    found = row[1]
+    assert isinstance(found, bytes), seen
+    if restart_lsn is not None:
+        assert found == restart_lsn.encode()
+    return found
+
+
 def test_physical_slot_restart_lsn_follows_the_flush_feedback(
     recorded: tuple[provision.Server, PhysicalRecording, FakeServer],
 ) -> None:
     """A status update's flush position becomes the physical slot's restart_lsn, as
-    READ_REPLICATION_SLOT (15+) then shows, and a reply request gets a keepalive."""
+    READ_REPLICATION_SLOT (15+) then shows, and a reply request gets a keepalive. On 14,
+    whose replication grammar has no READ_REPLICATION_SLOT, the command is taken for SQL
+    and refused alike (0A000 from exec_replication_command, every field)."""
     server, recording, fake = recorded
-    if server.version < 15:
-        pytest.skip("READ_REPLICATION_SLOT is 15+")
     flush = recording.start_lsn + 8192
     seen = {}
     for name, host, port in (
@@ -190,14 +233,12 @@ def test_physical_slot_restart_lsn_follows_the_flush_feedback(
                     if isinstance(decoded, replication.PrimaryKeepalive):
                         keepalive = decoded
                 conn.finish()
-                row = conn.command("READ_REPLICATION_SLOT pgwm_phys")[1]
+                seen[name] = observed(conn.command("READ_REPLICATION_SLOT pgwm_phys"))
             finally:
                 conn.command("DROP_REPLICATION_SLOT pgwm_phys")
             assert not keepalive.reply_requested
-            seen[name] = row
     assert seen["fake"] == seen["real"]
-    assert isinstance(seen["real"], DataRow)
-    assert seen["real"].values[1] == str(LSN(flush)).encode()
+    _read_slot_answered(server.version, seen["real"], str(LSN(flush)))
 
 
 def test_a_reserve_wal_slot_starts_at_the_last_checkpoints_redo(
@@ -206,9 +247,8 @@ def test_a_reserve_wal_slot_starts_at_the_last_checkpoints_redo(
     """CREATE_REPLICATION_SLOT ... PHYSICAL RESERVE_WAL starts at the last checkpoint's
     redo (GetRedoRecPtr), not at the end of WAL: READ_REPLICATION_SLOT (15+) shows the
     same restart_lsn on the real server and on the fake serving a recording that holds
-    the checkpoint (17+: its XLOG_CHECKPOINT_REDO record)."""
-    if pg_server.version < 15:
-        pytest.skip("READ_REPLICATION_SLOT is 15+")
+    the checkpoint (17+: its XLOG_CHECKPOINT_REDO record). On 14 the command is SQL to
+    a physical walsender, refused alike."""
     with pg_server.connect() as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS pgwm_redo (id int, t text)")
         conn.execute("SELECT pg_switch_wal()")  # the checkpoint lands in a new segment
@@ -231,15 +271,16 @@ def test_a_reserve_wal_slot_starts_at_the_last_checkpoints_redo(
             with physical_connection(host, port) as conn:
                 conn.command("CREATE_REPLICATION_SLOT pgwm_redo PHYSICAL RESERVE_WAL")
                 try:
-                    rows[name] = conn.command("READ_REPLICATION_SLOT pgwm_redo")[1]
+                    rows[name] = observed(conn.command("READ_REPLICATION_SLOT pgwm_redo"))
                 finally:
                     conn.command("DROP_REPLICATION_SLOT pgwm_redo")
     finally:
         fake.stop()
     assert rows["fake"] == rows["real"]
-    assert isinstance(rows["real"], DataRow)
-    restart = LSN.parse(bytes(rows["real"].values[1] or b"").decode())
-    assert recording.start_lsn < restart < recording.end_lsn
+    restart_lsn = _read_slot_answered(pg_server.version, rows["real"])
+    if restart_lsn is not None:
+        restart = LSN.parse(restart_lsn.decode())
+        assert recording.start_lsn < restart < recording.end_lsn
 
 
 def test_base_backup_copy_data_round_trips_byte_for_byte(pg_server: provision.Server) -> None:
