@@ -247,6 +247,9 @@ def test_reading_tables_under_an_exported_snapshot_as_postgres_does(
             "COMMIT",
             f"SELECT * FROM ONLY public.{t}",
             f"SELECT nope FROM {t}",
+            f"SELECT ids FROM {t}",
+            f"SELECT  id,   vv FROM {t}",
+            f"SELECT e FROM {t}",
             "SELECT * FROM missing_table",
             "SELECT * FROM public.missing_table",
         ):

@@ -29,7 +29,7 @@ from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.jdbc_catalog import JdbcCatalog
 from pgwire_mock.server.pg_type import NAMES_OID, TypeQueries
-from pgwire_mock.server.sql import Column, Result, pg_class_attnum
+from pgwire_mock.server.sql import Column, Result, missing_column, pg_class_attnum
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
 
@@ -526,15 +526,16 @@ class CatalogQueries:
             raise err
         version = state.version
         columns = list(version.columns)
-        if wanted == [("*", "*")]:
+        if wanted == [("*", 0)]:
             chosen = columns
         else:
             by_name = {c.name: c for c in columns}
             chosen = []
             for column, at in wanted:
                 if column not in by_name:
-                    err = error(self.major, "undefined_column", column=column)
-                    err.position = text.index(at) + 1
+                    names = [c.name for c in columns]
+                    err = missing_column(self.major, name, names, column, qualified=False)
+                    err.position = match.start(1) + at + 1
                     raise err
                 chosen.append(by_name[column])
         if any(c.generated == "v" for c in chosen):
@@ -648,17 +649,21 @@ def _virtual(table: str, text: str) -> ServerError:
     )
 
 
-def _select_list(listed: str) -> list[tuple[str, str]] | None:
-    """(name, as written) per plain column, ``[("*", "*")]``; None for anything else."""
+def _select_list(listed: str) -> list[tuple[str, int]] | None:
+    """(name, where it starts in ``listed``) per plain column, ``[("*", 0)]``; None for
+    anything else."""
     if listed.strip() == "*":
-        return [("*", "*")]
+        return [("*", 0)]
     out = []
+    start = 0
     for raw in listed.split(","):
         part = raw.strip()
         match = re.fullmatch(_QUOTED_NAME, part, re.IGNORECASE)
         if match is None:
             return None
-        out.append((_ident(match.group(1), (match.group(2) or "").lower()), part))
+        at = start + len(raw) - len(raw.lstrip())
+        out.append((_ident(match.group(1), (match.group(2) or "").lower()), at))
+        start += len(raw) + 1
     return out
 
 
