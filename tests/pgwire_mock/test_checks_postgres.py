@@ -497,6 +497,10 @@ MISSING_COLUMNS = [
     "SELECT count(nope), slot_name FROM pg_replication_slots",
     "SELECT slot_name, count(*) FROM pg_replication_slots WHERE nope = 'x'",
     "  select nope from pg_replication_slots  ;  \n",
+    "SELECT public.pg_replication_slots.slot_name FROM pg_replication_slots",
+    "SELECT pg_catalog.pg_stat_replication.pid FROM pg_replication_slots",
+    "SELECT *, count(*) FROM pg_replication_slots",
+    "SELECT count(*),  plugin FROM pg_replication_slots",
 ]
 
 
@@ -507,8 +511,9 @@ def test_missing_columns_are_reported_as_postgres_reports_them(
     or ``column rel.c`` unquoted when qualified), the hint naming the one or two closest
     columns (Levenshtein, at most 3 and half the name), the 1-based character position
     of the reference in the whole query string, and the ereport's file, line and routine
-    per major; a qualifier naming no FROM item is 42P01 from errorMissingRTE. The select
-    list is checked before WHERE, whether or not any row exists."""
+    per major; a qualifier naming no FROM item, or the view under another schema, is
+    42P01 from errorMissingRTE. The select list is checked before WHERE, whether or not
+    any row exists, and before the GROUP BY check (42803, at the ungrouped column)."""
     params = [("user", "postgres"), ("database", "postgres"), ("replication", "database")]
     replies = []
     for host, port in (_address(pg_server), (fake.host, fake.port)):

@@ -869,7 +869,7 @@ class SqlLayer:
         conditions = self._conditions(view, names, match.group(3), match.start(3))
         rows = [r for r in all_rows if all(r[i] == v for i, v in conditions)]
         if any(counts):
-            return self._count(view, names, counts, indexes, rows)
+            return self._count(view, names, counts, indexes, [at for _, at in wanted], rows)
         chosen: list[int] = []
         for index in indexes:  # None: a "*", every column in order
             chosen += range(len(names)) if index is None else [index]
@@ -883,22 +883,20 @@ class SqlLayer:
         names: Sequence[str],
         counts: Sequence[re.Match[str] | None],
         indexes: Sequence[int | None],
+        positions: Sequence[int],
         rows: Sequence[Sequence[str | None]],
     ) -> Result:
         """An aggregate-only select list (Debezium's ``SELECT COUNT(1) FROM pg_publication
         WHERE ...``): one row whatever matched, each column named ``count``, int8 (the
         output name of a bare function call is the function's name: FigureColname)."""
         values: list[str | None] = []
-        for count, index in zip(counts, indexes, strict=True):
+        for count, index, at in zip(counts, indexes, positions, strict=True):
             if count is None:
                 # Without GROUP BY a plain column next to an aggregate is an error.
                 column = names[0] if index is None else names[index]
-                raise ServerError(
-                    "ERROR",
-                    "42803",
-                    f'column "{view}.{column}" must appear in the GROUP BY clause or be used '
-                    "in an aggregate function",
-                )
+                refused = error(self.major, "ungrouped_column", relation=view, column=column)
+                refused.position = at + 1
+                raise refused
             if index is None:
                 values.append(str(len(rows)))  # count(*), count(<constant>): every row
             else:  # count(col): the rows where col is not NULL
@@ -917,10 +915,18 @@ class SqlLayer:
         ]
         column = parts[-1]
         qualifier = parts[-2] if len(parts) > 1 else None
-        if qualifier is not None and (
-            qualifier != view or (len(parts) > 2 and parts[-3] != "pg_catalog")
-        ):
+        if qualifier is not None and qualifier != view:
             refused = error(self.major, "missing_from_entry", relation=qualifier)
+        elif len(parts) > 2 and parts[-3] != "pg_catalog":
+            refused = error(self.major, "invalid_from_reference", relation=qualifier)
+            why = (
+                f'There is an entry for table "{view}", but it cannot be referenced from this '
+                "part of the query."
+            )
+            if self.major >= 16:
+                refused.detail = why
+            else:
+                refused.hint = why
         elif column in names:
             return names.index(column)
         else:

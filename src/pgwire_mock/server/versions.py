@@ -447,6 +447,31 @@ ERRORS: Final[Mapping[str, ErrorFact]] = {
         hint='Perhaps you meant to reference the column "{relation}.{first}" or the column '
         '"{relation}.{second}".',
     ),
+    # A column reference qualified by the FROM item's name under another schema
+    # (public.pg_replication_slots.c): the explanation is a hint on 14/15, a detail on 16+.
+    "invalid_from_reference": ErrorFact(
+        "42P01",
+        'invalid reference to FROM-clause entry for table "{relation}"',
+        "parse_relation.c",
+        "errorMissingRTE",
+        _v(v14=3597, v15=3615, v16=3654, v17=3648, v18=3754),
+    ),
+    # A plain column beside an aggregate, without GROUP BY (parse_agg.c; 18 replaced
+    # the walker with a mutator).
+    "ungrouped_column": ErrorFact(
+        "42803",
+        'column "{relation}.{column}" must appear in the GROUP BY clause or be used in an '
+        "aggregate function",
+        "parse_agg.c",
+        {
+            14: "check_ungrouped_columns_walker",
+            15: "check_ungrouped_columns_walker",
+            16: "check_ungrouped_columns_walker",
+            17: "check_ungrouped_columns_walker",
+            18: "substitute_grouped_columns_mutator",
+        },
+        _v(v14=1480, v15=1490, v16=1495, v17=1498, v18=1558),
+    ),
     # A column reference qualified by a name no FROM item has.
     "missing_from_entry": ErrorFact(
         "42P01",
