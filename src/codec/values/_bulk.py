@@ -27,7 +27,7 @@ from decimal import Context, Decimal
 from functools import partial
 from itertools import compress, count, repeat
 from math import isfinite
-from operator import and_, ge, gt, itemgetter, lt, not_, or_, sub
+from operator import and_, ge, gt, itemgetter, lt, mul, not_, or_, sub
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
@@ -207,9 +207,9 @@ def _as_numeric_in(
             places, scaled, scaled_joined = None, cast(list[Decimal], values), joined
         else:
             texts = joined.split(",") if texts is None else texts
-            flags = map(str.__contains__, texts, repeat("e"))
+            flags = map(operator.contains, texts, repeat("e"))  # str.__contains__: 2x
             if "E" in joined:
-                flags = map(or_, flags, map(str.__contains__, texts, repeat("E")))
+                flags = map(or_, flags, map(operator.contains, texts, repeat("E")))
             places = list(compress(count(), flags))
             scaled = list(map(values.__getitem__, places))  # type: ignore[arg-type]
             scaled_joined = ",".join(map(texts.__getitem__, places))
@@ -255,15 +255,19 @@ def _write_out_zeros(joined: str, values: list[Decimal]) -> None:
     their texts joined by commas, each with an exponent."""
     lowered = joined.lower() if "E" in joined else joined
     pieces = lowered.replace("e", ",").split(",")  # mantissa, exponent, mantissa, ...
+    texts = pieces[1::2]
+    # The distinct exponent texts (few when they are short) are read once each.
     if "." in lowered:
-        exponents = list(map(int, pieces[1::2]))  # int() takes the "+"
-        fractions = map(itemgetter(2), map(str.partition, pieces[0::2], repeat(".")))
-        exponents = list(map(sub, exponents, map(len, fractions)))
+        read = {text: int(text) for text in set(texts)}  # int() takes the "+"
+        mantissas = pieces[0::2]
+        points = list(map(str.find, mantissas, repeat(".")))
+        # Digits after the point: length - 1 - where the point is, 0 without one.
+        after = map(sub, map(sub, map(len, mantissas), points), repeat(1))
+        fractions = map(mul, after, map(ge, points, repeat(0)))
+        exponents = map(sub, map(read.__getitem__, texts), fractions)
         places = list(compress(count(), map(_WRITTEN_OUT.__contains__, exponents)))
     else:
-        # Without fractions a value's exponent is its text's: the distinct texts (few
-        # when they are short) are read once each.
-        texts = pieces[1::2]
+        # Without fractions a value's exponent is its text's.
         wanted = {text for text in set(texts) if int(text) in _WRITTEN_OUT}
         places = list(compress(count(), map(wanted.__contains__, texts))) if wanted else []
     if places:
