@@ -50,6 +50,8 @@ def _fits(number: str) -> bool:
 @example(["0e131073", "1e5"])  # a zero takes any exponent
 @example(["0e131073", "1e131072"])  # the first misfit is after the zero
 @example(["1e131072"])  # 131073 digits before the point
+@example(["99e131000", "7e131000", "1e131072"])  # the first long exponent is the first misfit
+@example(["1234567890e131070", "1e131072"])  # a long mantissa overflows before it
 @example(["1.5e131071", "1"])  # 131072 of them: fits
 @example(["0.05e131074", "2.5"])  # leading zeros of a fraction are not digits
 @example(["1e0000000000001"])  # nor are an exponent's

@@ -10,17 +10,19 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import compress, count, repeat
-from operator import add, and_, gt, itemgetter, mul, neg, or_, setitem, sub
+from operator import add, and_, ge, gt, itemgetter, mul, neg, or_, setitem, sub
 from typing import Final
 
 from codec.errors import EncodeError
 from codec.values._common import (
     PG_SPACE,
+    SAMPLE,
     BinaryEncoder,
     Converter,
     Invalid,
     TextEncoder,
     check_exact,
+    few_distinct,
     no_nul,
     type_error,
     utf8,
@@ -333,7 +335,12 @@ def jsonb_misfit(floats: list[str]) -> int | None:
         deque(map(setitem, repeat(digits), compress(count(), too_long), repeat("")), 0)
         signs = map(_EXPONENT_SIGN.__getitem__, map(str.startswith, exponent_texts, repeat("-")))
         exponent_texts = list(map(add, signs, digits))
-    index = _first_misfit(mantissas, list(map(int, exponent_texts)), too_long)
+    if few_distinct(",".join(exponent_texts[:SAMPLE])):  # each distinct one read once
+        read = {text: int(text) for text in set(exponent_texts)}
+        exponents = list(map(read.__getitem__, exponent_texts))
+    else:
+        exponents = list(map(int, exponent_texts))
+    index = _first_misfit(mantissas, exponents, too_long)
     if index is None or has_exponent is None:
         return index
     return list(compress(count(), has_exponent))[index]
@@ -368,8 +375,22 @@ def _first_misfit(
         # mantissa's and the exponent (the longest mantissa with the highest exponent
         # bounds them all), but for "0", which takes any exponent.
         scale_fits = -lowest <= _JSONB_DSCALE_MAX
-        if in_range and scale_fits and max(map(len, mantissas)) + highest <= _JSONB_INT_DIGITS:
+        longest = max(map(len, mantissas))
+        if in_range and scale_fits and longest + highest <= _JSONB_INT_DIGITS:
             return None
+        if in_range and scale_fits:
+            # Only digits before the point may overflow. An exponent of the limit or
+            # more does, whatever its mantissa (but "0"); if the numbers before the
+            # first such one fit (the longest mantissa with their highest exponent
+            # does), it is the first misfit: two passes.
+            long = map(ge, exponents, repeat(_JSONB_INT_DIGITS))
+            first = next(compress(count(), long), None)
+            if (
+                first is not None
+                and mantissas[first] != "0"
+                and (not first or longest + max(exponents[:first]) <= _JSONB_INT_DIGITS)
+            ):
+                return first
         flags = map(and_, _digits_over(mantissas, exponents), map("0".__ne__, mantissas))
         in_range = in_range and scale_fits
         scale_over = map(gt, map(neg, exponents), repeat(_JSONB_DSCALE_MAX))
