@@ -379,6 +379,31 @@ def test_a_rolled_back_transaction_is_sent_when_its_relation_was_looked_up_befor
     assert tags == ["B", "I", "C", "S", "I", "E", "S", "I", "E", "A"]
 
 
+def test_a_rolled_back_prepared_transaction_stops_where_unpublished_changes_were() -> None:
+    """Its relation looked up before (a commit the new walsender sent), a prepared
+    transaction rolled back by then is sent up to the first change after a WAL gap wider
+    than two full pages: the changes of some unpublished table lie there, looked up for
+    the first time, and the lookup is a concurrent abort (measured on 15-17 with the
+    resume check's prepared_subxacts). A narrower gap holds no such change."""
+
+    def entries(gap: int) -> list[StreamEntry]:
+        second = 0x200 + gap
+        return _entries(
+            (0x100, Begin(0x120, 0, 6)), (0, REL), (0x100, Insert(16400, ("0",))),
+            (0x120, Commit(0, 0x120, 0x128, 0)),
+            (0x200, BeginPrepare(second + 0x20, second + 0x30, 0, 8, "g")),
+            (0x200, Insert(16400, ("1",))),
+            (second, Insert(16400, ("2",))),
+            (second + 0x30, Prepare(0, second + 0x20, second + 0x30, 0, 8, "g")),
+            (second + 0x50, RollbackPrepared(0, second + 0x30, second + 0x50, 0, 0, 8, "g")),
+        )  # fmt: skip
+
+    wide = [t for _, t in _tags(_resumed(entries(0x4800), 17, 0x110))]
+    assert wide == ["B", "I", "C", "b", "I", "P", "r"]
+    narrow = [t for _, t in _tags(_resumed(entries(0x800), 17, 0x110))]
+    assert narrow == ["B", "I", "C", "b", "I", "I", "P", "r"]
+
+
 def test_a_change_published_through_the_root_is_given_its_partition() -> None:
     """The partition of a change sent without a schema: the only one described, or the
     one whose rows share its partition key value; after a restart its Relation (the

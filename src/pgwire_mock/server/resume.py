@@ -76,6 +76,12 @@ _XID: Final = struct.Struct("!I")
 _SCHEMA_TAGS: Final = frozenset(b"RY")
 _Schema = tuple[tuple[bytes, bytes], ...]
 _CHANGE_TAGS: Final = frozenset(b"IUDT")
+#: The cache key of "some table the recording does not show" (see _Change.lookups).
+_UNPUBLISHED: Final = -1
+#: A gap between two recorded changes of one transaction wider than this holds changes
+#: the recording does not have (unpublished tables, TOAST chunks): more than two full
+#: page images (heap and index, BLCKSZ 8192) and a change record of its own.
+_UNPUBLISHED_GAP: Final = 2 * 8192 + 1024
 
 Out = tuple[int, bytes]
 """One message to send: (its WAL position, its payload)."""
@@ -98,6 +104,17 @@ class _Change:
     schemas: tuple[_Schema, ...]
     """Per key, its Type and Relation messages (tag, body without xid), as last recorded."""
     forced: frozenset[int] = frozenset()
+    unpublished_before: bool = False
+    """The WAL between the transaction's previous recorded change and this one is wider
+    than those changes explain (_UNPUBLISHED_GAP): the walsender decoded changes of
+    tables the recording does not show, and looked those tables up, before this one."""
+
+    @property
+    def lookups(self) -> tuple[int, ...]:
+        """The catalog entries decoding this change needs, in order: those of the
+        unpublished changes before it (one key for all of them), then its own."""
+        return (_UNPUBLISHED, *self.keys) if self.unpublished_before else self.keys
+
     """Keys whose schema the recording sent again here (an invalidation)."""
 
     def payload(self, xid: int | None) -> bytes:
@@ -216,6 +233,8 @@ class RecordedStream:
         block: _Block | None = None
         block_txn: _Streamed | None = None
         prepared: dict[int, _Plain | _Streamed] = {}  # by xid, until Commit/Rollback Prepared
+        previous: dict[int | None, int] = {}  # the last change's LSN and size, by top xid
+        sizes: dict[int | None, int] = {}
         units = self.units
         for entry in entries:
             payload = entry.payload
@@ -243,6 +262,12 @@ class RecordedStream:
                 )
                 for key in keys:
                     cache.sent(key, top)
+                if block is not None or plain is not None:
+                    last = previous.get(top)
+                    change.unpublished_before = (
+                        last is not None and entry.lsn - last > _UNPUBLISHED_GAP + sizes.get(top, 0)
+                    )
+                    previous[top], sizes[top] = entry.lsn, len(payload)
                 if block is not None:
                     block.changes.append(change)
                 elif plain is not None:
@@ -255,6 +280,7 @@ class RecordedStream:
                 decision = message.final_lsn if isinstance(message, Begin) else message.prepare_lsn
                 xid = message.xid if isinstance(message, BeginPrepare) else None
                 plain = _Plain(decision, [(entry.lsn, payload)], [], (0, b""), xid)
+                previous.pop(None, None)
             elif tag == ord("O") and plain is not None:
                 plain.head.append((entry.lsn, payload))
             elif tag == ord("O") and block is not None and not block.changes:
@@ -519,15 +545,17 @@ class _Walk:
         (``SetupCheckXidLive``, ``HandleConcurrentAbort``). When the new walsender
         decodes one that has already rolled back and must look up a relation it has not
         looked up before (a fresh walsender's caches are empty; the transactions it
-        skipped filled nothing), the lookup fails with ERRCODE_TRANSACTION_ROLLBACK and
-        ``ReorderBufferProcessTXN`` stops there: nothing more of the transaction is sent
-        (a stream block ends at that change; a Begin Prepare is followed by its Prepare).
+        skipped filled nothing; the tables of unpublished changes count as one, known
+        only from the gaps they leave, see _Change.lookups), the lookup fails with
+        ERRCODE_TRANSACTION_ROLLBACK and ``ReorderBufferProcessTXN`` stops there: nothing
+        more of the transaction is sent (a stream block ends at that change; a Begin
+        Prepare is followed by its Prepare).
         """
         warm = self.warm
         for index, change in enumerate(changes):
-            if aborted and any(key not in warm for key in change.keys):
+            if aborted and any(key not in warm for key in change.lookups):
                 return list(changes[:index]), change.lsn
-            warm.update(change.keys)
+            warm.update(change.lookups)
         return list(changes), 0
 
     def plain(self, unit: _Plain) -> list[Out]:
