@@ -365,6 +365,35 @@ def test_a_rolled_back_transaction_stops_at_its_first_relation_lookup() -> None:
     assert [t for _, t in _tags(_resumed(committed, 16, 0x110))] == ["b", "I", "P", "K"]
 
 
+def test_a_rolled_back_stream_goes_on_with_its_subtransactions_after_a_failed_lookup() -> None:
+    """A concurrent abort ends the block and drops the transaction's own later changes
+    (ReorderBufferResetTXN, then concurrent_abort), but its subtransactions' changes
+    still fill memory and stream in later blocks, each cut at its first lookup that
+    fails again; a subtransaction that had some in memory gets its Stream Abort
+    (measured on 15-17 with the resume check's prepared_subxacts)."""
+    entries = _entries(
+        (0x100, StreamStart(7, True)),
+        (0, Relation(16400, "public", "t", "d", REL.columns, xid=7)),
+        (0x140, Insert(16400, ("1",), xid=7)),
+        (0x180, StreamStop()),
+        (0x200, StreamStart(7, False)),
+        (0x220, Insert(16400, ("2",), xid=7)),
+        (0x240, Insert(16400, ("3",), xid=8)),
+        (0x280, StreamStop()),
+        (0x290, StreamAbort(7, 8)),
+        (0x300, StreamStart(7, False)),
+        (0x320, Insert(16400, ("4",), xid=7)),
+        (0x380, StreamStop()),
+        (0x400, StreamAbort(7, 7)),
+    )
+    assert _tags(_resumed(entries, 17, 0x110)) == [
+        (0x100, "S"), (0x140, "E"),
+        (0x200, "S"), (0x240, "E"),
+        (0x290, "A"),
+        (0x400, "A"),
+    ]  # fmt: skip
+
+
 def test_a_rolled_back_transaction_is_sent_when_its_relation_was_looked_up_before() -> None:
     """The same rolled-back stream after a committed transaction on the same table that
     the new walsender decoded: the lookup hits the cache, nothing stops it."""

@@ -25,7 +25,9 @@ recording. :func:`resume` derives it, rule by rule, from the PostgreSQL sources:
   by then (``ReorderBufferCheckAndTruncateAbortedTXN``); its later changes are dropped.
 * A transaction rolled back by now (a top-level Stream Abort, or Rollback Prepared)
   that the new walsender decodes before its end record stops at its first relation the
-  walsender has not looked up yet: a concurrent abort (see :meth:`_Walk.sendable`).
+  walsender has not looked up yet, unpublished ones included: a concurrent abort (see
+  :meth:`_Walk.sendable`, :attr:`_Change.lookups`). Streamed, only its own changes
+  stop; its subtransactions' stream on, each block cut at such a lookup again.
 * Relation and Type messages follow pgoutput's per-walsender cache (``maybe_send_schema``,
   ``cleanup_rel_sync_cache``): the cache starts empty; outside a stream a relation's
   schema is sent before its first change; inside a stream once per streamed top-level
@@ -233,8 +235,11 @@ class RecordedStream:
         block: _Block | None = None
         block_txn: _Streamed | None = None
         prepared: dict[int, _Plain | _Streamed] = {}  # by xid, until Commit/Rollback Prepared
-        previous: dict[int | None, int] = {}  # the last change's LSN and size, by top xid
-        sizes: dict[int | None, int] = {}
+        # The last change's LSN and size, by (top xid, the change's xid in a stream): a
+        # gap is counted within one (sub)transaction, since the changes of another may
+        # never be decoded (a subtransaction rolled back goes before its lookups).
+        previous: dict[tuple[int | None, int | None], int] = {}
+        sizes: dict[tuple[int | None, int | None], int] = {}
         units = self.units
         for entry in entries:
             payload = entry.payload
@@ -263,11 +268,13 @@ class RecordedStream:
                 for key in keys:
                     cache.sent(key, top)
                 if block is not None or plain is not None:
-                    last = previous.get(top)
+                    gap_key = (top, change.xid)
+                    last = previous.get(gap_key)
                     change.unpublished_before = (
-                        last is not None and entry.lsn - last > _UNPUBLISHED_GAP + sizes.get(top, 0)
+                        last is not None
+                        and entry.lsn - last > _UNPUBLISHED_GAP + sizes.get(gap_key, 0)
                     )
-                    previous[top], sizes[top] = entry.lsn, len(payload)
+                    previous[gap_key], sizes[gap_key] = entry.lsn, len(payload)
                 if block is not None:
                     block.changes.append(change)
                 elif plain is not None:
@@ -280,7 +287,7 @@ class RecordedStream:
                 decision = message.final_lsn if isinstance(message, Begin) else message.prepare_lsn
                 xid = message.xid if isinstance(message, BeginPrepare) else None
                 plain = _Plain(decision, [(entry.lsn, payload)], [], (0, b""), xid)
-                previous.pop(None, None)
+                previous.pop((None, None), None)
             elif tag == ord("O") and plain is not None:
                 plain.head.append((entry.lsn, payload))
             elif tag == ord("O") and block is not None and not block.changes:
@@ -579,7 +586,7 @@ class _Plan:
     dropped: frozenset[int]
     """Subxids aborted before that block: never streamed, silently discarded."""
     stopped: bool = False
-    """A concurrent abort ended the streaming (see _Walk.sendable)."""
+    """A concurrent abort stopped a block (see _Walk.sendable, :meth:`_stream`)."""
     carry: list[_Change] = field(default_factory=list)
     """Changes decoded but not streamed yet (after the first block's end)."""
     streamed: set[int | None] = field(default_factory=set)
@@ -602,10 +609,18 @@ class _Plan:
     def block(self, walk: _Walk, block: _Block) -> list[Out]:
         blocks = self.txn.blocks
         position = block.position
-        if self.stopped or self.first < 0 or position < self.first:
+        if self.first < 0 or position < self.first:
             return []  # spilled; sent with a later block or at the end
         if position > self.first:
             changes = self.carry + self._kept(block.changes)
+            if self.stopped:
+                # ReorderBufferQueueChange drops the top-level transaction's changes
+                # once it is marked concurrent_abort; its subtransactions' still come.
+                # Memory then fills only with those: no block without one.
+                changes = [c for c in changes if c.xid != self.txn.xid]
+                if not changes:
+                    self.carry = []
+                    return []
             start = self.carry[0].lsn if self.carry else block.start_lsn
             self.carry = []
             return self._stream(walk, start, None, changes, block.stop_lsn)
@@ -642,7 +657,14 @@ class _Plan:
             out.extend(_with_schema(walk.cache, change, top, change.xid))
             self.streamed.add(change.xid)
         if failed:
+            # ReorderBufferResetTXN: the block ends at the failed lookup and every change
+            # in memory goes (ReorderBufferTruncateTXN, which marks the subtransactions
+            # that had some as streamed: their Stream Abort still comes). The
+            # transaction is streamed on in later blocks, each cut at its first lookup
+            # that fails again (measured on 15-17).
             self.stopped = True
+            self.streamed.update(c.xid for c in changes)
+            self.carry = []
             stop = failed
         out.append((stop, b"E"))
         return out
