@@ -65,7 +65,9 @@ def test_arrays_of_exponent_forms_decode_as_their_elements(texts: list[str]) -> 
 
 
 _SHORT_EXPONENT = st.builds("{}e{}".format, st.integers(-999, 999), st.integers(-999, 999))
-_ELEMENT = _exponent_text() | _SHORT_EXPONENT | st.sampled_from(["NULL", "0", "-0.0", "1.5", "-12"])
+_ELEMENT = (
+    _exponent_text() | _SHORT_EXPONENT | st.sampled_from(["NULL", "0", "-0", "-0.0", "1.5", "-12"])
+)
 
 
 @given(st.lists(_ELEMENT, min_size=1, max_size=12))

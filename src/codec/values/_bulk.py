@@ -431,22 +431,48 @@ def _narrowed(values: list[object]) -> list[object] | None:
 
 # Exponents too ("100e10", which numeric_out never writes): at most three digits long
 # and digit runs of 100, so that no value holds MAX_INT_DIGITS digits before the point
-# (_as_numeric_in's ``bounded``).
+# (_as_numeric_in's ``bounded``). Where some numbers have an exponent and others not,
+# those with a fraction or an exponent come as their texts, converted together after
+# (_fractions_read): cheaper than picking them out of all texts after.
+_numeric_characters: Final = "-+.0123456789eE,NUL"
 _read_numerics: Final = _json_numbers(
-    "-+.0123456789eE,NUL", json.JSONDecoder(parse_int=Decimal, parse_float=Decimal), 6, 100
+    _numeric_characters, json.JSONDecoder(parse_int=Decimal, parse_float=Decimal), 6, 100
+)
+_read_numeric_texts: Final = _json_numbers(
+    _numeric_characters, json.JSONDecoder(parse_int=Decimal, parse_float=str), 6, 100
 )
 
 
 def _whole_numeric(text: str) -> BulkResult:
-    result = _read_numerics(text)
+    exponents = text.count("e") + text.count("E")
+    mixed = 0 < exponents <= text.count(",")  # fewer than the elements
+    result = (_read_numeric_texts if mixed else _read_numerics)(text)
     if isinstance(result, list):
         values, read = result, text[1:-1]
     elif result is not None and result.before:
         values, read = result.before, text[1 : cast(int, result.offset) - 1]
     else:
         return result
-    _as_numeric_in(values, read, bounded=True)
+    if mixed:
+        _fractions_read(values)
+        if "-0" in read:  # json's integer "-0", which Decimal keeps signed
+            _unsigned_zeros(values, "N" in read)
+    else:
+        _as_numeric_in(values, read, bounded=True)
     return result
+
+
+def _fractions_read(values: list[object]) -> None:
+    """The texts json handed over in ``values`` (numbers with a fraction or an exponent)
+    made what numeric_in makes of them, in place, by C-level passes over them alone."""
+    fractions = list(map(operator.is_, map(type, values), repeat(str)))
+    texts = cast(list[str], list(compress(values, fractions)))
+    numbers = list(map(Decimal, texts))
+    _as_numeric_in(cast(list[object], numbers), ",".join(texts), texts, bounded=True)
+    if len(numbers) == len(values):
+        values[:] = numbers
+    else:
+        deque(map(operator.setitem, repeat(values), compress(count(), fractions), numbers), 0)
 
 
 def _then(result: BulkResult, check: Callable[[list[object]], list[object] | None]) -> BulkResult:
