@@ -39,7 +39,9 @@ __all__ = [
     "EXPECTED_TAGS",
     "MAX_PROTO_VERSION",
     "OPTION_SETS",
+    "RESUME_SCENARIOS",
     "SCENARIOS",
+    "TWO_PHASE_UNSTREAMED",
     "OptionSet",
     "Scenario",
     "option_sets",
@@ -99,6 +101,12 @@ OPTION_SETS: Final[tuple[OptionSet, ...]] = (
         min_version=16,
     ),
 )
+
+
+#: Two-phase without streaming: a large prepared transaction comes whole, Begin Prepare
+#: to Prepare, never in blocks. Only the resume check (conformance.resume.EXTRA_CELLS)
+#: decodes with it: it adds no message or field layout to the matrix.
+TWO_PHASE_UNSTREAMED: Final = OptionSet("v3-2pc", 3, two_phase=True, min_version=15)
 
 
 def option_sets(major: int) -> tuple[OptionSet, ...]:
@@ -527,5 +535,49 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         ),
         teardown=("DROP TABLE IF EXISTS pgwm_gen",),
         emits=frozenset("BCRIUD"),
+    ),
+)
+
+#: Scenarios only the resume check runs (conformance.resume.EXTRA_CELLS), not the
+#: matrix or the corpus: restart positions inside prepared transactions that also roll a
+#: subtransaction back, streamed (Stream Abort of the subtransaction inside a stream that
+#: ends in Stream Prepare) and not.
+RESUME_SCENARIOS: Final[tuple[Scenario, ...]] = (
+    Scenario(
+        name="prepared_subxacts",
+        description="Large prepared transactions with a rolled-back subtransaction, "
+        "committed and rolled back prepared around a plain commit; a small one too",
+        publish=("pgwm_2pcsub",),
+        setup=(
+            "CREATE TABLE pgwm_2pcsub (id int PRIMARY KEY, v text)",
+            "CREATE TABLE pgwm_2pcsub_ballast (pad text)",
+        ),
+        steps=(
+            "BEGIN; "
+            + _ballast("pgwm_2pcsub_ballast", 6, 1, "prepared", "pgwm_2pcsub")
+            + "; SAVEPOINT s1; "
+            + _ballast("pgwm_2pcsub_ballast", 6, 100, "subxact", "pgwm_2pcsub")
+            + "; ROLLBACK TO SAVEPOINT s1; "
+            "SAVEPOINT s2; INSERT INTO pgwm_2pcsub VALUES (50, 'kept subxact'); RELEASE s2; "
+            "UPDATE pgwm_2pcsub SET v = v || ' updated' WHERE id <= 2; "
+            "PREPARE TRANSACTION 'pgwm_sub_commit'",
+            "INSERT INTO pgwm_2pcsub VALUES (60, 'committed while prepared')",
+            "COMMIT PREPARED 'pgwm_sub_commit'",
+            "BEGIN; "
+            + _ballast("pgwm_2pcsub_ballast", 6, 200, "rolled back", "pgwm_2pcsub")
+            + "; SAVEPOINT s1; "
+            + _ballast("pgwm_2pcsub_ballast", 4, 300, "subxact", "pgwm_2pcsub")
+            + "; ROLLBACK TO SAVEPOINT s1; "
+            "INSERT INTO pgwm_2pcsub VALUES (250, 'after the savepoint'); "
+            "PREPARE TRANSACTION 'pgwm_sub_rollback'",
+            "ROLLBACK PREPARED 'pgwm_sub_rollback'",
+            "BEGIN; INSERT INTO pgwm_2pcsub VALUES (400, 'small prepared'); SAVEPOINT s1; "
+            "INSERT INTO pgwm_2pcsub VALUES (401, 'rolled back'); ROLLBACK TO SAVEPOINT s1; "
+            "INSERT INTO pgwm_2pcsub VALUES (402, 'kept'); PREPARE TRANSACTION 'pgwm_small'",
+            "COMMIT PREPARED 'pgwm_small'",
+            "INSERT INTO pgwm_2pcsub VALUES (500, 'small afterwards')",
+        ),
+        teardown=("DROP TABLE IF EXISTS pgwm_2pcsub, pgwm_2pcsub_ballast",),
+        emits=frozenset("BCRIU"),
     ),
 )
