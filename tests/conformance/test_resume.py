@@ -10,7 +10,9 @@ recording cannot settle.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +30,13 @@ from conformance.restart_points import (
 )
 from conformance.resume import CellResume, PositionResult, compare, describe_difference
 from conformance.resume_targets import Attempt, FakeTarget, RealTarget
-from conformance.scenarios import SCENARIOS, option_sets
+from conformance.scenarios import (
+    MAX_PROTO_VERSION,
+    RESUME_SCENARIOS,
+    SCENARIOS,
+    OptionSet,
+    option_sets,
+)
 from conformance.subjects import SqlInterface, StreamMessage, prepare_scenario
 
 REL = po.Relation(16400, "public", "t", "d", (po.RelationColumn(1, "id", 23, -1),))
@@ -353,6 +361,30 @@ def test_the_fake_resumes_like_postgres_inside_prepared_and_streamed_transaction
     print(_failures(cells))
     wrong = [c for c in cells if any(not tolerated(c, r) for r in c.failures)]
     assert not wrong, _failures(wrong)
+
+
+def test_a_cell_the_version_lacks_is_refused_as_postgres_refuses_it(pg_server: Server) -> None:
+    """The option sets of EXTRA_CELLS that this major cannot decode (two_phase and
+    protocol 3 on 14, protocol 4 and parallel on 14 and 15), and on every major a
+    two-phase protocol one past its highest: START_REPLICATION on a copy of the cell's
+    slot is refused by the fake with PostgreSQL's error, before anything streams."""
+    major = pg_server.version
+    lacking = {o.name: o for _, sets in resume.EXTRA_CELLS for o in sets if o.min_version > major}
+    beyond = OptionSet("beyond", MAX_PROTO_VERSION[major] + 1, streaming="on", two_phase=True)
+    sets = [*lacking.values(), beyond]
+    assert len(sets) == {14: 4, 15: 2}.get(major, 1)
+    scenario = RESUME_SCENARIOS[0]
+    with (
+        prepare_scenario(pg_server, scenario, sets) as run,
+        pg_server.connect() as sql,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        point = RestartPoint(run.end_lsn, ("refused",), False, 0)
+        for options in sets:
+            real = RealTarget(run, options, sql).attempt(point, PG_RECVLOGICAL)
+            fake = FakeTarget(run, options, [], Path(tmp)).attempt(point, PG_RECVLOGICAL)
+            assert real.error is not None and not real.received, options.name
+            assert (fake.error, fake.received) == (real.error, ()), options.name
 
 
 def test_the_real_side_is_deterministic_and_a_broken_fake_is_caught(pg_server: Server) -> None:
