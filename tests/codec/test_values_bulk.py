@@ -368,6 +368,8 @@ def _distinct(type_name: str, i: int) -> str:
         "macaddr": f"08:00:2b:{i >> 16 & 255:02x}:{i >> 8 & 255:02x}:{i & 255:02x}",
         "bytea": f"\\\\x{i:08x}",
         "text": f"text {i}",
+        "name": f"relation_{i}",
+        "char": f"{chr(97 + i % 26)}{i}",
         "varchar": f"v{i}",
         "bpchar": f"c{i} ",
         "uuid": f"{i:08x}-0000-4000-8000-{i * 7919:012x}",
@@ -395,9 +397,9 @@ def test_work_does_not_grow_with_repeated_elements(type_name: str) -> None:
 
 @pytest.mark.parametrize("type_name", sorted(set(BULK_TEXT) - {"interval"}))
 def test_work_does_not_grow_with_distinct_elements_of_fast_path_types(type_name: str) -> None:
-    """Numbers, dates, times, timestamps, MAC addresses, hex bytea, text, uuid, json and
-    IPv4 addresses in their printed form are checked and converted whole: 1024 distinct
-    elements take the Python-level work of 64."""
+    """Numbers, dates, times, timestamps, MAC addresses, hex bytea, text, name, "char",
+    uuid, json and IPv4 addresses in their printed form are checked and converted whole:
+    1024 distinct elements take the Python-level work of 64."""
     few = _array_work(type_name, [_distinct(type_name, i) for i in range(FEW)])
     many = _array_work(type_name, [_distinct(type_name, i) for i in range(MANY)])
     assert many <= few + FIXED_WORK, (few, many)

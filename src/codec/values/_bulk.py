@@ -547,6 +547,23 @@ def _text(texts: list[str]) -> list[object] | None:
     return None if "\0" in "".join(texts) else list(texts)
 
 
+def _name(texts: list[str]) -> list[object] | None:
+    # namein: the text, when under NAMEDATALEN bytes (else cut: the input function).
+    joined = "".join(texts)
+    if "\0" in joined or max(map(len, texts), default=0) >= (64 if joined.isascii() else 16):
+        return None
+    return list(texts)
+
+
+def _char(texts: list[str]) -> list[object] | None:
+    # charin: the first byte of an ASCII text ("100" is "1"); "\ooo" octal escapes,
+    # empty texts and other first bytes are left to the input function.
+    joined = "".join(texts)
+    if not joined.isascii() or "\\" in joined or "\0" in joined or "" in texts:
+        return None
+    return list(map(operator.getitem, texts, repeat(0)))
+
+
 _uuid_forms: Final = _all_match(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
@@ -615,6 +632,8 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "macaddr": _macaddr,
     "bytea": _bytea,
     "text": _text,
+    "name": _name,
+    "char": _char,
     "varchar": _text,
     "bpchar": _text,
     "uuid": _uuid,
