@@ -365,6 +365,22 @@ def test_a_rolled_back_transaction_stops_at_its_first_relation_lookup() -> None:
     assert [t for _, t in _tags(_resumed(committed, 16, 0x110))] == ["b", "I", "P", "K"]
 
 
+def test_on_18_a_rolled_back_prepared_transaction_truncated_as_aborted_is_sent_as_left() -> None:
+    """Recorded on 18 with its changes beginning far past its start, a transaction
+    rolled back prepared was truncated as aborted when the memory limit picked it: a
+    new walsender truncates it too and sends what is left, looked up or not. 15-17
+    stop it at its first lookup."""
+    entries = _entries(
+        (0x100, BeginPrepare(0x9000, 0x9010, 0, 8, "g")),
+        (0, REL),
+        (0x8000, Insert(16400, ("250",))),
+        (0x9010, Prepare(0, 0x9000, 0x9010, 0, 8, "g")),
+        (0x9030, RollbackPrepared(0, 0x9010, 0x9030, 0, 0, 8, "g")),
+    )
+    assert [t for _, t in _tags(_resumed(entries, 18, 0x110))] == ["b", "I", "P", "r"]
+    assert [t for _, t in _tags(_resumed(entries, 17, 0x110))] == ["b", "P", "r"]
+
+
 def test_a_rolled_back_stream_goes_on_with_its_subtransactions_after_a_failed_lookup() -> None:
     """A concurrent abort ends the block and drops the transaction's own later changes
     (ReorderBufferResetTXN, then concurrent_abort), but its subtransactions' changes
