@@ -124,7 +124,6 @@ __all__ = [
     "resume_cell",
     "resume_extra",
     "resume_version",
-    "without_rolled_back_prepared",
 ]
 
 _HEX_LIMIT: Final = 96
@@ -247,34 +246,6 @@ def block_boundaries_only(real: Sequence[Received], fake_side: Sequence[Received
         return out
 
     return kept(real) == kept(fake_side)
-
-
-def without_rolled_back_prepared(stream: Sequence[Received]) -> list[Received]:
-    """``stream`` without the prepared transactions that are rolled back prepared in it:
-    Begin Prepare to Prepare, or the stream blocks (changes, Relations, subtransaction
-    Stream Aborts) and Stream Prepare; each Rollback Prepared stays.
-
-    Compared so, real and fake differ on 18 in what the fake does not model yet
-    (docs/clients.md, "Restart and resume"): a new walsender decoding such a transaction
-    whole, unstreamed, after its ROLLBACK PREPARED truncates it when the memory limit
-    picks it (``ReorderBufferCheckAndTruncateAbortedTXN``) and sends the changes
-    decoded after that; the fake models that for streamed transactions only. A consumer
-    applies nothing of such a transaction either way.
-    """
-    decoded = decode_all([r.payload for r in stream])
-    prepared = {m.xid for m in decoded if isinstance(m, po.StreamPrepare | po.Prepare)}
-    gone = {m.xid for m in decoded if isinstance(m, po.RollbackPrepared) and m.xid in prepared}
-    out = []
-    inside = False  # in a block or Begin Prepare..Prepare of a transaction taken out
-    for received, message in zip(stream, decoded, strict=True):
-        if isinstance(message, po.StreamStart | po.BeginPrepare):
-            inside = message.xid in gone
-        xid = getattr(message, "xid", None)
-        if not inside and (xid not in gone or isinstance(message, po.RollbackPrepared)):
-            out.append(received)
-        if isinstance(message, po.StreamStop | po.Prepare):
-            inside = False
-    return out
 
 
 def compare(

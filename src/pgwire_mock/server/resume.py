@@ -27,7 +27,8 @@ recording. :func:`resume` derives it, rule by rule, from the PostgreSQL sources:
   that the new walsender decodes before its end record stops at its first relation the
   walsender has not looked up yet, unpublished ones included: a concurrent abort (see
   :meth:`_Walk.sendable`, :attr:`_Change.lookups`). Streamed, only its own changes
-  stop; its subtransactions' stream on, each block cut at such a lookup again.
+  stop; its subtransactions' stream on, each block cut at such a lookup again. On 18
+  one truncated as aborted is sent as left (:meth:`_Walk.truncated`).
 * Relation and Type messages follow pgoutput's per-walsender cache (``maybe_send_schema``,
   ``cleanup_rel_sync_cache``): the cache starts empty; outside a stream a relation's
   schema is sent before its first change; inside a stream once per streamed top-level
