@@ -16,6 +16,13 @@ from typing import Final, TypeVar, cast
 
 from codec._buffer import INT32
 from codec.errors import EncodeError
+from codec.values._array_forms import (
+    MAXDIM,
+    NULL_SPELLINGS,
+    element_start,
+    escaped_texts,
+    nested_texts,
+)
 from codec.values._bulk import BinaryArea, BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
@@ -25,7 +32,6 @@ from codec.values._common import (
 )
 from codec.values._ranges import Declined, ElementError, convert_ranges
 
-MAXDIM: Final = 6  # src/include/utils/array.h
 ARRAY_HEADER: Final = struct.Struct("!iiI")  # ndim, has-null flag, element OID
 DIMENSION: Final = struct.Struct("!ii")  # size, lower bound
 _Item = TypeVar("_Item", str, bytes)  # an element as parsed: its text, or its binary bytes
@@ -323,11 +329,6 @@ def _texts(elements: list[str]) -> list[str | None]:
     return list(map(text_of.__getitem__, elements))
 
 
-_NULL_SPELLINGS: Final[dict[str, None]] = dict.fromkeys(
-    "".join(spelling) for spelling in itertools.product(*zip("NULL", "null", strict=True))
-)
-
-
 def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str | None], str | None]:
     """The elements of a chunk without quotes at ``pos``..``end`` ("1,2, 3 ,4"), and
     the raw last piece if it runs into a backslash or quote (``tail``, "" after a
@@ -348,7 +349,7 @@ def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str |
             pieces.pop()
         tail = ""
     if "NULL" in chunk.upper():  # each NULL spelling is None, in one C-level pass
-        return list(map(_NULL_SPELLINGS.get, elements, elements)), tail
+        return list(map(NULL_SPELLINGS.get, elements, elements)), tail
     return elements, tail  # type: ignore[return-value]
 
 
@@ -632,6 +633,16 @@ def make_text_decoder(
             except ElementError as bad:
                 # A flat array's elements are those of one run from offset 1.
                 raise _element_error(text, flat, [(0, 1, RUN)], bad, first) from None
+        form = nested_texts(text) if text[:2] == "{{" else escaped_texts(text)
+        if form is not None:
+            shape, texts = form
+            try:
+                values = converted(texts, before if len(shape) == 1 else None, first)
+            except ElementError as bad:
+                index = texts.index(bad.token)  # type: ignore[arg-type]
+                offset = element_start(text, index) + bad.error.offset
+                raise Invalid(offset, f"element {first + index}: {bad.error.reason}") from None
+            return _result(values, shape, [1] * len(shape))
         shape, texts, spans, sizes, bounds = _parse_text(text)
         if sizes is not None and bounds is not None:
             if shape and sizes != shape:

@@ -1,0 +1,128 @@
+"""Two forms of array text read without array_in's token loop (codec.values._arrays),
+which takes a Python-level step per sub-array and per element with a backslash: a 1 MB
+two-dimensional array of small numbers took 190-300 ms, one of elements with a
+backslash each 310-360 ms.
+
+* nested_texts: a multidimensional array of unquoted elements without backslashes
+  ("{{1,2},{3,4}}"). Its structure, the braces and commas of its UTF-8 bytes alone,
+  must be the rectangular one its first sub-arrays give; what stands between two of
+  them is an element where it follows "{" or "," and precedes "," or "}", else it
+  must be whitespace. The elements are then the pieces between commas once the braces
+  are read as commas.
+* escaped_texts: a one-dimensional array of unquoted elements whose backslashes escape
+  characters of no meaning to the syntax ("{a\\b,c}"): the escapes change no
+  structure, so the elements are the pieces between commas without their backslashes,
+  and one that had a backslash is never NULL.
+
+Anything else (quotes, escaped braces, commas, quotes, backslashes or whitespace,
+dimensions, ragged or empty sub-arrays, empty elements) is left to the token loop,
+which also words every error; element_start gives an element's offset for the errors
+of its conversion in either form.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from itertools import compress, repeat
+from typing import Final
+
+from codec.values._common import PG_SPACE
+
+MAXDIM: Final = 6  # src/include/utils/array.h
+NULL_SPELLINGS: Final[dict[str, None]] = dict.fromkeys(
+    "".join(spelling) for spelling in itertools.product(*zip("NULL", "null", strict=True))
+)
+_NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b"{},")  # deleted
+_BRACES_AS_COMMAS: Final = str.maketrans("{}", ",,")
+# Per structure character: may an element follow it ("{" and ","), precede it ("," and "}").
+_FOLLOWED: Final = bytes.maketrans(b"{,}", b"\x01\x01\x00")
+_PRECEDED: Final = bytes.maketrans(b"{,}", b"\x00\x01\x01")
+_NOT: Final = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+_SPACES: Final = re.compile(r"[ \t\n\r\v\f]").search
+_ESCAPED_SYNTAX: Final = re.compile(r'\\(?:[{},"\\ \t\n\r\v\f]|$)').search
+
+Form = tuple[list[int], list[str | None]]  # shape, element texts (None for NULL)
+
+
+def nested_texts(text: str) -> Form | None:
+    """The shape and element texts of a multidimensional array in the form above."""
+    if text[:2] != "{{" or text[-1:] != "}" or '"' in text or "\\" in text:
+        return None
+    structure = text.encode("utf-8", "surrogatepass").translate(None, _NOT_STRUCTURE)
+    shape = _rectangle(structure)
+    if shape is None:
+        return None
+    pieces = text.translate(_BRACES_AS_COMMAS).split(",")[1:-1]  # between two of them
+    # A piece is an element where the character before it may be followed by one and
+    # the character after it may be preceded by one: one AND of the two as integers.
+    size = len(structure) - 1
+    follows = int.from_bytes(structure[:-1].translate(_FOLLOWED), "big")
+    precedes = int.from_bytes(structure[1:].translate(_PRECEDED), "big")
+    slots = (follows & precedes).to_bytes(size, "big")
+    if "".join(compress(pieces, slots.translate(_NOT))).strip(PG_SPACE):
+        return None  # something other than whitespace outside the elements
+    elements = _elements(list(compress(pieces, slots)), text)
+    return None if elements is None else (shape, elements)
+
+
+def _rectangle(structure: bytes) -> list[int] | None:
+    """The sizes of an array of 2 to MAXDIM dimensions whose structure (its braces and
+    commas) is ``structure``, if all its sub-arrays match the first ones."""
+    ndim = len(structure) - len(structure.lstrip(b"{"))
+    if not 2 <= ndim <= MAXDIM:
+        return None
+    sizes: list[int] = []
+    inner = b""
+    for depth in range(ndim, 0, -1):  # the first sub-array at each depth, innermost first
+        start = depth - 1
+        close = structure.find(b"}" * (ndim - depth + 1), start)
+        if close < 0:
+            return None
+        first = structure[start : close + ndim - depth + 1]
+        if inner:
+            count = (len(first) - 1) // (len(inner) + 1)
+            if first != b"{" + b",".join(repeat(inner, count)) + b"}":
+                return None
+        else:
+            count = first.count(b",") + 1
+        sizes.insert(0, count)
+        inner = first
+    return sizes if inner == structure else None
+
+
+def escaped_texts(text: str) -> Form | None:
+    """The shape and element texts of a one-dimensional array in the form above."""
+    if text[:1] != "{" or text[-1:] != "}" or '"' in text or "\\" not in text:
+        return None
+    body = text[1:-1]
+    if "{" in body or "}" in body or _ESCAPED_SYNTAX(body) is not None:
+        return None
+    pieces = body.split(",")
+    if _SPACES(body) is not None:
+        pieces = list(map(str.strip, pieces, repeat(PG_SPACE)))
+    if "" in pieces:
+        return None
+    texts: list[str | None] = list(map(str.replace, pieces, repeat("\\"), repeat("")))
+    if "NULL" in body.upper():  # a bare NULL spelling is None; an escaped one is text
+        texts = list(map(NULL_SPELLINGS.get, pieces, texts))
+    return [len(texts)], texts
+
+
+def _elements(pieces: list[str], text: str) -> list[str | None] | None:
+    """The texts of the unquoted elements without backslashes of ``text`` (None for
+    NULL), or None if one is empty."""
+    if _SPACES(text) is not None:
+        pieces = list(map(str.strip, pieces, repeat(PG_SPACE)))
+    if "" in pieces:
+        return None
+    if "NULL" in text.upper():  # each NULL spelling is None, in one C-level pass
+        return list(map(NULL_SPELLINGS.get, pieces, pieces))
+    return pieces  # type: ignore[return-value]
+
+
+def element_start(text: str, index: int) -> int:
+    """Where element ``index`` of an array in either form begins: each element is one
+    comma after the one before it (with braces around the comma between sub-arrays)."""
+    found = re.compile(f"(?:[^,]*+,){{{index}}}[{{ \\t\\n\\r\\v\\f]*+").match(text)
+    return found.end() if found is not None else 0

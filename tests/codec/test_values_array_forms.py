@@ -1,0 +1,95 @@
+"""Multidimensional arrays of plain elements and arrays of elements with backslashes
+are read without the token loop (codec.values._array_forms): on generated texts, near
+misses included, the value or the error (offset and text) is the token loop's."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import codec.values._arrays as arrays
+from codec.errors import DecodeError
+from codec.values import decode_text, type_by_name
+from codec.values._array_forms import escaped_texts, nested_texts
+
+INT4 = type_by_name("int4").array_oid
+TEXT = type_by_name("text").array_oid
+_SPACE = st.sampled_from(["", "", "", " ", "\t", "  "])
+_ELEMENT = st.sampled_from(["1", "-22", "333", "NULL", "null", "x", "", "a b", "é", "0"])
+
+
+def _decoded(oid: int, text: str) -> object:
+    try:
+        return decode_text(oid, text)
+    except DecodeError as err:
+        return ("error", str(err))
+
+
+def _by_token_loop(oid: int, text: str) -> object:
+    with (
+        mock.patch.object(arrays, "nested_texts", lambda text: None),
+        mock.patch.object(arrays, "escaped_texts", lambda text: None),
+    ):
+        return _decoded(oid, text)
+
+
+@st.composite
+def _nested(draw: st.DrawFn) -> str:
+    """A 2- or 3-dimensional array text, often rectangular, sometimes not, with
+    whitespace and now and then junk between its parts."""
+    sizes = draw(st.lists(st.integers(1, 3), min_size=2, max_size=3))
+
+    def level(depth: int) -> str:
+        count = sizes[depth] + (draw(st.integers(-1, 1)) if draw(st.integers(0, 9)) == 0 else 0)
+        if depth == len(sizes) - 1:
+            items = [draw(_SPACE) + draw(_ELEMENT) + draw(_SPACE) for _ in range(max(count, 0))]
+        else:
+            items = [draw(_SPACE) + level(depth + 1) + draw(_SPACE) for _ in range(max(count, 0))]
+        return "{" + ",".join(items) + "}"
+
+    text = level(0)
+    if draw(st.integers(0, 5)) == 0:  # junk somewhere
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["x", "}", "{", ",", '"', "\\"])) + text[at:]
+    return text
+
+
+@st.composite
+def _escaped(draw: st.DrawFn) -> str:
+    """A one-dimensional array text of elements with backslashes, now and then one
+    escaping what the syntax reads (a comma, a brace, whitespace, a backslash)."""
+    escapes = st.sampled_from(["\\a", "\\1", "\\N", "\\é", "\\,", "\\ ", "\\\\", "\\}", "\\"])
+    pieces = st.lists(st.sampled_from(["a", "1", "NULL", "b c"]) | escapes, min_size=1, max_size=4)
+    elements = draw(st.lists(pieces.map("".join), min_size=1, max_size=6))
+    return "{" + ",".join(draw(_SPACE) + e + draw(_SPACE) for e in elements) + "}"
+
+
+@example("{{1,2},{3,4}}")
+@example("{{1,2}x,{3,4}}")
+@example("{{1},{2}}}")
+@example("{{{1},{2}},{{3},{x}}}")
+@given(_nested())
+def test_nested_arrays_decode_as_the_token_loop_decodes_them(text: str) -> None:
+    for oid in (INT4, TEXT):
+        assert _decoded(oid, text) == _by_token_loop(oid, text), (oid, text)
+
+
+@example("{a\\b,\\NULL,NULL}")
+@example("{a\\,b, c\\ }")
+@example("{1\\2,x\\3}")
+@given(_escaped())
+def test_escaped_arrays_decode_as_the_token_loop_decodes_them(text: str) -> None:
+    for oid in (INT4, TEXT):
+        assert _decoded(oid, text) == _by_token_loop(oid, text), (oid, text)
+
+
+def test_the_forms_are_taken() -> None:
+    """The forms are read by _array_forms, not left to the token loop (which would
+    make the tests above compare the token loop with itself)."""
+    assert nested_texts("{{1, 2},{NULL,4}}") == ([2, 2], ["1", "2", None, "4"])
+    assert nested_texts("{{{a},{b}},{{c},{d}}}") == ([2, 2, 1], ["a", "b", "c", "d"])
+    assert escaped_texts("{a\\b, \\NULL ,NULL}") == ([3], ["ab", "NULL", None])
+    assert nested_texts("{{1,2},{3}}") is None
+    assert escaped_texts("{a\\,b}") is None
