@@ -69,6 +69,7 @@ def _escaped(draw: st.DrawFn) -> str:
 @example("{{1,2},{3,4}}")
 @example("{{1,2}x,{3,4}}")
 @example("{{1},{2}}}")
+@example("{{1,{1}}")
 @example("{{{1},{2}},{{3},{x}}}")
 @given(_nested())
 def test_nested_arrays_decode_as_the_token_loop_decodes_them(text: str) -> None:

@@ -86,6 +86,8 @@ def _rectangle(structure: bytes) -> list[int] | None:
                 return None
         else:
             count = first.count(b",") + 1
+            if first != b"{" + b"," * (count - 1) + b"}":  # a brace inside ("{1,{1}")
+                return None
         sizes.insert(0, count)
         inner = first
     return sizes if inner == structure else None

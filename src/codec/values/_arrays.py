@@ -636,6 +636,12 @@ def make_text_decoder(
         form = nested_texts(text) if text[:2] == "{{" else escaped_texts(text)
         if form is not None:
             shape, texts = form
+            if len(shape) > 1 and whole is not None and None not in texts:
+                # The elements of a multidimensional array, as one array for the whole
+                # reader (numbers, bare intervals and addresses: its form or none).
+                values = whole("{" + ",".join(cast(list[str], texts)) + "}")
+                if isinstance(values, list):
+                    return _result(values, shape, [1] * len(shape))
             try:
                 values = converted(texts, before if len(shape) == 1 else None, first)
             except ElementError as bad:
