@@ -88,8 +88,10 @@ def _declined(texts: list[str], matched: int) -> Declined | None:
 # --------------------------------------------------------------------------- numbers
 
 
-def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDecoder:
-    matches = _all_match(rf"{'[+-]?' if signed else ''}[0-9]{{1,{digits}}}")
+def _integers(low: int, high: int, digits: int, wrap: int = 0) -> BulkDecoder:
+    """int2in/int4in/int8in, or oidin: from -2**31, ``wrap`` (2**32) added to a
+    negative value ("-1" is 4294967295)."""
+    matches = _all_match(rf"[+-]?[0-9]{{1,{digits}}}")
 
     def decode(texts: list[str]) -> BulkResult:
         declined = _declined(texts, matches(texts))
@@ -100,10 +102,17 @@ def _integers(low: int, high: int, digits: int, signed: bool = True) -> BulkDeco
             # Declined at the first out of range, with the values before it.
             outside = map(or_, map(lt, values, repeat(low)), map(gt, values, repeat(high)))
             first = next(compress(count(), outside))
-            return Declined(first, values[:first])  # type: ignore[arg-type]
-        return values  # type: ignore[return-value]
+            return Declined(first, _wrapped(values[:first], wrap))
+        return _wrapped(values, wrap)
 
     return decode
+
+
+def _wrapped(values: list[int], wrap: int) -> list[object]:
+    """``values`` with ``wrap`` added to the negative ones (oidin's unsigned wrap)."""
+    if wrap and values and min(values) < 0:
+        return list(map(operator.mod, values, repeat(wrap)))
+    return cast(list[object], values)
 
 
 # float8out's shortest forms ("1.5", "1e-05", "1.2345678e+168", "NaN", "-Infinity"), with
@@ -348,10 +357,10 @@ def _json_numbers(
     return read
 
 
-def _whole_integers(low: int, high: int, signed: bool = True) -> WholeDecoder:
+def _whole_integers(low: int, high: int, wrap: int = 0) -> WholeDecoder:
     # Up to 20 digits: past any type's range, which is checked after, and far from where
-    # int() of a long digit run costs more than the element path.
-    read = _json_numbers(f"{'-' if signed else ''}0123456789,NUL", json.JSONDecoder(), 5, 20)
+    # int() of a long digit run costs more than the element path. ``wrap``: _integers'.
+    read = _json_numbers("-0123456789,NUL", json.JSONDecoder(), 5, 20)
 
     def in_range(text: str) -> BulkResult:
         """The values, or Declined at the first out of the type's range."""
@@ -360,12 +369,25 @@ def _whole_integers(low: int, high: int, signed: bool = True) -> WholeDecoder:
         if not values:
             return result
         present = cast(list[int], list(filter(_not_null, values)))
-        if not present or (low <= min(present) and max(present) <= high):
+        if not present:
             return result
-        first = next(i for i, v in enumerate(values) if v is not None and not low <= v <= high)  # type: ignore[operator]
-        return Declined(first, values[:first], _element_start(text, first))
+        if not (low <= min(present) and max(present) <= high):
+            first = next(i for i, v in enumerate(values) if v is not None and not low <= v <= high)  # type: ignore[operator]
+            before = values[:first]
+            _wrap_present(before, wrap)
+            return Declined(first, before, _element_start(text, first))
+        _wrap_present(values, wrap)
+        return result
 
     return in_range
+
+
+def _wrap_present(values: list[object], wrap: int) -> None:
+    """_wrapped() on the numbers among ``values`` (NULLs kept), in place."""
+    present = cast(list[int], list(filter(_not_null, values)))
+    if wrap and present and min(present) < 0:
+        places = compress(count(), map(_not_null, values))
+        deque(map(operator.setitem, repeat(values), places, _wrapped(present, wrap)), 0)
 
 
 def _element_start(text: str, index: int) -> int:
@@ -599,7 +621,7 @@ BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
     "int2": _whole_integers(-(1 << 15), (1 << 15) - 1),
     "int4": _whole_integers(-(1 << 31), (1 << 31) - 1),
     "int8": _whole_integers(-(1 << 63), (1 << 63) - 1),
-    "oid": _whole_integers(0, (1 << 32) - 1, signed=False),
+    "oid": _whole_integers(-(1 << 31), (1 << 32) - 1, wrap=1 << 32),
     "float4": _whole_float4,
     "float8": _whole_float8,
     "numeric": _whole_numeric,
@@ -619,7 +641,7 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "int2": _integers(-(1 << 15), (1 << 15) - 1, 5),
     "int4": _integers(-(1 << 31), (1 << 31) - 1, 10),
     "int8": _integers(-(1 << 63), (1 << 63) - 1, 19),
-    "oid": _integers(0, (1 << 32) - 1, 10, signed=False),
+    "oid": _integers(-(1 << 31), (1 << 32) - 1, 10, wrap=1 << 32),
     "float4": _float4,
     "float8": _float8,
     "numeric": _numeric,
