@@ -13,6 +13,9 @@ import codec.values._arrays as arrays
 from codec.errors import DecodeError
 from codec.values import decode_text, type_by_name
 from codec.values._array_forms import escaped_texts, nested_texts
+from codec.values._bulk import BULK_TEXT
+from codec.values._catalogue import SCALARS
+from codec.values._common import Invalid
 
 INT4 = type_by_name("int4").array_oid
 TEXT = type_by_name("text").array_oid
@@ -94,3 +97,57 @@ def test_the_forms_are_taken() -> None:
     assert escaped_texts("{a\\b, \\NULL ,NULL}") == ([3], ["ab", "NULL", None])
     assert nested_texts("{{1,2},{3}}") is None
     assert escaped_texts("{a\\,b}") is None
+
+
+_NUMBER_TYPES = ("int2", "int4", "oid", "float8", "numeric")
+_NUMBER = st.sampled_from(["1", "-7", "007", "+3", "1.5", "2e3", "-0", "x", "", "1 2", "9" * 21])
+
+
+@st.composite
+def _numbers_array(draw: st.DrawFn) -> str:
+    """An array text of numbers, some quoted, NULL in any spelling, whitespace around,
+    and now and then its bounds."""
+    elements = []
+    for _ in range(draw(st.integers(1, 6))):
+        element = draw(_NUMBER | st.sampled_from(["NULL", "null", "Null"]))
+        if draw(st.booleans()):
+            element = '"' + draw(_SPACE) + element + '"'
+        elements.append(draw(_SPACE) + element + draw(_SPACE))
+    text = "{" + ",".join(elements) + "}"
+    if draw(st.integers(0, 3)) == 0:
+        low = draw(st.integers(-2, 2))
+        text = f"[{low}:{low + len(elements) - 1 + draw(st.sampled_from([0, 0, 1]))}]=" + text
+    return text
+
+
+def _by_parser(oid: int, text: str) -> object:
+    """The array decoded by the parser and the element conversions alone."""
+    array = next(info for info in SCALARS if info.array_oid == oid)
+    decode = arrays.make_text_decoder(array, BULK_TEXT.get(array.name), None)
+    try:
+        return decode(text)  # type: ignore[operator]
+    except Invalid as err:
+        return ("error", err.offset, err.reason)
+
+
+def _by_whole(oid: int, text: str) -> object:
+    try:
+        return decode_text(oid, text)
+    except DecodeError as err:
+        return ("error", err.offset, err.reason)
+
+
+@example('{"1",2," 3"}', "int4")
+@example("{ 1 ,null, 2 }", "int4")
+@example("[0:1]={1,2}", "int4")
+@example('{"NULL",1}', "int4")
+@example('{" NULL"}', "int2")
+@example("{null }", "numeric")
+@example('{"1,2"}', "int4")
+@given(_numbers_array(), st.sampled_from(_NUMBER_TYPES))
+def test_numbers_quoted_spaced_or_bounded_decode_as_the_parser_decodes_them(
+    text: str, type_name: str
+) -> None:
+    oid = type_by_name(type_name).array_oid
+    whole, parsed = _by_whole(oid, text), _by_parser(oid, text)
+    assert whole == parsed, (text, whole, parsed)

@@ -595,7 +595,8 @@ def test_whole_array_readers_leave_other_forms_to_the_parser(type_name: str, tex
     # elements are left to the parser's table only where they repeat ("{1,1,1,1}").
     read_whole = ("{-0.0}", "{12345678901234567890}")
     if type_name in ("float4", "float8", "int2", "int4", "int8", "numeric", "oid"):
-        read_whole += ("{1,2,3}",)
+        # Whitespace, null in JSON's spelling and quoted numbers are read too.
+        read_whole += ("{1,2,3}", "{ 1}", "{null,null}", '{"1234567"}')
     if type_name == "interval":
         read_whole += ("{+1}", "{007}", "{1,2,3}", "{1,1,1,1}", '{"1234567"}')
     if type_name in ("json", "jsonb"):  # JSON's own spellings of numbers and literals

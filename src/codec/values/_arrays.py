@@ -604,6 +604,10 @@ def make_text_decoder(
         return convert_ranges(distinct, bulk, decode)
 
     def decode_text(text: str) -> object:
+        if whole is not None and text[:1] == "[":
+            bounded = bounded_whole(text)
+            if bounded is not None:
+                return bounded
         read = whole(text) if whole is not None else None
         if isinstance(read, list):
             return read
@@ -622,6 +626,16 @@ def make_text_decoder(
         except Invalid as err:
             raise Invalid(err.offset + start - 1, err.reason) from None
         return cast(list[object], read.values_before()) + cast(list[object], rest)
+
+    def bounded_whole(text: str) -> object | None:
+        """A one-dimensional array with its bounds ("[0:2]={1,2,3}") read whole, if the
+        whole reader takes the part after them, as many elements as they say."""
+        assert whole is not None
+        sizes, bounds, pos = _parse_dims(text, 0)
+        values = whole(text[_skip_space(text, pos) :]) if len(sizes) == 1 else None
+        if isinstance(values, list) and [len(values)] == sizes:
+            return _result(values, sizes, bounds)
+        return None
 
     def parsed(text: str, before: list[object] | None, first: int = 0) -> object:
         """The array ``text``, the values of its first elements ``before`` given, its

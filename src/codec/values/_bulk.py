@@ -230,10 +230,13 @@ def _as_numeric_in(
         _write_out_zeros(scaled_joined, scaled)
         if places is not None:
             deque(map(operator.setitem, repeat(values), places, scaled), 0)
-    # A zero's text begins with "0" or "-0" (JSON's with nothing else before the point).
-    if joined.startswith(("0", "-0")) or ",0" in joined or ",-0" in joined:
-        _unsigned_zeros(values, "N" in joined)
+    # A zero's text begins with "0" or "-0" (after any whitespace).
+    if joined.startswith(("0", "-0")) or ",0" in joined or "-0" in joined or _spaced(joined):
+        _unsigned_zeros(values, "N" in joined or "n" in joined)
     return final
+
+
+_spaced: Final = re.compile(r"[ \t\n\r\v\f]").search
 
 
 def _unsigned_zeros(values: list[object], nulls: bool) -> None:
@@ -320,7 +323,8 @@ def _json_numbers(
     ('{1,1,...}' of floats: 30 ms per MB that way, 140 whole).
     Where a character out of form comes after some elements, those are read and the
     answer is Declined at the element holding it, with their values."""
-    other = re.compile(f"[^{re.escape(characters)}]").search
+    # JSON's whitespace and null (any spelling of NULL but these two declines).
+    other = re.compile(f"[^{re.escape(characters)} \t\n\rnul]").search
     run = "0" * (digits + 1)
 
     def read(text: str) -> BulkResult:
@@ -355,6 +359,44 @@ def _json_numbers(
         return cast(list[object], values) if values else None
 
     return read
+
+
+def _unquoting(read: WholeDecoder) -> WholeDecoder:
+    """``read``, which takes bare numbers, given an array text with quoted numbers too
+    ('{"1",2}') without its quotes (its answer then a list or None: a Declined's
+    offset would be in the other text)."""
+
+    def unquoted(text: str) -> BulkResult:
+        if '"' not in text:
+            return read(text)
+        bare = _without_quotes(text)
+        values = read(bare) if bare is not None else None
+        return values if isinstance(values, list) else None
+
+    return unquoted
+
+
+def _without_quotes(text: str) -> str | None:
+    """An array text of numbers some of which are quoted ('{"1",2}') without its quotes,
+    if each quoted element stands alone between braces and commas and holds no comma,
+    brace, backslash or spelling of NULL (a quoted "NULL" is a text, not NULL); a
+    number's quotes change nothing else (the input functions skip whitespace)."""
+    pieces = text.split('"')
+    inside = pieces[1::2]
+    outside = pieces[0::2]
+    if not len(pieces) % 2:
+        return None
+    quoted = "".join(inside)
+    if "," in quoted or "{" in quoted or "}" in quoted or "\\" in quoted:
+        return None
+    if "NULL" in quoted.upper():  # even with whitespace around it
+        return None
+    opens, closes = repeat(("{", ",")), repeat((",", "}"))
+    if not all(map(str.endswith, outside[:-1], opens)) or not all(
+        map(str.startswith, outside[1:], closes)
+    ):
+        return None
+    return "".join(pieces)
 
 
 def _whole_integers(low: int, high: int, wrap: int = 0) -> WholeDecoder:
@@ -478,7 +520,7 @@ def _whole_numeric(text: str) -> BulkResult:
     if mixed:
         _fractions_read(values)
         if "-0" in read:  # json's integer "-0", which Decimal keeps signed
-            _unsigned_zeros(values, "N" in read)
+            _unsigned_zeros(values, "N" in read or "n" in read)
     else:
         _as_numeric_in(values, read, bounded=True)
     return result
@@ -618,13 +660,13 @@ def _uuid(texts: list[str]) -> BulkResult:
 # --------------------------------------------------------------------------- by type
 
 BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
-    "int2": _whole_integers(-(1 << 15), (1 << 15) - 1),
-    "int4": _whole_integers(-(1 << 31), (1 << 31) - 1),
-    "int8": _whole_integers(-(1 << 63), (1 << 63) - 1),
-    "oid": _whole_integers(-(1 << 31), (1 << 32) - 1, wrap=1 << 32),
-    "float4": _whole_float4,
-    "float8": _whole_float8,
-    "numeric": _whole_numeric,
+    "int2": _unquoting(_whole_integers(-(1 << 15), (1 << 15) - 1)),
+    "int4": _unquoting(_whole_integers(-(1 << 31), (1 << 31) - 1)),
+    "int8": _unquoting(_whole_integers(-(1 << 63), (1 << 63) - 1)),
+    "oid": _unquoting(_whole_integers(-(1 << 31), (1 << 32) - 1, wrap=1 << 32)),
+    "float4": _unquoting(_whole_float4),
+    "float8": _unquoting(_whole_float8),
+    "numeric": _unquoting(_whole_numeric),
     "interval": one_field_array,
     "inet": partial(ip_whole, cidr=False),
     "cidr": partial(ip_whole, cidr=True),
