@@ -90,16 +90,38 @@ def _declined(texts: list[str], matched: int) -> Declined | None:
 
 def _integers(low: int, high: int, digits: int, wrap: int = 0) -> BulkDecoder:
     """int2in/int4in/int8in, or oidin: from -2**31, ``wrap`` (2**32) added to a
-    negative value ("-1" is 4294967295)."""
+    negative value ("-1" is 4294967295). The integer types take PostgreSQL 16's
+    hexadecimal, octal and binary forms and underscores between digits ("0x1F",
+    "1_000"), as int() does with base 0 (but for a decimal's leading zeros: declined)."""
     matches = _all_match(rf"[+-]?[0-9]{{1,{digits}}}")
+    others = _all_match(
+        rf"[+-]?(?:0[xX](?:_?[0-9a-fA-F]){{1,{digits}}}|0[oO](?:_?[0-7]){{1,{3 * digits}}}"
+        rf"|0[bB](?:_?[01]){{1,{4 * digits}}}|[0-9](?:_?[0-9]){{0,{digits - 1}}})"
+    )
 
     def decode(texts: list[str]) -> BulkResult:
-        declined = _declined(texts, matches(texts))
+        plain = matches(texts)
+        if plain < len(texts) and not wrap:
+            return prefixed(texts, plain)
+        declined = _declined(texts, plain)
         if declined is not None or not texts:
             return declined
-        values = list(map(int, texts))
+        return in_range(list(map(int, texts)))
+
+    def prefixed(texts: list[str], plain: int) -> BulkResult:
+        """The texts in the other forms too, or Declined at the first in neither."""
+        declined = _declined(texts, max(plain, others(texts)))
+        if declined is not None:
+            return declined
+        try:
+            values = list(map(int, texts, repeat(0)))
+        except ValueError:  # a decimal with leading zeros ("007"), which base 0 refuses
+            return None
+        return in_range(values)
+
+    def in_range(values: list[int]) -> BulkResult:
+        """``values``, or Declined at the first out of range, with those before it."""
         if min(values) < low or max(values) > high:
-            # Declined at the first out of range, with the values before it.
             outside = map(or_, map(lt, values, repeat(low)), map(gt, values, repeat(high)))
             first = next(compress(count(), outside))
             return Declined(first, _wrapped(values[:first], wrap))
@@ -363,15 +385,18 @@ def _json_numbers(
 
 def _unquoting(read: WholeDecoder) -> WholeDecoder:
     """``read``, which takes bare numbers, given an array text with quoted numbers too
-    ('{"1",2}') without its quotes (its answer then a list or None: a Declined's
-    offset would be in the other text)."""
+    ('{"1",2}') without its quotes (a Declined's offset found again in ``text``: no
+    quoted element holds a comma)."""
 
     def unquoted(text: str) -> BulkResult:
         if '"' not in text:
             return read(text)
         bare = _without_quotes(text)
         values = read(bare) if bare is not None else None
-        return values if isinstance(values, list) else None
+        if isinstance(values, Declined) and values.offset is not None:
+            start = _element_start(text, values.index)
+            return Declined(values.index, values.before, start, values.later)
+        return values
 
     return unquoted
 
