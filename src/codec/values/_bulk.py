@@ -582,10 +582,13 @@ _CLOCK: Final = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
 _ZONE: Final = r"[+-](?:0[0-9]|1[0-5])(?::[0-5][0-9])?"
 
 
-def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> BulkDecoder:
+def _iso(
+    form: str, parse: Callable[[str], object], to_utc: bool = False, zone: str = ""
+) -> BulkDecoder:
     """Canonical ISO text parsed by ``fromisoformat`` (a C function): years 0001-9999,
     hours 00-23, at most six fraction digits, zones within +-15:59. An impossible day
-    (Feb 30) or a zone shift past year 1 or 9999 is left to the input function."""
+    (Feb 30) or a zone shift past year 1 or 9999 is left to the input function.
+    ``zone`` is appended to each text before it is parsed."""
     matches = _all_match(form)
 
     def decode(texts: list[str]) -> BulkResult:
@@ -593,7 +596,7 @@ def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> Bul
         if declined is not None:
             return declined
         try:
-            values = list(map(parse, texts))
+            values = list(map(parse, map(operator.add, texts, repeat(zone)) if zone else texts))
             if to_utc:
                 values = list(map(datetime.astimezone, values, repeat(UTC)))  # type: ignore[arg-type]
         except (ValueError, OverflowError):
@@ -601,6 +604,18 @@ def _iso(form: str, parse: Callable[[str], object], to_utc: bool = False) -> Bul
         return values
 
     return decode
+
+
+_zoned_timestamps: Final = _iso(f"{_DATE} {_CLOCK}{_ZONE}", datetime.fromisoformat, to_utc=True)
+# Without a zone, timestamptz_in takes the session's, which the codec takes to be UTC.
+_utc_timestamps: Final = _iso(f"{_DATE} {_CLOCK}", datetime.fromisoformat, zone="+00:00")
+_ZONE_AT_END: Final = re.compile(f"{_ZONE}$").search
+
+
+def _timestamptz(texts: list[str]) -> BulkResult:
+    """Timestamps with a zone, or all without one (the first text says which)."""
+    zoned = not texts or _ZONE_AT_END(texts[0]) is not None
+    return (_zoned_timestamps if zoned else _utc_timestamps)(texts)
 
 
 # --------------------------------------------------------------------------- strings
@@ -716,7 +731,7 @@ BULK_TEXT: Final[dict[str, BulkDecoder]] = {
     "time": _iso(_CLOCK, time.fromisoformat),
     "timetz": _iso(_CLOCK + _ZONE, time.fromisoformat),
     "timestamp": _iso(f"{_DATE} {_CLOCK}", datetime.fromisoformat),
-    "timestamptz": _iso(f"{_DATE} {_CLOCK}{_ZONE}", datetime.fromisoformat, to_utc=True),
+    "timestamptz": _timestamptz,
     "interval": interval_texts,
     "macaddr": _macaddr,
     "bytea": _bytea,
