@@ -26,8 +26,10 @@ from codec.values._array_forms import (
 from codec.values._bulk import BinaryArea, BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
+    SAMPLE,
     Converter,
     Invalid,
+    few_distinct,
     type_error,
 )
 from codec.values._ranges import Declined, ElementError, convert_ranges
@@ -95,7 +97,10 @@ def _flatten(value: list[object], shape: list[int], name: str) -> list[object]:
 
 def _unflatten(items: list[object], shape: list[int]) -> list[object]:
     for size in reversed(shape[1:]):
-        items = [items[i : i + size] for i in range(0, len(items), size)]
+        if size <= 64:  # many short rows: cut by zip() at C speed, not a step each
+            items = list(map(list, zip(*[iter(items)] * size, strict=True)))
+        else:
+            items = [items[i : i + size] for i in range(0, len(items), size)]
     return items
 
 
@@ -591,6 +596,9 @@ def _element_error(
     return Invalid(offset, f"element {first + index}: {bad.error.reason}")
 
 
+_MANY_BRACES: Final = 1024  # a brace in every 16 of the first characters
+
+
 def make_text_decoder(
     element: Converter, bulk: BulkDecoder | None = None, whole: WholeDecoder | None = None
 ) -> object:
@@ -647,12 +655,21 @@ def make_text_decoder(
             except ElementError as bad:
                 # A flat array's elements are those of one run from offset 1.
                 raise _element_error(text, flat, [(0, 1, RUN)], bad, first) from None
-        form = nested_texts(text) if text[:2] == "{{" else escaped_texts(text)
+        # Nested: only with many sub-arrays, each a step of the token loop (a few cost
+        # less than the form's passes over every element).
+        many = text[:2] == "{{" and text.count("{", 0, _MANY_BRACES) >= _MANY_BRACES // 16
+        form = nested_texts(text) if many else escaped_texts(text)
         if form is not None:
             shape, texts = form
-            if len(shape) > 1 and whole is not None and None not in texts:
+            if (
+                len(shape) > 1
+                and whole is not None
+                and None not in texts
+                and not few_distinct(",".join(cast(list[str], texts[:SAMPLE])))
+            ):
                 # The elements of a multidimensional array, as one array for the whole
-                # reader (numbers, bare intervals and addresses: its form or none).
+                # reader (numbers, bare intervals and addresses: its form or none),
+                # unless they repeat (the table of distinct texts does better then).
                 values = whole("{" + ",".join(cast(list[str], texts)) + "}")
                 if isinstance(values, list):
                     return _result(values, shape, [1] * len(shape))

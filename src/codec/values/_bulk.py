@@ -406,6 +406,8 @@ def _without_quotes(text: str) -> str | None:
     if each quoted element stands alone between braces and commas and holds no comma,
     brace, backslash or spelling of NULL (a quoted "NULL" is a text, not NULL); a
     number's quotes change nothing else (the input functions skip whitespace)."""
+    if '""' in text:  # an empty quoted element (a text), or a quote after a quote
+        return None
     pieces = text.split('"')
     inside = pieces[1::2]
     outside = pieces[0::2]
