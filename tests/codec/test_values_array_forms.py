@@ -105,7 +105,7 @@ def test_the_forms_are_taken() -> None:
     assert escaped_texts("{a\\,b}") is None
 
 
-_NUMBER_TYPES = ("int2", "int4", "oid", "float8", "numeric")
+_NUMBER_TYPES = ("int2", "int4", "oid", "float8", "numeric", "interval")
 _NUMBER = st.sampled_from(["1", "-7", "007", "+3", "1.5", "2e3", "-0", "x", "", "1 2", "9" * 21])
 
 

@@ -673,6 +673,14 @@ def make_text_decoder(
                 values = whole("{" + ",".join(cast(list[str], texts)) + "}")
                 if isinstance(values, list):
                     return _result(values, shape, [1] * len(shape))
+                if isinstance(values, Declined) and values.before is not None:
+                    # Those before it are valid: if it is not, it is the first bad one.
+                    index = values.index
+                    try:
+                        decode(cast(str, texts[index]))
+                    except Invalid as err:
+                        offset = element_start(text, index) + err.offset
+                        raise Invalid(offset, f"element {first + index}: {err.reason}") from None
             try:
                 values = converted(texts, before if len(shape) == 1 else None, first)
             except ElementError as bad:

@@ -384,9 +384,9 @@ def _json_numbers(
 
 
 def _unquoting(read: WholeDecoder) -> WholeDecoder:
-    """``read``, which takes bare numbers, given an array text with quoted numbers too
-    ('{"1",2}') without its quotes (a Declined's offset found again in ``text``: no
-    quoted element holds a comma)."""
+    """``read``, which takes bare numbers (or intervals), given an array text with quoted
+    ones too ('{"1",2}') without its quotes (a Declined's offset found again in
+    ``text``: no quoted element holds a comma)."""
 
     def unquoted(text: str) -> BulkResult:
         if '"' not in text:
@@ -709,7 +709,7 @@ BULK_WHOLE: Final[dict[str, WholeDecoder]] = {
     "float4": _unquoting(_whole_float4),
     "float8": _unquoting(_whole_float8),
     "numeric": _unquoting(_whole_numeric),
-    "interval": one_field_array,
+    "interval": _unquoting(one_field_array),
     "inet": partial(ip_whole, cidr=False),
     "cidr": partial(ip_whole, cidr=True),
     "json": json_scalars(jsonb=False),
