@@ -31,6 +31,8 @@ same input (the C one from psycopg-binary where it has one):
 
 A third table takes binary arrays of elements whose decoded value dwarfs their bytes
 (BINARY_HOSTILE: numerics whose display scale pads them with zeros), the slowest family.
+The last one times interval's valid "array of distinct numbers" against its Interval
+objects made alone from their fields: the floor under any decoder that returns them.
 """
 
 from __future__ import annotations
