@@ -1,5 +1,5 @@
 """numeric texts with an exponent ("1e1", "2.5E+0064", "1e131000"), which numeric_out
-never writes but numeric_in reads: the array conversion (codec.values._bulk._numeric)
+never writes but numeric_in reads: the array conversion (codec.values._bulk_decimal._numeric)
 gives what numeric_in gives, the zeros it writes out included."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from codec.errors import DecodeError
 from codec.values import decode_text, type_by_name
-from codec.values._bulk import BULK_WHOLE, _numeric
+from codec.values._bulk import BULK_WHOLE
+from codec.values._bulk_decimal import _numeric
 from codec.values._ranges import Declined
 
 NUMERIC = type_by_name("numeric")

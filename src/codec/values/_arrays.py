@@ -23,7 +23,8 @@ from codec.values._array_forms import (
     escaped_texts,
     nested_texts,
 )
-from codec.values._bulk import BinaryArea, BinaryBulk, BinaryElements, BulkDecoder, WholeDecoder
+from codec.values._bulk import BinaryArea, BinaryBulk, BinaryElements
+from codec.values._bulk_forms import BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
     SAMPLE,

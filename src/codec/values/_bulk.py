@@ -23,22 +23,33 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta, timezone
-from decimal import Context, Decimal
 from functools import partial
 from itertools import compress, count, repeat
 from math import isfinite
-from operator import and_, ge, gt, itemgetter, lt, mul, not_, or_, sub
+from operator import and_, gt, itemgetter, lt, not_, or_
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
+from codec.values._bulk_decimal import _numeric, _whole_numeric
+from codec.values._bulk_forms import (
+    _SEPARATOR,
+    BulkDecoder,
+    WholeDecoder,
+    _all_match,
+    _declined,
+    _element_start,
+    _json_numbers,
+    _not_null,
+    _then,
+    _unquoting,
+)
 from codec.values._bulk_interval import interval_texts, one_field_array
 from codec.values._bulk_json import json_scalars, json_texts
 from codec.values._bulk_net import ip_area, ip_texts, ip_whole
 from codec.values._bulk_numeric import numerics_array, numerics_recv
-from codec.values._common import few_distinct
 from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
-from codec.values._numbers import COMPACT_ZEROS, FLT_MAX, MAX_INT_DIGITS
+from codec.values._numbers import FLT_MAX
 from codec.values._ranges import BulkResult, Declined
 from codec.values._time import (
     _EPOCH,
@@ -54,36 +65,6 @@ from codec.values._time import (
     USECS_PER_HOUR,
     USECS_PER_SEC,
 )
-
-BulkDecoder = Callable[[list[str]], BulkResult]
-
-_SEPARATOR: Final = "\n"  # no canonical form below contains it
-
-
-def _all_match(element: str) -> Callable[[list[str]], int]:
-    """A count of the texts, from the first, that fully match ``element``: one regex
-    pass over the texts each followed by a newline, and the newlines before where it
-    stopped counted. A text that itself holds a newline would look like two elements:
-    only the texts before the first such one are counted."""
-    each = re.compile(f"(?:(?:{element}){_SEPARATOR})*+")
-
-    def matched(texts: list[str]) -> int:
-        if not texts:
-            return 0
-        joined = _SEPARATOR.join(texts) + _SEPARATOR
-        if joined.count(_SEPARATOR) != len(texts):
-            first = next(compress(count(), map(str.__contains__, texts, repeat(_SEPARATOR))))
-            return matched(texts[:first])
-        end = each.match(joined).end()  # type: ignore[union-attr]  # (always matches)
-        return joined.count(_SEPARATOR, 0, end)
-
-    return matched
-
-
-def _declined(texts: list[str], matched: int) -> Declined | None:
-    """Declined at the first text that does not match, or None if all do."""
-    return Declined(matched) if matched < len(texts) else None
-
 
 # --------------------------------------------------------------------------- numbers
 
@@ -203,227 +184,7 @@ def _float4_narrowed(values: list[float]) -> BulkResult:
     return narrowed
 
 
-# numeric_out never writes an exponent; a text that does ("1e131000", hostile or by
-# hand) gets from Decimal() the digits and exponent numeric_in keeps: down to -9999
-# (within the scale limit with 100 fraction digits), or up to six digits, after at
-# most 16 leading zeros. Texts with and without one may mix.
-_numeric_forms: Final = _all_match(
-    r"-?[0-9]{1,100}(?:\.[0-9]{1,100})?(?:[eE](?:-0{0,16}[0-9]{1,4}|\+?0{0,16}[0-9]{1,6}))?"
-)
-
-
-def _numeric(texts: list[str]) -> BulkResult:
-    declined = _declined(texts, _numeric_forms(texts))
-    if declined is not None or not texts:
-        return declined
-    values = list(map(Decimal, texts))
-    final = _as_numeric_in(cast(list[object], values), ",".join(texts), texts)
-    return values if final == len(values) else Declined(final, values[:final])  # type: ignore[return-value,arg-type]
-
-
-def _as_numeric_in(
-    values: list[object], joined: str, texts: list[str] | None = None, bounded: bool = False
-) -> int:
-    """Make ``values``, Decimal() of each of ``texts`` (None for NULL; ``joined``: the
-    texts joined by commas, split when ``texts`` is None and needed), what numeric_in
-    makes of them, in place: the zeros of exponents up to COMPACT_ZEROS written out,
-    zeros unsigned and without an exponent ("-0.00" is 0.00, "0e5" is 0). How many are
-    final: all, or those before the first with more digits before the point than
-    numeric holds (numeric_in refuses it; none when ``bounded``: digit runs and
-    exponents too short for that)."""
-    final = len(values)
-    exponents = joined.count("e") + joined.count("E")
-    if exponents:
-        if exponents == len(values):  # one each (a form has one at most): no NULL
-            places, scaled, scaled_joined = None, cast(list[Decimal], values), joined
-        else:
-            texts = joined.split(",") if texts is None else texts
-            flags = map(operator.contains, texts, repeat("e"))  # str.__contains__: 2x
-            if "E" in joined:
-                flags = map(or_, flags, map(operator.contains, texts, repeat("E")))
-            places = list(compress(count(), flags))
-            scaled = list(map(values.__getitem__, places))  # type: ignore[arg-type]
-            scaled_joined = ",".join(map(texts.__getitem__, places))
-        over = map(ge, map(Decimal.adjusted, scaled), repeat(MAX_INT_DIGITS))
-        first = None if bounded else next(compress(count(), over), None)
-        if first is not None:
-            final = first if places is None else places[first]
-        # (None of the exponents written out is on a value that long: no need to stop.)
-        _write_out_zeros(scaled_joined, scaled)
-        if places is not None:
-            deque(map(operator.setitem, repeat(values), places, scaled), 0)
-    # A zero's text begins with "0" or "-0" (after any whitespace).
-    if joined.startswith(("0", "-0")) or ",0" in joined or "-0" in joined or _spaced(joined):
-        _unsigned_zeros(values, "N" in joined or "n" in joined)
-    return final
-
-
-_spaced: Final = re.compile(r"[ \t\n\r\v\f]").search
-
-
-def _unsigned_zeros(values: list[object], nulls: bool) -> None:
-    """numeric's zeros in ``values`` (with NULLs if ``nulls``), in place: Decimal keeps
-    the sign of "-0.00" and the exponent of "0e5", numeric_in neither (0.00, 0)."""
-    present = cast(list[Decimal], list(filter(_not_null, values)) if nulls else values)
-    zeros = list(compress(count(), map(Decimal.is_zero, present)))
-    if not zeros:
-        return
-    fixed = list(map(Decimal.copy_abs, map(present.__getitem__, zeros)))
-    scaled_up = compress(count(), map(gt, map(Decimal.adjusted, fixed), repeat(0)))
-    deque(map(operator.setitem, repeat(fixed), scaled_up, repeat(_ZERO)), 0)
-    if nulls:  # the places of the zeros among all values, NULLs counted
-        zeros = list(map(list(compress(count(), map(_not_null, values))).__getitem__, zeros))
-    deque(map(operator.setitem, repeat(values), zeros, fixed), 0)
-
-
-# Enough digits to rescale any value the exponent forms take to exponent 0 exactly.
-_WRITE_OUT: Final = Context(prec=100 + 100 + COMPACT_ZEROS)
-_ONE: Final = Decimal(1)
-_ZERO: Final = Decimal(0)
-_WRITTEN_OUT: Final = range(1, COMPACT_ZEROS + 1)
-
-
-def _write_out_zeros(joined: str, values: list[Decimal]) -> None:
-    """Rescale to exponent 0 the values whose exponent, the text's less its fraction
-    digits, leaves 1 to COMPACT_ZEROS zeros, which numeric_in writes out. ``joined``:
-    their texts joined by commas, each with an exponent."""
-    lowered = joined.lower() if "E" in joined else joined
-    pieces = lowered.replace("e", ",").split(",")  # mantissa, exponent, mantissa, ...
-    texts = pieces[1::2]
-    # The distinct exponent texts (few when they are short) are read once each.
-    if "." in lowered:
-        read = {text: int(text) for text in set(texts)}  # int() takes the "+"
-        mantissas = pieces[0::2]
-        points = list(map(str.find, mantissas, repeat(".")))
-        # Digits after the point: length - 1 - where the point is, 0 without one.
-        after = map(sub, map(sub, map(len, mantissas), points), repeat(1))
-        fractions = map(mul, after, map(ge, points, repeat(0)))
-        exponents = map(sub, map(read.__getitem__, texts), fractions)
-        places = list(compress(count(), map(_WRITTEN_OUT.__contains__, exponents)))
-    else:
-        # Without fractions a value's exponent is its text's.
-        wanted = {text for text in set(texts) if int(text) in _WRITTEN_OUT}
-        places = list(compress(count(), map(wanted.__contains__, texts))) if wanted else []
-    if places:
-        rescaled = map(
-            Decimal.quantize,
-            map(values.__getitem__, places),
-            repeat(_ONE),
-            repeat(None),
-            repeat(_WRITE_OUT),
-        )
-        deque(map(operator.setitem, repeat(values), places, rescaled), 0)
-
-
 # --------------------------------------------------------------------------- whole arrays
-
-WholeDecoder = Callable[[str], BulkResult]  # Declined: the values of the elements before
-_not_null: Final = partial(operator.is_not, None)
-
-
-# Digits as 0 and exponents in lower case, for the checks of digit runs and exponents.
-_ZERO_DIGITS: Final = str.maketrans("123456789E", "000000000e")
-_LONG_EXPONENTS: Final = ("e0000", "e+0000", "e-0000")
-
-
-def _json_numbers(
-    characters: str, decoder: json.JSONDecoder, shortest: int, digits: int
-) -> WholeDecoder:
-    """A reader of a whole one-dimensional array of numbers and NULL ("{1,-2,NULL}"),
-    read as the JSON array it nearly is by the json module's C scanner, which makes
-    each number without a text per element (a 1 MB array of distinct small numbers
-    cost its split, its distinct-element table and a conversion per text).
-
-    Only ``characters`` may appear between the braces, so JSON can find nothing but
-    numbers, its constants NaN/Infinity (where the letters are allowed) and null; its
-    number syntax is a subset of what the input functions take, with the same values
-    ("+1" and "007" make it decline). No digit run may be longer than ``digits`` nor an
-    exponent four digits long (floats past a double's range are checked after).
-    An array whose elements average under ``shortest`` characters with their comma and
-    repeat (few_distinct) is declined too: converting each one costs more than the
-    split and table of the element path, which converts each distinct text once
-    ('{1,1,...}' of floats: 30 ms per MB that way, 140 whole).
-    Where a character out of form comes after some elements, those are read and the
-    answer is Declined at the element holding it, with their values."""
-    # JSON's whitespace and null (any spelling of NULL but these two declines).
-    other = re.compile(f"[^{re.escape(characters)} \t\n\rnul]").search
-    run = "0" * (digits + 1)
-
-    def read(text: str) -> BulkResult:
-        body = text[1:-1]
-        if len(text) < shortest * (text.count(",") + 1) and few_distinct(body):
-            return None
-        if text[:1] != "{" or text[-1:] != "}":
-            return None
-        found = other(body)
-        end = len(body) if found is None else found.start()
-        # A digit run or an exponent too long stops the reading as such a character does.
-        zeroed = body.translate(_ZERO_DIGITS)
-        for long in (run, *_LONG_EXPONENTS) if "e" in zeroed else (run,):
-            at = zeroed.find(long, 0, end)
-            end = end if at < 0 else at
-        if end == len(body):
-            return numbers(body)
-        # The elements before the first character out of form are read alone
-        # (Declined with their values): the array decoder parses only the rest.
-        index = body.count(",", 0, end)
-        cut = body.rfind(",", 0, end)
-        before = numbers(body[:cut]) if index else None
-        return Declined(index, before, cut + 2) if before is not None else None
-
-    def numbers(body: str) -> list[object] | None:
-        if "N" in body:
-            body = body.replace("NULL", "null")
-        try:
-            values = decoder.decode("[" + body + "]")
-        except ValueError:
-            return None
-        return cast(list[object], values) if values else None
-
-    return read
-
-
-def _unquoting(read: WholeDecoder) -> WholeDecoder:
-    """``read``, which takes bare numbers (or intervals), given an array text with quoted
-    ones too ('{"1",2}') without its quotes (a Declined's offset found again in
-    ``text``: no quoted element holds a comma)."""
-
-    def unquoted(text: str) -> BulkResult:
-        if '"' not in text:
-            return read(text)
-        bare = _without_quotes(text)
-        values = read(bare) if bare is not None else None
-        if isinstance(values, Declined) and values.offset is not None:
-            start = _element_start(text, values.index)
-            return Declined(values.index, values.before, start, values.later)
-        return values
-
-    return unquoted
-
-
-def _without_quotes(text: str) -> str | None:
-    """An array text of numbers some of which are quoted ('{"1",2}') without its quotes,
-    if each quoted element stands alone between braces and commas and holds no comma,
-    brace, backslash or spelling of NULL (a quoted "NULL" is a text, not NULL); a
-    number's quotes change nothing else (the input functions skip whitespace)."""
-    if '""' in text:  # an empty quoted element (a text), or a quote after a quote
-        return None
-    pieces = text.split('"')
-    inside = pieces[1::2]
-    outside = pieces[0::2]
-    if not len(pieces) % 2:
-        return None
-    quoted = "".join(inside)
-    if "," in quoted or "{" in quoted or "}" in quoted or "\\" in quoted:
-        return None
-    if "NULL" in quoted.upper():  # even with whitespace around it
-        return None
-    opens, closes = repeat(("{", ",")), repeat((",", "}"))
-    if not all(map(str.endswith, outside[:-1], opens)) or not all(
-        map(str.startswith, outside[1:], closes)
-    ):
-        return None
-    return "".join(pieces)
 
 
 def _whole_integers(low: int, high: int, wrap: int = 0) -> WholeDecoder:
@@ -457,11 +218,6 @@ def _wrap_present(values: list[object], wrap: int) -> None:
     if wrap and present and min(present) < 0:
         places = compress(count(), map(_not_null, values))
         deque(map(operator.setitem, repeat(values), places, _wrapped(present, wrap)), 0)
-
-
-def _element_start(text: str, index: int) -> int:
-    """Where element ``index`` begins in an array text of bare elements, "{1,2,3}"."""
-    return re.compile(f"{{(?:[^,]*+,){{{index}}}").match(text).end()  # type: ignore[union-attr]
 
 
 _read_floats: Final = _json_numbers(
@@ -518,63 +274,6 @@ def _narrowed(values: list[object]) -> list[object] | None:
     places = compress(count(), map(_not_null, values))
     deque(map(operator.setitem, repeat(values), places, narrowed), 0)
     return values
-
-
-# Exponents too ("100e10", which numeric_out never writes): at most three digits long
-# and digit runs of 100, so that no value holds MAX_INT_DIGITS digits before the point
-# (_as_numeric_in's ``bounded``). Where some numbers have an exponent and others not,
-# those with a fraction or an exponent come as their texts, converted together after
-# (_fractions_read): cheaper than picking them out of all texts after.
-_numeric_characters: Final = "-+.0123456789eE,NUL"
-_read_numerics: Final = _json_numbers(
-    _numeric_characters, json.JSONDecoder(parse_int=Decimal, parse_float=Decimal), 6, 100
-)
-_read_numeric_texts: Final = _json_numbers(
-    _numeric_characters, json.JSONDecoder(parse_int=Decimal, parse_float=str), 6, 100
-)
-
-
-def _whole_numeric(text: str) -> BulkResult:
-    exponents = text.count("e") + text.count("E")
-    mixed = 0 < exponents <= text.count(",")  # fewer than the elements
-    result = (_read_numeric_texts if mixed else _read_numerics)(text)
-    if isinstance(result, list):
-        values, read = result, text[1:-1]
-    elif result is not None and result.before:
-        values, read = result.before, text[1 : cast(int, result.offset) - 1]
-    else:
-        return result
-    if mixed:
-        _fractions_read(values)
-        if "-0" in read:  # json's integer "-0", which Decimal keeps signed
-            _unsigned_zeros(values, "N" in read or "n" in read)
-    else:
-        _as_numeric_in(values, read, bounded=True)
-    return result
-
-
-def _fractions_read(values: list[object]) -> None:
-    """The texts json handed over in ``values`` (numbers with a fraction or an exponent)
-    made what numeric_in makes of them, in place, by C-level passes over them alone."""
-    fractions = list(map(operator.is_, map(type, values), repeat(str)))
-    texts = cast(list[str], list(compress(values, fractions)))
-    numbers = list(map(Decimal, texts))
-    _as_numeric_in(cast(list[object], numbers), ",".join(texts), texts, bounded=True)
-    if len(numbers) == len(values):
-        values[:] = numbers
-    else:
-        deque(map(operator.setitem, repeat(values), compress(count(), fractions), numbers), 0)
-
-
-def _then(result: BulkResult, check: Callable[[list[object]], list[object] | None]) -> BulkResult:
-    """``check`` applied to a whole reader's values, or to those before where it stopped
-    (Declined): its answer, or None if it refuses them."""
-    if isinstance(result, list):
-        return check(result)
-    if isinstance(result, Declined) and result.before is not None:
-        before = check(result.before)
-        return None if before is None else Declined(result.index, before, result.offset)
-    return None
 
 
 # --------------------------------------------------------------------------- date/time
