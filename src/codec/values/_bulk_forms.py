@@ -63,7 +63,8 @@ def _json_numbers(
     each number without a text per element (a 1 MB array of distinct small numbers
     cost its split, its distinct-element table and a conversion per text).
 
-    Only ``characters`` may appear between the braces, so JSON can find nothing but
+    Only ``characters``, JSON's whitespace (which array_in skips around elements too)
+    and null's letters may appear between the braces, so JSON can find nothing but
     numbers, its constants NaN/Infinity (where the letters are allowed) and null; its
     number syntax is a subset of what the input functions take, with the same values
     ("+1" and "007" make it decline). No digit run may be longer than ``digits`` nor an
