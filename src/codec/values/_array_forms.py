@@ -124,7 +124,16 @@ def _elements(pieces: list[str], text: str) -> list[str | None] | None:
 
 
 def element_start(text: str, index: int) -> int:
-    """Where element ``index`` of an array in either form begins: each element is one
-    comma after the one before it (with braces around the comma between sub-arrays)."""
-    found = re.compile(f"(?:[^,]*+,){{{index}}}[{{ \\t\\n\\r\\v\\f]*+").match(text)
+    """Where element ``index`` of an array text of unquoted elements, or of elements
+    without commas in their quotes, begins ("{1, 2}"): one comma after the element before
+    it, past whitespace. In a nested one, braces may stand before it too (opening())."""
+    found = re.compile(f"\\{{(?:[^,]*+,){{{index}}}[ \\t\\n\\r\\v\\f]*+").match(text)
     return found.end() if found is not None else 0
+
+
+_OPENINGS: Final = re.compile(r"[{ \t\n\r\v\f]*+")
+
+
+def opening(text: str, pos: int) -> int:
+    """``pos`` past the opening braces and whitespace there (a nested array's element)."""
+    return _OPENINGS.match(text, pos).end()  # type: ignore[union-attr]  # (always matches)

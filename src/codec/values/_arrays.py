@@ -22,6 +22,7 @@ from codec.values._array_forms import (
     element_start,
     escaped_texts,
     nested_texts,
+    opening,
 )
 from codec.values._bulk import BinaryArea, BinaryBulk, BinaryElements
 from codec.values._bulk_forms import BulkDecoder, WholeDecoder
@@ -680,13 +681,13 @@ def make_text_decoder(
                     try:
                         decode(cast(str, texts[index]))
                     except Invalid as err:
-                        offset = element_start(text, index) + err.offset
+                        offset = opening(text, element_start(text, index)) + err.offset
                         raise Invalid(offset, f"element {first + index}: {err.reason}") from None
             try:
                 values = converted(texts, before if len(shape) == 1 else None, first)
             except ElementError as bad:
                 index = texts.index(bad.token)  # type: ignore[arg-type]
-                offset = element_start(text, index) + bad.error.offset
+                offset = opening(text, element_start(text, index)) + bad.error.offset
                 raise Invalid(offset, f"element {first + index}: {bad.error.reason}") from None
             return _result(values, shape, [1] * len(shape))
         shape, texts, spans, sizes, bounds = _parse_text(text)

@@ -30,6 +30,7 @@ from operator import and_, gt, itemgetter, lt, not_, or_
 from typing import Final, cast
 from uuid import UUID, SafeUUID
 
+from codec.values._array_forms import element_start
 from codec.values._bulk_decimal import _numeric, _whole_numeric
 from codec.values._bulk_forms import (
     _SEPARATOR,
@@ -37,7 +38,6 @@ from codec.values._bulk_forms import (
     WholeDecoder,
     _all_match,
     _declined,
-    _element_start,
     _json_numbers,
     _not_null,
     _then,
@@ -51,6 +51,7 @@ from codec.values._interval import intervals
 from codec.values._net import cidrs, inets
 from codec.values._numbers import FLT_MAX
 from codec.values._ranges import BulkResult, Declined
+from codec.values._text import NAMEDATALEN
 from codec.values._time import (
     _EPOCH,
     _EPOCH_ORDINAL,
@@ -205,7 +206,7 @@ def _whole_integers(low: int, high: int, wrap: int = 0) -> WholeDecoder:
             first = next(i for i, v in enumerate(values) if v is not None and not low <= v <= high)  # type: ignore[operator]
             before = values[:first]
             _wrap_present(before, wrap)
-            return Declined(first, before, _element_start(text, first))
+            return Declined(first, before, element_start(text, first))
         _wrap_present(values, wrap)
         return result
 
@@ -239,7 +240,7 @@ def _whole_float8(text: str) -> BulkResult:
     infinite = next(compress(count(), map(_INFINITIES.__contains__, values)), len(values))
     if infinite == len(values) or 0.0 in values[:infinite]:
         return None
-    start = _element_start(text, infinite)
+    start = element_start(text, infinite)
     if text.startswith(("Infinity", "-Infinity"), start):
         return None
     return Declined(infinite, values[:infinite], start)
@@ -258,7 +259,7 @@ def _whole_float4(text: str) -> BulkResult:
     if isinstance(narrowed, Declined) and narrowed.before is not None:
         # Past float4's range at element narrowed.index: the rest is parsed from there.
         index = narrowed.index
-        return Declined(index, narrowed.before, _element_start(text, index))
+        return Declined(index, narrowed.before, element_start(text, index))
     return None
 
 
@@ -353,9 +354,11 @@ def _text(texts: list[str]) -> list[object] | None:
 
 
 def _name(texts: list[str]) -> list[object] | None:
-    # namein: the text, when under NAMEDATALEN bytes (else cut: the input function).
+    # namein: the text, when under NAMEDATALEN bytes (else cut: the input function);
+    # a character is at most four of them.
     joined = "".join(texts)
-    if "\0" in joined or max(map(len, texts), default=0) >= (64 if joined.isascii() else 16):
+    longest = max(map(len, texts), default=0)
+    if "\0" in joined or longest >= (NAMEDATALEN if joined.isascii() else NAMEDATALEN // 4):
         return None
     return list(texts)
 

@@ -1,7 +1,7 @@
 """Pieces the bulk conversions of codec.values._bulk and _bulk_decimal share: the
 check of many texts against one form by one regular expression (_all_match), and the
 reader of a whole array of numbers as the JSON array it nearly is (_json_numbers), with
-the answers a reader gives when it stops (Declined, _element_start, _then)."""
+the answers a reader gives when it stops (Declined, _then)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from functools import partial
 from itertools import compress, count, repeat
 from typing import Final, cast
 
+from codec.values._array_forms import element_start
 from codec.values._common import few_distinct
 from codec.values._ranges import BulkResult, Declined
 
@@ -124,7 +125,7 @@ def _unquoting(read: WholeDecoder) -> WholeDecoder:
         bare = _without_quotes(text)
         values = read(bare) if bare is not None else None
         if isinstance(values, Declined) and values.offset is not None:
-            start = _element_start(text, values.index)
+            start = element_start(text, values.index)
             return Declined(values.index, values.before, start, values.later)
         return values
 
@@ -154,11 +155,6 @@ def _without_quotes(text: str) -> str | None:
     ):
         return None
     return "".join(pieces)
-
-
-def _element_start(text: str, index: int) -> int:
-    """Where element ``index`` begins in an array text of bare elements, "{1,2,3}"."""
-    return re.compile(f"{{(?:[^,]*+,){{{index}}}").match(text).end()  # type: ignore[union-attr]
 
 
 def _then(result: BulkResult, check: Callable[[list[object]], list[object] | None]) -> BulkResult:
