@@ -9,7 +9,7 @@ from unittest import mock
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import codec.values._arrays as arrays
+import codec.values._array_text as arrays
 from codec.errors import DecodeError
 from codec.values import decode_text, type_by_name
 from codec.values._array_forms import escaped_texts, nested_texts
@@ -96,7 +96,7 @@ def test_the_forms_are_taken() -> None:
     make the tests above compare the token loop with itself), and a large
     two-dimensional array takes the nested form."""
     text = "{" + ",".join(f"{{{i},{i + 1}}}" for i in range(0, 2000, 2)) + "}"
-    with mock.patch.object(arrays, "_parse_text", side_effect=AssertionError):
+    with mock.patch.object(arrays, "parse_text", side_effect=AssertionError):
         assert decode_text(INT4, text) == [[i, i + 1] for i in range(0, 2000, 2)]
     assert nested_texts("{{1, 2},{NULL,4}}") == ([2, 2], ["1", "2", None, "4"])
     assert nested_texts("{{{a},{b}},{{c},{d}}}") == ([2, 2, 1], ["a", "b", "c", "d"])

@@ -17,7 +17,9 @@ from test_values_adversarial import _work
 from codec.errors import DecodeError
 from codec.strategies.values import values_for
 from codec.values import decode_binary, decode_text, encode_binary, encode_text, type_by_name
-from codec.values._arrays import _binary_elements, _flat_texts, _parse_text, _steps
+from codec.values._array_binary import _binary_elements, _steps
+from codec.values._array_forms import flat_texts
+from codec.values._array_tokens import parse_text
 from codec.values._bulk import BULK_BINARY, BULK_BINARY_ELEMENTS, BULK_TEXT, BULK_WHOLE
 from codec.values._bulk_interval import by_shape, one_by_one
 from codec.values._common import Invalid
@@ -431,14 +433,14 @@ def test_binary_work_does_not_grow_with_fixed_size_elements(type_name: str) -> N
 def _token_loop(text: str) -> list[str | None] | Exception:
     """What the general array parser makes of ``text``: its element texts, or its error."""
     try:
-        shape, texts, _spans, sizes, _bounds = _parse_text(text)
+        shape, texts, _spans, sizes, _bounds = parse_text(text)
     except Invalid as err:
         return err
     return texts if len(shape) == 1 and sizes is None else ValueError("not flat")
 
 
 def _agrees_with_token_loop(text: str) -> None:
-    flat = _flat_texts(text)
+    flat = flat_texts(text)
     if flat is not None:
         assert flat == _token_loop(text), text
 
@@ -518,7 +520,7 @@ def test_mutated_flat_arrays_are_refused_or_read_alike(text: str, data: st.DataO
 def test_flat_array_edges(text: str, expected: list[str | None] | None) -> None:
     """The JSON path takes one-dimensional arrays without whitespace between elements or
     escapes other than \\\\ and \\"; the general parser takes the rest."""
-    assert _flat_texts(text) == expected
+    assert flat_texts(text) == expected
     _agrees_with_token_loop(text)
 
 

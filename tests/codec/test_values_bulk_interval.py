@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from test_values_bulk import SETTINGS, _element, _exact
 
 from codec.values import _bulk_interval, decode_text, type_by_name
-from codec.values._arrays import _parse_text, make_text_decoder
+from codec.values._array_text import make_text_decoder
+from codec.values._array_tokens import parse_text
 from codec.values._bulk import BULK_TEXT
 from codec.values._bulk_interval import (
     _TOO_MANY,
@@ -161,7 +162,7 @@ def test_distinct_counts_of_one_unit(unit: str) -> None:
     """The hostile family's array, and its months and years analogues, decode through
     one_field to what interval_in gives each element."""
     text = MAKERS["array of distinct day counts"](20_000).replace("days", unit + "s")
-    texts = _parse_text(text)[1]
+    texts = parse_text(text)[1]
     assert one_field(texts) is not None  # type: ignore[arg-type]
     decoded = decode_text(type_by_name("interval").array_oid, text)
     assert decoded == [_element("interval", t) for t in texts]  # type: ignore[arg-type]

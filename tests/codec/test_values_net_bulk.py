@@ -19,7 +19,7 @@ from test_values_net import _IPV4_TEXT, _IPV6_CANONICAL, _NEAR_IPV4, SETTINGS, _
 
 from codec.errors import DecodeError
 from codec.values import _bulk_net, decode_text
-from codec.values._arrays import make_text_decoder
+from codec.values._array_text import make_text_decoder
 from codec.values._bulk import BULK_TEXT
 from codec.values._bulk_net import ip_texts, ip_whole
 from codec.values._common import Invalid

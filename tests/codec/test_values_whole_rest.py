@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from test_values_properties import values_for
 
 from codec.values import encode_binary, encode_text, type_by_name
-from codec.values._arrays import make_binary_decoder, make_text_decoder
+from codec.values._array_binary import make_binary_decoder
+from codec.values._array_text import make_text_decoder
 from codec.values._bulk import (
     BULK_BINARY_AREAS,
     BULK_BINARY_ELEMENTS,

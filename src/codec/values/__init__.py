@@ -94,7 +94,7 @@ does not count); jsonb numbers overflow where numeric does, json numbers never. 
 decodes or is refused in time linear in its length.
 """
 
-from codec.values._arrays import BoundedArray
+from codec.values._array_shape import BoundedArray
 from codec.values._catalogue import (
     TYPES,
     TypeInfo,

@@ -1,8 +1,11 @@
-"""Two forms of array text read without array_in's token loop (codec.values._arrays),
-which takes a Python-level step per sub-array and per element with a backslash: a 1 MB
-two-dimensional array of small numbers took 190-300 ms, one of elements with a
-backslash each 310-360 ms.
+"""Three forms of array text read without array_in's token loop (codec.values._array_tokens),
+which takes a Python-level step per sub-array, per element with a backslash and per
+change between quoted and unquoted elements: a 1 MB two-dimensional array of small
+numbers took 190-300 ms, one of elements with a backslash each 310-360 ms, one of
+quoted and unquoted elements 50-100 ms.
 
+* flat_texts: a one-dimensional array of quoted and plain elements, read as the JSON
+  array it spells (see the comment above it).
 * nested_texts: a multidimensional array of unquoted elements without backslashes
   ("{{1,2},{3,4}}"). Its structure, the braces and commas of its UTF-8 bytes alone,
   must be the rectangular one its first sub-arrays give; what stands between two of
@@ -17,15 +20,16 @@ backslash each 310-360 ms.
 Anything else (quotes, escaped braces, commas, quotes, backslashes or whitespace,
 dimensions, ragged or empty sub-arrays, empty elements) is left to the token loop,
 which also words every error; element_start gives an element's offset for the errors
-of its conversion in either form.
+of its conversion in the last two.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from itertools import compress, repeat
-from typing import Final
+from typing import Final, cast
 
 from codec.values._common import PG_SPACE
 
@@ -137,3 +141,62 @@ _OPENINGS: Final = re.compile(r"[{ \t\n\r\v\f]*+")
 def opening(text: str, pos: int) -> int:
     """``pos`` past the opening braces and whitespace there (a nested array's element)."""
     return _OPENINGS.match(text, pos).end()  # type: ignore[union-attr]  # (always matches)
+
+
+# A one-dimensional array with quoted elements ('{"a b",c,"d\\"e",NULL}') is turned into
+# the JSON array it spells ('["a b","c","d\\"e",null]') and read by the json module's C
+# scanner: a 1 MB array of quoted or mixed elements cost 50-100 ms in the token loop
+# and its run splitting (_array_tokens), and costs a few C-level passes this way. The text is
+# split at its quotes (after parking the two escapes array_out writes, \\ and \",
+# on control characters that the text must not hold): the even pieces are outside
+# quotes, and joined with \x02 standing for each quoted element they must read
+# "{E,E,...}" with E a quoted element or a plain one (no whitespace, braces, quotes
+# or backslashes). Then each comma becomes '","', the braces '["' and '"]', the
+# quotes around quoted elements go, and a bare NULL (any case) becomes null. Anything
+# else (whitespace between elements, other escapes, dimensions, nesting) takes the
+# token loop, which also gives every error its offset.
+_PARKED: Final = ("\0", "\x01", "\x02", "\x03")
+_PLAIN_ELEMENT: Final = r'[^{},"\\ \t\n\r\v\f\x00-\x03]++'
+_FLAT_OUTSIDE: Final = re.compile(
+    rf"\{{(?:\x02|{_PLAIN_ELEMENT})(?:,(?:\x02|{_PLAIN_ELEMENT}))*+\}}"
+).fullmatch
+# The first letter leads so that the regex engine scans for it at C speed.
+_BARE_NULL: Final = re.compile(r"[nN](?<=[{,][nN])[uU][lL][lL](?=[,}])")
+_JSON_ARRAY: Final = json.JSONDecoder(strict=False)  # raw control characters are text
+
+
+def flat_texts(text: str) -> list[str | None] | None:
+    """The element texts of a one-dimensional array in the plain form above (None
+    for NULL), or None if ``text`` is in any other form."""
+    if text[:1] != "{" or text[-1:] != "}" or any(map(text.__contains__, _PARKED)):
+        return None
+    escaped = "\\" in text
+    if escaped:
+        text = text.replace("\\\\", "\0").replace('\\"', "\x01")
+        if "\\" in text:
+            return None
+    if len(text) >= 4 and text[:2] == '{"' and text[-2:] == '"}':  # all quoted: one split
+        inner = text[2:-2].replace('","', "\x02")
+        if '"' not in inner:
+            if escaped:
+                inner = inner.replace("\0", "\\").replace("\x01", '"')
+            return cast("list[str | None]", inner.split("\x02"))
+    pieces = text.split('"')
+    if not len(pieces) % 2:  # an odd number of quotes: one is unterminated
+        return None
+    outside = "\x02".join(pieces[0::2])
+    if _FLAT_OUTSIDE(outside) is None:
+        return None
+    nulls = 0
+    if "NULL" in outside.upper():  # one C pass; the regex stops at every n and N
+        outside, nulls = _BARE_NULL.subn("\x03", outside)
+    pieces[0::2] = ('["' + outside[1:-1].replace(",", '","') + '"]').split("\x02")
+    body = "".join(pieces)
+    if nulls:
+        body = body.replace('"\x03"', "null")
+    if escaped:
+        body = body.replace("\0", "\\\\").replace("\x01", '\\"')
+    try:
+        return cast("list[str | None]", _JSON_ARRAY.decode(body))
+    except ValueError:  # unreachable: the checks above leave valid JSON
+        return None

@@ -14,12 +14,8 @@ from types import MappingProxyType
 from typing import Final, cast
 
 from codec.errors import DecodeError, EncodeError
-from codec.values._arrays import (
-    make_binary_decoder,
-    make_binary_encoder,
-    make_text_decoder,
-    make_text_encoder,
-)
+from codec.values._array_binary import make_binary_decoder, make_binary_encoder
+from codec.values._array_text import make_text_decoder, make_text_encoder
 from codec.values._bulk import (
     BULK_BINARY,
     BULK_BINARY_AREAS,
