@@ -1,6 +1,7 @@
 """Multidimensional arrays of plain elements and arrays of elements with backslashes
-are read without the token loop (codec.values._array_forms): on generated texts, near
-misses included, the value or the error (offset and text) is the token loop's."""
+are read without the token loop (codec.values._array_forms), multidimensional arrays of
+numbers by the whole readers: on generated texts, near misses included, the value or the
+error (offset and text) is the token loop's or the parser's alone."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def _decoded(oid: int, text: str) -> object:
 
 def _by_token_loop(oid: int, text: str) -> object:
     with (
+        mock.patch.object(arrays, "nested_flat", lambda text: None),
         mock.patch.object(arrays, "nested_texts", lambda text: None),
         mock.patch.object(arrays, "escaped_texts", lambda text: None),
     ):
@@ -157,3 +159,57 @@ def test_numbers_quoted_spaced_or_bounded_decode_as_the_parser_decodes_them(
     oid = type_by_name(type_name).array_oid
     whole, parsed = _by_whole(oid, text), _by_parser(oid, text)
     assert whole == parsed, (text, whole, parsed)
+
+
+@st.composite
+def _nested_numbers(draw: st.DrawFn) -> str:
+    """A 2- or 3-dimensional array of numbers, mostly distinct (the whole reader takes
+    those) and mostly rectangular, now and then with a bad, empty or NULL element,
+    whitespace, or junk between its parts."""
+    sizes = draw(st.lists(st.integers(1, 4), min_size=2, max_size=3))
+    counter = iter(range(10**6))
+
+    def element() -> str:
+        if draw(st.integers(0, 15)) == 0:
+            return draw(_NUMBER | st.sampled_from(["NULL", " 5", "6 ", "1e400", "-0.5", "{}"]))
+        return str(next(counter) * draw(st.sampled_from([1, -1, 7])))
+
+    def level(depth: int) -> str:
+        count = sizes[depth] + (draw(st.integers(-1, 1)) if draw(st.integers(0, 9)) == 0 else 0)
+        if depth == len(sizes) - 1:
+            items = [element() for _ in range(max(count, 0))]
+        else:
+            items = [level(depth + 1) for _ in range(max(count, 0))]
+        gap = draw(st.sampled_from(["", "", "", "", " "]))
+        return "{" + ("," + gap).join(items) + "}"
+
+    text = level(0)
+    if draw(st.integers(0, 7)) == 0:  # junk somewhere
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["x", "}", "{", ",", " "])) + text[at:]
+    return text
+
+
+@example("{{1,2},{3,4}}", "int4")
+@example("{{1,2},{3,4}}}", "int4")
+@example("{{1,2},{3,}}", "int4")
+@example("{{{1,2},{3,4}},{{5,6},{7,x}}}", "float8")
+@example("{{1,2},{3,NULL}}", "numeric")
+@example("{{1,2}, {3,4}}", "int2")
+@given(_nested_numbers(), st.sampled_from((*_NUMBER_TYPES, "json", "jsonb", "int8")))
+def test_nested_numbers_decode_as_the_parser_decodes_them(text: str, type_name: str) -> None:
+    """The whole readers take the elements of a multidimensional array as one flat
+    array (nested_flat), with the value or error of the parser alone."""
+    oid = type_by_name(type_name).array_oid
+    with mock.patch.object(arrays, "_MANY_BRACES", 0):  # any number of sub-arrays
+        whole = _by_whole(oid, text)
+    assert whole == _by_parser(oid, text), (text, whole)
+
+
+def test_nested_numbers_take_the_flat_form() -> None:
+    """A large two-dimensional array of distinct numbers goes to the whole reader as
+    one flat array, never cut into element texts (which the test above would then
+    compare with the parser alone)."""
+    text = "{" + ",".join(f"{{{i},{i + 1}}}" for i in range(0, 2000, 2)) + "}"
+    with mock.patch.object(arrays, "nested_texts", side_effect=AssertionError):
+        assert decode_text(INT4, text) == [[i, i + 1] for i in range(0, 2000, 2)]

@@ -70,6 +70,26 @@ def nested_texts(text: str) -> Form | None:
     return None if elements is None else (shape, elements)
 
 
+def nested_flat(text: str) -> tuple[list[int], str] | None:
+    """The shape of a multidimensional array in the form above whose sub-arrays follow
+    one another with nothing between them ("{{1,2},{3,4}}"), and its elements as the
+    text of a one-dimensional array ("{1,2,3,4}"), for a whole reader: the elements are
+    never cut apart nor joined again. The brace runs between sub-arrays become commas;
+    any other brace left (whitespace between sub-arrays) declines the form."""
+    if text[:2] != "{{" or text[-1:] != "}" or '"' in text or "\\" in text:
+        return None
+    shape = _rectangle(text.encode("utf-8", "surrogatepass").translate(None, _NOT_STRUCTURE))
+    if shape is None:
+        return None
+    ndim = len(shape)
+    flat = text[ndim - 1 : len(text) - ndim + 1]
+    for depth in range(ndim - 1, 0, -1):
+        flat = flat.replace("}" * depth + "," + "{" * depth, ",")
+    if "{" in flat[1:] or "}" in flat[:-1]:
+        return None
+    return shape, flat
+
+
 def _rectangle(structure: bytes) -> list[int] | None:
     """The sizes of an array of 2 to MAXDIM dimensions whose structure (its braces and
     commas) is ``structure``, if all its sub-arrays match the first ones."""
@@ -86,7 +106,7 @@ def _rectangle(structure: bytes) -> list[int] | None:
         first = structure[start : close + ndim - depth + 1]
         if inner:
             count = (len(first) - 1) // (len(inner) + 1)
-            if first != b"{" + b",".join(repeat(inner, count)) + b"}":
+            if first != b"{" + (inner + b",") * (count - 1) + inner + b"}":
                 return None
         else:
             count = first.count(b",") + 1

@@ -12,6 +12,7 @@ from codec.values._array_forms import (
     element_start,
     escaped_texts,
     flat_texts,
+    nested_flat,
     nested_texts,
     opening,
 )
@@ -107,6 +108,20 @@ def make_text_decoder(
             return array_value(values, sizes, bounds)
         return None
 
+    def nested_whole(text: str) -> object | None:
+        """A multidimensional array whose sub-arrays follow one another read by the whole
+        reader as the one-dimensional array of its elements (nested_flat), unless they
+        hold NULL or repeat (see below); None where that does not read it all."""
+        assert whole is not None
+        form = nested_flat(text)
+        if form is None:
+            return None
+        shape, flat = form
+        if "NULL" in flat.upper() or few_distinct(flat[1:]):
+            return None
+        values = whole(flat)
+        return array_value(values, shape, [1] * len(shape)) if isinstance(values, list) else None
+
     def parsed(text: str, before: list[object] | None, first: int = 0) -> object:
         """The array ``text``, the values of its first elements ``before`` given, its
         elements numbered from ``first`` in errors."""
@@ -120,6 +135,10 @@ def make_text_decoder(
         # Nested: only with many sub-arrays, each a step of the token loop (a few cost
         # less than the form's passes over every element).
         many = text[:2] == "{{" and text.count("{", 0, _MANY_BRACES) >= _MANY_BRACES // 16
+        if many and whole is not None:
+            values = nested_whole(text)
+            if values is not None:
+                return values
         form = nested_texts(text) if many else escaped_texts(text)
         if form is not None:
             shape, texts = form
