@@ -22,18 +22,9 @@ byte for byte. The format is documented in ``docs/script-format.md``.
 """
 
 from pgwire_mock.script.compile import Compiler, compile_script
-from pgwire_mock.script.encoder import (
-    MAX_PROTO_VERSION,
-    EndOfWal,
-    Fault,
-    PublicationsSkipped,
-    Send,
-    Sleep,
-    StreamEvent,
-    StreamOptions,
-    encode_stream,
-)
+from pgwire_mock.script.encoder import encode_stream
 from pgwire_mock.script.errors import OptionError, PublicationMissingError, ScriptError
+from pgwire_mock.script.events import EndOfWal, Fault, PublicationsSkipped, Send, Sleep, StreamEvent
 from pgwire_mock.script.loader import dump_script, load_script, loads_script, loads_steps
 from pgwire_mock.script.model import (
     FAULT_NAMES,
@@ -71,6 +62,7 @@ from pgwire_mock.script.model import (
     truncate,
     update,
 )
+from pgwire_mock.script.options import MAX_PROTO_VERSION, StreamOptions
 from pgwire_mock.script.recording import Recording, load_recording
 from pgwire_mock.script.wal import CompiledScript
 

@@ -8,7 +8,7 @@ its changes are written as they are given, between other transactions' records, 
 commit or rollback when it ends, so a consumer can stop and restart in the middle of it.
 Every walsender streams the same compiled WAL, each from its own start point; one that
 reaches the end of what is written waits there
-(:class:`~pgwire_mock.script.encoder.EndOfWal`) until more is.
+(:class:`~pgwire_mock.script.events.EndOfWal`) until more is.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from typing import Any
 
 from codec import DecodeError
 from codec.pgoutput import Decoder, PgOutputMessage
-from pgwire_mock.script.encoder import Send, StreamEvent, StreamOptions
 from pgwire_mock.script.errors import OptionError, ScriptError
+from pgwire_mock.script.events import Send, StreamEvent
+from pgwire_mock.script.options import StreamOptions
 from pgwire_mock.server.resume import RecordedStream, resume
 from pgwire_mock.streamfile import StreamEntry, StreamFileError, read_meta, read_stream
 

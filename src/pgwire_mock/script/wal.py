@@ -31,6 +31,7 @@ __all__ = [
     "WTxn",
     "WalItem",
     "encode_row",
+    "xid_of",
 ]
 
 
@@ -158,6 +159,12 @@ class SubTxn:
         while t.parent is not None:
             t = t.parent
         return t
+
+
+def xid_of(sub: SubTxn) -> int:
+    """The xid of a (sub)transaction that wrote something, as every one decoded has."""
+    assert sub.xid is not None
+    return sub.xid
 
 
 @dataclass(eq=False)
