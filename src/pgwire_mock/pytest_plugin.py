@@ -46,7 +46,7 @@ from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.protocol import AUTHENTICATION_TIMEOUT, WalSenderFactory, listen
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import ScriptSource, StreamSource, load_source
-from pgwire_mock.server.sql import CannedAnswer
+from pgwire_mock.server.sql_result import CannedAnswer
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 
 __all__ = [

@@ -25,7 +25,7 @@ from pgwire_mock.server.faults import FAULTS, Fault, FaultError
 from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
-from pgwire_mock.server.sql import OID, CannedAnswer, Column
+from pgwire_mock.server.sql_result import OID, CannedAnswer, Column
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 from pgwire_mock.server.versions import MAJORS
 

@@ -565,7 +565,7 @@ def test_unknown_sql_is_an_error_not_a_hang_and_aborts_the_transaction() -> None
 
 
 def test_canned_sql_answers() -> None:
-    from pgwire_mock.server.sql import CannedAnswer, Column
+    from pgwire_mock.server.sql_result import CannedAnswer, Column
 
     answers = {"SELECT answer FROM t": CannedAnswer((Column("answer", "int4"),), (("42",),))}
     client, _ = connect(sql_answers=answers)

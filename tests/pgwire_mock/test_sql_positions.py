@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgwire_mock.server.sql import (
-    closest_columns,
+from pgwire_mock.server.column_refs import closest_columns
+from pgwire_mock.server.sql_text import (
     normalize,
     source_offsets,
     split_statements,

@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 from codec.copy import BINARY_TRAILER, binary_header, encode_binary_row, encode_text_row
 from codec.pgoutput import UNCHANGED_TOAST
 from codec.values import encode_text
+from pgwire_mock.server.column_refs import missing_column
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.jdbc_catalog import JdbcCatalog
 from pgwire_mock.server.pg_type import NAMES_OID, TypeQueries
-from pgwire_mock.server.sql import Column, Result, missing_column, pg_class_attnum
+from pgwire_mock.server.sql_result import Column, Result, pg_class_attnum
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import error
 

@@ -61,7 +61,8 @@ from codec.wire import (
 from pgwire_mock.server.catalog import CopyOut
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
-from pgwire_mock.server.sql import Column, Result, check_syntax, skip_quoted, split_statements
+from pgwire_mock.server.sql_result import Column, Result
+from pgwire_mock.server.sql_text import check_syntax, skip_quoted, split_statements
 
 __all__ = ["ExtendedQuery", "Host"]
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.pg_type import builtin_name, type_and_parts
-from pgwire_mock.server.sql import Column, Result, pg_class_attnum
+from pgwire_mock.server.sql_result import Column, Result, pg_class_attnum
 
 if TYPE_CHECKING:
     from pgwire_mock.script.tables import TableState

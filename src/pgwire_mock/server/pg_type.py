@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 from codec.values import TYPES, encode_text
 from pgwire_mock.server.errors import ServerError
-from pgwire_mock.server.sql import Column, Result
+from pgwire_mock.server.sql_result import Column, Result
 
 if TYPE_CHECKING:
     from pgwire_mock.script.tables import TableState

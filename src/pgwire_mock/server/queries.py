@@ -53,13 +53,9 @@ from pgwire_mock.server.grammar import (
     parse_command,
 )
 from pgwire_mock.server.phase import Phase
-from pgwire_mock.server.sql import (
-    Result,
-    SqlLayer,
-    normalize,
-    source_offsets,
-    split_statements_at,
-)
+from pgwire_mock.server.sql import SqlLayer
+from pgwire_mock.server.sql_result import Result
+from pgwire_mock.server.sql_text import normalize, source_offsets, split_statements_at
 from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import VersionFacts, error
 

@@ -92,7 +92,8 @@ from pgwire_mock.server.source import (
     SourceError,
     StreamSource,
 )
-from pgwire_mock.server.sql import CannedAnswer, SqlLayer
+from pgwire_mock.server.sql import SqlLayer
+from pgwire_mock.server.sql_result import CannedAnswer
 from pgwire_mock.server.startup import StartupHandling
 from pgwire_mock.server.state import ServerState, WalSenderStatus
 from pgwire_mock.server.versions import VERSIONS, error

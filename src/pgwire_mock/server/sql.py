@@ -17,108 +17,31 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
   pg_publication | pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared
   state and the live walsenders;
 * ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``.
+
+This module holds the dispatch (one table of patterns, each with its handler), the
+session's settings and the handlers for the statements above but the catalog selects,
+which :mod:`~pgwire_mock.server.catalog_views` answers. The statement text is cut and
+normalized by :mod:`~pgwire_mock.server.sql_text`; replies are
+:mod:`~pgwire_mock.server.sql_result`'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import string
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Final, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from collections.abc import Callable, Mapping
+from typing import Final
 
+from pgwire_mock.server.catalog_views import CATALOG_SELECT, CatalogViews
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
-from pgwire_mock.server.state import PublicationState, ServerState, SlotState, WalSenderStatus
-from pgwire_mock.server.versions import VERSIONS, error
+from pgwire_mock.server.sql_result import CannedAnswer, Column, Result
+from pgwire_mock.server.sql_text import LITERAL, check_syntax, normalize
+from pgwire_mock.server.state import PublicationState, ServerState
+from pgwire_mock.server.versions import VERSIONS
 
-__all__ = [
-    "OID",
-    "CannedAnswer",
-    "Column",
-    "Result",
-    "SqlLayer",
-    "check_syntax",
-    "closest_columns",
-    "gucs_for",
-    "missing_column",
-    "pg_class_attnum",
-    "skip_quoted",
-    "source_offsets",
-    "split_statements",
-    "split_statements_at",
-]
+__all__ = ["SqlLayer", "gucs_for"]
 
-# Built-in type OIDs and lengths (pg_type.dat).
-OID: Final = {
-    "bool": (16, 1),
-    "char": (18, 1),
-    "name": (19, 64),
-    "int8": (20, 8),
-    "int2": (21, 2),
-    "int2vector": (22, -1),
-    "int4": (23, 4),
-    "text": (25, -1),
-    "oid": (26, 4),
-    "xid": (28, 4),
-    "xid8": (5069, 8),
-    "inet": (869, -1),
-    "timestamptz": (1184, 8),
-    "interval": (1186, 16),
-    "pg_lsn": (3220, 8),
-    "_name": (1003, -1),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    name: str
-    type: str = "text"
-    table_oid: int = 0
-    """A catalog column's relation and attribute number (RowDescription); 0 otherwise."""
-    column_number: int = 0
-    typmod: int = -1
-    described: tuple[int, int] | None = None
-    """A user table's column: its type's (OID, typlen), instead of ``type``'s."""
-
-    @property
-    def type_oid(self) -> int:
-        return self.described[0] if self.described is not None else OID[self.type][0]
-
-    @property
-    def type_size(self) -> int:
-        return self.described[1] if self.described is not None else OID[self.type][1]
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One statement's reply: rows (when ``columns`` is not None), tag, notices."""
-
-    tag: str
-    columns: tuple[Column, ...] | None = None
-    rows: tuple[tuple[str | None, ...], ...] = ()
-    notices: tuple[ServerError, ...] = ()
-    transaction: Literal["begin", "commit", "rollback"] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CannedAnswer:
-    """A user-supplied reply to an exact SQL text (text columns unless typed)."""
-
-    columns: tuple[Column, ...] = ()
-    rows: tuple[tuple[str | None, ...], ...] = ()
-    tag: str | None = None  # default "SELECT <n>"
-    error: ServerError | None = None
-
-    def result(self) -> Result:
-        if self.error is not None:
-            raise self.error
-        if not self.columns:
-            return Result(self.tag or "SELECT 0")
-        return Result(self.tag or f"SELECT {len(self.rows)}", self.columns, self.rows)
+_IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
 
 
 def gucs_for(major: int, wal_sender_timeout_ms: int) -> dict[str, str]:
@@ -165,296 +88,6 @@ def gucs_for(major: int, wal_sender_timeout_ms: int) -> dict[str, str]:
     return values
 
 
-def skip_quoted(text: str, i: int) -> int | None:
-    """Where a literal, quoted identifier or comment starting at ``i`` ends (the end of
-    ``text`` when it is not closed); None when none starts there."""
-    n = len(text)
-    ch = text[i]
-    if ch in "'\"":
-        end = text.find(ch, i + 1)
-        while end != -1 and end + 1 < n and text[end + 1] == ch:
-            end = text.find(ch, end + 2)
-        return n if end == -1 else end + 1
-    if text.startswith("--", i):
-        end = text.find("\n", i)
-        return n if end == -1 else end + 1
-    if text.startswith("/*", i):
-        end = text.find("*/", i + 2)
-        return n if end == -1 else end + 2
-    return None
-
-
-def split_statements(text: str) -> list[str]:
-    """Split a simple Query on ``;`` outside quotes and comments (empty parts dropped)."""
-    return [part for _, part in split_statements_at(text)]
-
-
-def split_statements_at(text: str) -> list[tuple[int, str]]:
-    """:func:`split_statements`, each part with the offset in ``text`` where it starts."""
-    out: list[tuple[int, str]] = []
-    start = 0
-    i = 0
-    n = len(text)
-    while i <= n:
-        after = skip_quoted(text, i) if i < n else None
-        if after is not None:
-            i = after
-            continue
-        if i == n or text[i] == ";":
-            part = text[start:i]
-            if _strip_comments(part).strip():
-                out.append((start + len(part) - len(part.lstrip()), part.strip()))
-            start = i + 1
-        i += 1
-    return out
-
-
-def source_offsets(statement: str) -> list[int] | None:
-    """For each character of ``normalize(statement)``, its index in ``statement``.
-
-    PostgreSQL reports a position (the P field) in the query string as the client sent
-    it; the fake matches the normalized text, so its positions are translated back.
-    None if the walk does not rebuild what :func:`normalize` gives (it always should).
-    """
-    text, index = statement, list(range(len(statement)))
-    for pattern in _COMMENTS:
-        kept: list[str] = []
-        kept_index: list[int] = []
-        last = 0
-        for m in pattern.finditer(text):
-            kept.append(text[last : m.start()] + " ")
-            kept_index += [*index[last : m.start()], index[m.start()]]
-            last = m.end()
-        kept.append(text[last:])
-        kept_index += index[last:]
-        text, index = "".join(kept), kept_index
-    words = list(re.finditer(r"\S+", text))
-    joined = " ".join(m.group() for m in words)
-    offsets: list[int] = []
-    for n, m in enumerate(words):
-        if n:  # a run of whitespace (or comments) collapsed to one space: where it began
-            offsets.append(index[words[n - 1].end()])
-        offsets += index[m.start() : m.end()]
-    trimmed = joined.rstrip(";")
-    lead = len(trimmed) - len(trimmed.lstrip())
-    trimmed = trimmed.strip()
-    offsets = offsets[lead : lead + len(trimmed)]
-    return offsets if trimmed == normalize(statement) else None
-
-
-def check_syntax(statement: str, major: int) -> None:
-    """What the SQL grammar of PostgreSQL ``major`` says of a statement that starts with
-    no SQL keyword (42601, at its first character); the rest of the grammar is not
-    checked."""
-    text = normalize(statement)
-    first = text.split(None, 1)[0] if text else ""
-    if first.lower() not in _SQL_STARTS and not first.startswith("("):
-        refused = error(major, "sql_syntax", token=first)
-        refused.position = 1
-        raise refused
-
-
-_COMMENTS: Final = (re.compile(r"--[^\n]*"), re.compile(r"/\*.*?\*/", re.S))
-
-
-def _strip_comments(text: str) -> str:
-    for pattern in _COMMENTS:
-        text = pattern.sub(" ", text)
-    return text
-
-
-def normalize(text: str) -> str:
-    """A statement with comments dropped and whitespace collapsed (how answers match)."""
-    return " ".join(_strip_comments(text).split()).rstrip(";").strip()
-
-
-def _bool(value: bool) -> str:
-    return "t" if value else "f"
-
-
-def _lsn(value: int) -> str | None:
-    return format_lsn(value) if value else None
-
-
-_PG_EPOCH: Final = datetime(2000, 1, 1, tzinfo=UTC)
-
-
-def _zone(name: str) -> tzinfo:
-    if name.upper() in ("UTC", "GMT", "Z", "ETC/UTC"):
-        return UTC
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return UTC
-
-
-def _timestamptz(moment: datetime, zone: str) -> str:
-    """timestamptz output in ISO DateStyle: microseconds without trailing zeros, the
-    offset as +HH[:MM[:SS]] (``EncodeDateTime``)."""
-    local = moment.astimezone(_zone(zone))
-    text = local.strftime("%Y-%m-%d %H:%M:%S")
-    if local.microsecond:
-        text += f".{local.microsecond:06d}".rstrip("0")
-    offset = local.utcoffset() or timedelta(0)
-    seconds = int(offset.total_seconds())
-    sign = "-" if seconds < 0 else "+"
-    hours, rest = divmod(abs(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    text += f"{sign}{hours:02d}"
-    if minutes or secs:
-        text += f":{minutes:02d}"
-    if secs:
-        text += f":{secs:02d}"
-    return text
-
-
-# First words of SQL statements (gram.y's stmt alternatives).
-_SQL_STARTS: Final = frozenset(
-    [
-        "abort",
-        "alter",
-        "analyze",
-        "begin",
-        "call",
-        "checkpoint",
-        "close",
-        "cluster",
-        "comment",
-        "commit",
-        "copy",
-        "create",
-        "deallocate",
-        "declare",
-        "delete",
-        "discard",
-        "do",
-        "drop",
-        "end",
-        "execute",
-        "explain",
-        "fetch",
-        "grant",
-        "import",
-        "insert",
-        "listen",
-        "load",
-        "lock",
-        "merge",
-        "move",
-        "notify",
-        "prepare",
-        "reassign",
-        "refresh",
-        "reindex",
-        "release",
-        "reset",
-        "revoke",
-        "rollback",
-        "savepoint",
-        "security",
-        "select",
-        "set",
-        "show",
-        "start",
-        "table",
-        "truncate",
-        "unlisten",
-        "update",
-        "vacuum",
-        "values",
-        "with",
-    ]
-)
-_LITERAL: Final = r"'((?:[^']|'')*)'"
-_IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
-# count(*), count(<integer>) or count(col) in a select list (any case, pg_catalog. optional).
-_COUNT: Final = re.compile(r"(?:pg_catalog\.)?count ?\( ?(\*|[0-9]+|[^()\s]+) ?\)", re.I)
-
-
-# The relations RowDescription names for catalog columns (read from the pinned builds):
-# the catalog pg_publication has a fixed OID; a system view's depends on initdb's order.
-_RELATION_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
-    "pg_publication": {14: 6104, 15: 6104, 16: 6104, 17: 6104, 18: 6104},
-    "pg_replication_slots": {14: 12466, 15: 12257, 16: 12257, 17: 12257, 18: 12261},
-    "pg_stat_replication": {14: 12440, 15: 12227, 16: 12227, 17: 12227, 18: 12231},
-}
-# pg_database OIDs: initdb's own databases have fixed ones on 15+ (14 numbered "postgres"
-# after the system objects: 13695 on the pinned build); later ones count from 16384.
-_DATABASE_OIDS: Final[Mapping[str, Mapping[int, int]]] = {
-    "template1": {14: 1, 15: 1, 16: 1, 17: 1, 18: 1},
-    "template0": {14: 13694, 15: 4, 16: 4, 17: 4, 18: 4},
-    "postgres": {14: 13695, 15: 5, 16: 5, 17: 5, 18: 5},
-}
-_FIRST_NORMAL_OID: Final = 16384
-
-# pg_class attribute numbers as 14-17 have them; 18 inserted relallfrozen (13) after
-# relallvisible, so every later column moved up by one.
-_PG_CLASS_ATTNUMS: Final = {"oid": 1, "relname": 2, "relpages": 10, "reltuples": 11}
-_PG_CLASS_ATTNUMS_FROM_13: Final = {"relkind": 17, "relreplident": 26}
-
-
-def pg_class_attnum(major: int, name: str) -> int:
-    """The attribute number RowDescription gives a pg_class column on ``major``."""
-    if name in _PG_CLASS_ATTNUMS:
-        return _PG_CLASS_ATTNUMS[name]
-    return _PG_CLASS_ATTNUMS_FROM_13[name] + (1 if major >= 18 else 0)
-
-
-_FOLD: Final = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-# errorMissingColumn suggests columns at most this many edits away (parse_relation.c).
-_MAX_FUZZY_DISTANCE: Final = 3
-
-
-def _levenshtein(a: str, b: str) -> int:
-    """Edit distance, every insertion, deletion and substitution costing 1 (what
-    varstr_levenshtein computes with those costs, character by character)."""
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
-
-
-def closest_columns(names: Sequence[str], column: str) -> tuple[str, ...]:
-    """The columns errorMissingColumn's hint names for an unknown ``column`` of a
-    relation with ``names`` (updateFuzzyAttrMatchState): the closest within
-    _MAX_FUZZY_DISTANCE edits and within half the wanted name's length in bytes; none
-    when three or more are equally close. 14/15 lower the bar after such a tie where
-    16+ keep it and forget the tie; with one relation both give the same answer."""
-    distance = _MAX_FUZZY_DISTANCE + 1
-    first: str | None = None
-    second: str | None = None
-    half = len(column.encode()) // 2
-    for name in names:
-        d = _levenshtein(name, column)
-        if d > half:
-            continue
-        if d < distance:
-            distance, first, second = d, name, None
-        elif d == distance:
-            if second is not None:
-                first = second = None
-            elif first is not None:
-                second = name
-    return tuple(n for n in (first, second) if n is not None)
-
-
-def missing_column(
-    major: int, relation: str, names: Sequence[str], column: str, *, qualified: bool
-) -> ServerError:
-    """42703 for ``column``, not among ``relation``'s ``names``, as ``major`` reports it
-    (no position: the caller knows where the reference is)."""
-    hints = closest_columns(names, column)
-    kind = ("undefined_column", "undefined_column_hint", "undefined_column_two_hints")[len(hints)]
-    first, second = (*hints, None, None)[:2]
-    refused = error(major, kind, column=column, relation=relation, first=first, second=second)
-    if qualified:  # errmsg("column %s.%s does not exist"): no quotes
-        refused.message = f"column {relation}.{column} does not exist"
-    return refused
-
-
 def _ident(quoted: str | None, bare: str | None) -> str:
     if quoted is not None:
         return quoted.replace('""', '"')
@@ -491,9 +124,9 @@ class SqlLayer:
             (
                 re.compile(
                     r"select (?:pg_catalog\.)?set_config ?\( ?"
-                    + _LITERAL
+                    + LITERAL
                     + r" ?, ?"
-                    + _LITERAL
+                    + LITERAL
                     + r" ?, ?(true|false) ?\)",
                     re.I,
                 ),
@@ -518,21 +151,12 @@ class SqlLayer:
             (re.compile(r"select (current_user|session_user|user)", re.I), self._user),
             (
                 re.compile(
-                    r"select (?:pg_catalog\.)?current_setting ?\( ?" + _LITERAL + r" ?\)", re.I
+                    r"select (?:pg_catalog\.)?current_setting ?\( ?" + LITERAL + r" ?\)", re.I
                 ),
                 self._current_setting,
             ),
             (re.compile(r"select (-?[0-9]{1,9})", re.I), self._select_int),
-            (
-                re.compile(
-                    r"select (.+?) from (?:pg_catalog\.)?"
-                    r"(pg_replication_slots|pg_stat_replication|pg_publication_tables"
-                    r"|pg_publication)"
-                    r"(?: where (.+))?",
-                    re.I,
-                ),
-                self._select_catalog,
-            ),
+            (CATALOG_SELECT, self._select_catalog),
             (
                 re.compile(
                     r"create publication " + _IDENT + r"(?: for (all tables|table (.+?)))?"
@@ -671,291 +295,9 @@ class SqlLayer:
 
     # --- catalogs --------------------------------------------------------------------------
 
-    def _datoid(self, database: str | None) -> str | None:
-        if database is None:
-            return None
-        fixed = _DATABASE_OIDS.get(database)
-        if fixed is not None:
-            return str(fixed[self.major])
-        created = sorted(d for d in self.state.databases if d not in _DATABASE_OIDS)
-        index = created.index(database) if database in created else 0
-        return str(_FIRST_NORMAL_OID + index)
-
-    def _time(self, unix: float | None) -> str | None:
-        if unix is None:
-            return None
-        moment = datetime.fromtimestamp(unix, UTC)
-        return _timestamptz(moment, self.settings.get("TimeZone", "UTC"))
-
-    def _slot_columns(self) -> list[tuple[Column, Callable[[SlotState], str | None]]]:
-        cols: list[tuple[Column, Callable[[SlotState], str | None]]] = [
-            (Column("slot_name", "name"), lambda s: s.name),
-            (Column("plugin", "name"), lambda s: s.plugin),
-            (Column("slot_type"), lambda s: "logical" if s.logical else "physical"),
-            (Column("datoid", "oid"), lambda s: self._datoid(s.database)),
-            (Column("database", "name"), lambda s: s.database),
-            (Column("temporary", "bool"), lambda s: _bool(s.temporary)),
-            (Column("active", "bool"), lambda s: _bool(s.active_pid is not None)),
-            (
-                Column("active_pid", "int4"),
-                lambda s: None if s.active_pid is None else str(s.active_pid),
-            ),
-            (Column("xmin", "xid"), lambda s: None),
-            (Column("catalog_xmin", "xid"), lambda s: "750" if s.logical else None),
-            (Column("restart_lsn", "pg_lsn"), lambda s: _lsn(s.restart_lsn)),
-            (Column("confirmed_flush_lsn", "pg_lsn"), lambda s: _lsn(s.confirmed_flush)),
-            (Column("wal_status"), self.state.wal_status),
-            (Column("safe_wal_size", "int8"), lambda s: None),
-            (Column("two_phase", "bool"), lambda s: _bool(s.two_phase)),
-        ]
-        if self.major >= 18:
-            cols.append(
-                (
-                    Column("two_phase_at", "pg_lsn"),
-                    lambda s: _lsn(s.two_phase_at or 0) if s.two_phase else None,
-                )
-            )
-        if self.major >= 17:
-            cols.append(
-                (Column("inactive_since", "timestamptz"), lambda s: self._time(s.inactive_since))
-            )
-        if self.major >= 16:
-            # 16 counts every invalidation as a conflict; 17 only the standby's
-            # (rows_removed, wal_level_insufficient).
-            conflicts = {"wal_removed", "rows_removed", "wal_level_insufficient"}
-            if self.major >= 17:
-                conflicts -= {"wal_removed"}
-            cols.append(
-                (
-                    Column("conflicting", "bool"),
-                    lambda s: _bool(s.invalidated in conflicts) if s.logical else None,
-                )
-            )
-        if self.major >= 17:
-            cols.extend(
-                [
-                    (Column("invalidation_reason"), lambda s: s.invalidated),
-                    (Column("failover", "bool"), lambda s: _bool(s.failover)),
-                    (Column("synced", "bool"), lambda s: _bool(False)),
-                ]
-            )
-        return cols
-
-    def _stat_replication_columns(
-        self,
-    ) -> list[tuple[Column, Callable[[WalSenderStatus], str | None]]]:
-        """pg_stat_replication (system_views.sql; the same columns on 14-17). The lag
-        columns stay NULL: the fake keeps no LagTracker (docs/clients.md)."""
-        zone = self.settings.get("TimeZone", "UTC")
-
-        def reply_time(w: WalSenderStatus) -> str | None:
-            if not w.reply_time:
-                return None
-            return _timestamptz(_PG_EPOCH + timedelta(microseconds=w.reply_time), zone)
-
-        return [
-            (Column("pid", "int4"), lambda w: str(w.pid)),
-            (Column("usesysid", "oid"), lambda w: "10" if w.user == "postgres" else "16384"),
-            (Column("usename", "name"), lambda w: w.user),
-            (Column("application_name"), lambda w: w.application_name),
-            (Column("client_addr", "inet"), lambda w: w.client_addr),
-            (Column("client_hostname"), lambda w: None),
-            (
-                Column("client_port", "int4"),
-                lambda w: "-1" if w.client_port is None else str(w.client_port),
-            ),
-            (Column("backend_start", "timestamptz"), lambda w: self._time(w.backend_start)),
-            (Column("backend_xmin", "xid"), lambda w: None),
-            (Column("state"), lambda w: w.state),
-            (Column("sent_lsn", "pg_lsn"), lambda w: _lsn(w.sent_lsn)),
-            (Column("write_lsn", "pg_lsn"), lambda w: _lsn(w.write_lsn)),
-            (Column("flush_lsn", "pg_lsn"), lambda w: _lsn(w.flush_lsn)),
-            (Column("replay_lsn", "pg_lsn"), lambda w: _lsn(w.replay_lsn)),
-            (Column("write_lag", "interval"), lambda w: None),
-            (Column("flush_lag", "interval"), lambda w: None),
-            (Column("replay_lag", "interval"), lambda w: None),
-            (Column("sync_priority", "int4"), lambda w: "0"),
-            (Column("sync_state"), lambda w: "async"),
-            (Column("reply_time", "timestamptz"), reply_time),
-        ]
-
-    def _walsenders(self) -> list[WalSenderStatus]:
-        found = (session.walsender_status() for session in self.state.sessions.values())
-        return sorted((w for w in found if w is not None), key=lambda w: w.pid)
-
-    def _publication_columns(self) -> list[tuple[Column, Callable[[PublicationState], str | None]]]:
-        oids = {name: str(16400 + i) for i, name in enumerate(self.state.publications)}
-        return [
-            (Column("oid", "oid"), lambda p: oids.get(p.name, "16400")),
-            (Column("pubname", "name"), lambda p: p.name),
-            (Column("pubowner", "oid"), lambda p: "10"),
-            (Column("puballtables", "bool"), lambda p: _bool(p.all_tables)),
-            (Column("pubinsert", "bool"), lambda p: _bool(p.insert)),
-            (Column("pubupdate", "bool"), lambda p: _bool(p.update)),
-            (Column("pubdelete", "bool"), lambda p: _bool(p.delete)),
-            (Column("pubtruncate", "bool"), lambda p: _bool(p.truncate)),
-            (Column("pubviaroot", "bool"), lambda p: _bool(False)),
-            *(
-                [(Column("pubgencols", "char"), lambda p: p.generated_columns)]
-                if self.major >= 18
-                else []
-            ),
-        ]
-
-    def _publication_table_rows(self) -> tuple[list[Column], list[tuple[str | None, ...]]]:
-        columns = [
-            Column("pubname", "name"),
-            Column("schemaname", "name"),
-            Column("tablename", "name"),
-        ]
-        if self.major >= 15:
-            columns += [Column("attnames"), Column("rowfilter")]
-        rows: list[tuple[str | None, ...]] = []
-        for pub in self.state.publications.values():
-            for table in pub.tables:
-                schema, _, name = table.rpartition(".")
-                row: tuple[str | None, ...] = (pub.name, schema or "public", name)
-                if self.major >= 15:
-                    row += (None, None)
-                rows.append(row)
-        return columns, rows
-
     def _select_catalog(self, match: re.Match[str]) -> Result:
-        view = match.group(2).lower()
-        all_columns: list[Column]
-        all_rows: list[tuple[str | None, ...]]
-        if view == "pg_replication_slots":
-            spec = self._slot_columns()
-            all_columns = [c for c, _ in spec]
-            # Those a CREATE_REPLICATION_SLOT is still making are listed too.
-            listed = [*self.state.slots.values(), *self.state.creating.values()]
-            all_rows = [tuple(f(s) for _, f in spec) for s in listed]
-        elif view == "pg_stat_replication":
-            wspec = self._stat_replication_columns()
-            all_columns = [c for c, _ in wspec]
-            all_rows = [tuple(f(w) for _, f in wspec) for w in self._walsenders()]
-        elif view == "pg_publication":
-            pspec = self._publication_columns()
-            all_columns = [c for c, _ in pspec]
-            all_rows = [tuple(f(p) for _, f in pspec) for p in self.state.publications.values()]
-        else:
-            all_columns, all_rows = self._publication_table_rows()
-        relation = _RELATION_OIDS.get(view, {}).get(self.major, 0)
-        if relation:
-            all_columns = [
-                dataclasses.replace(c, table_oid=relation, column_number=i)
-                for i, c in enumerate(all_columns, 1)
-            ]
-        names = [c.name for c in all_columns]
-        # parse analysis order (transformSelectStmt): the select list, then WHERE, then
-        # the aggregate check; every reference is resolved whether or not rows exist.
-        wanted = [
-            (m.group(), match.start(1) + m.start())
-            for m in re.finditer(r"[^,\s](?:[^,]*[^,\s])?", match.group(1))
-        ]
-        counts = [_COUNT.fullmatch(w) for w, _ in wanted]
-        indexes: list[int | None] = []
-        for (item, at), count in zip(wanted, counts, strict=True):
-            if count is not None:
-                argument = count.group(1)
-                plain = argument == "*" or argument.isdigit()
-                indexes.append(
-                    None if plain else self._resolve(view, names, argument, at + count.start(1))
-                )
-            elif item != "*":
-                indexes.append(self._resolve(view, names, item, at))
-            else:
-                indexes.append(None)
-        conditions = self._conditions(view, names, match.group(3), match.start(3))
-        rows = [r for r in all_rows if all(r[i] == v for i, v in conditions)]
-        if any(counts):
-            return self._count(view, names, counts, indexes, [at for _, at in wanted], rows)
-        chosen: list[int] = []
-        for index in indexes:  # None: a "*", every column in order
-            chosen += range(len(names)) if index is None else [index]
-        columns = tuple(all_columns[i] for i in chosen)
-        out = tuple(tuple(r[i] for i in chosen) for r in rows)
-        return Result(f"SELECT {len(out)}", columns, out)
-
-    def _count(
-        self,
-        view: str,
-        names: Sequence[str],
-        counts: Sequence[re.Match[str] | None],
-        indexes: Sequence[int | None],
-        positions: Sequence[int],
-        rows: Sequence[Sequence[str | None]],
-    ) -> Result:
-        """An aggregate-only select list (Debezium's ``SELECT COUNT(1) FROM pg_publication
-        WHERE ...``): one row whatever matched, each column named ``count``, int8 (the
-        output name of a bare function call is the function's name: FigureColname)."""
-        values: list[str | None] = []
-        for count, index, at in zip(counts, indexes, positions, strict=True):
-            if count is None:
-                # Without GROUP BY a plain column next to an aggregate is an error.
-                column = names[0] if index is None else names[index]
-                refused = error(self.major, "ungrouped_column", relation=view, column=column)
-                refused.position = at + 1
-                raise refused
-            if index is None:
-                values.append(str(len(rows)))  # count(*), count(<constant>): every row
-            else:  # count(col): the rows where col is not NULL
-                values.append(str(sum(1 for r in rows if r[index] is not None)))
-        return Result("SELECT 1", tuple(Column("count", "int8") for _ in values), (tuple(values),))
-
-    def _resolve(self, view: str, names: Sequence[str], reference: str, at: int) -> int:
-        """The index of the column a reference (``col``, ``"Col"``, ``view.col``,
-        ``pg_catalog.view.col``) names; ``at`` is where it starts in the normalized
-        statement. Else PostgreSQL's error, positioned there (transformColumnRef)."""
-        # Quoted parts are kept as written; bare ones fold A-Z only (downcase_identifier
-        # leaves multibyte characters alone).
-        parts = [
-            m.group(1).replace('""', '"') if m.group(1) is not None else m.group(2).translate(_FOLD)
-            for m in re.finditer(r'"((?:[^"]|"")*)"|([^."]+)', reference)
-        ]
-        column = parts[-1]
-        qualifier = parts[-2] if len(parts) > 1 else None
-        if qualifier is not None and qualifier != view:
-            refused = error(self.major, "missing_from_entry", relation=qualifier)
-        elif len(parts) > 2 and parts[-3] != "pg_catalog":
-            refused = error(self.major, "invalid_from_reference", relation=qualifier)
-            why = (
-                f'There is an entry for table "{view}", but it cannot be referenced from this '
-                "part of the query."
-            )
-            if self.major >= 16:
-                refused.detail = why
-            else:
-                refused.hint = why
-        elif column in names:
-            return names.index(column)
-        else:
-            refused = missing_column(
-                self.major, view, names, column, qualified=qualifier is not None
-            )
-        refused.position = at + 1
-        raise refused
-
-    def _conditions(
-        self, view: str, names: Sequence[str], clause: str | None, at: int
-    ) -> list[tuple[int, str]]:
-        """WHERE col = 'value' [AND ...]: (column index, value) pairs."""
-        if clause is None:
-            return []
-        out: list[tuple[int, str]] = []
-        starts = [0, *(sep.end() for sep in re.finditer(r" and ", clause, flags=re.I))]
-        ends = [*(sep.start() for sep in re.finditer(r" and ", clause, flags=re.I)), len(clause)]
-        for start, end in zip(starts, ends, strict=True):
-            m = re.fullmatch(r"(\w+) ?= ?" + _LITERAL, clause[start:end])
-            if m is None:
-                raise ServerError(
-                    "ERROR",
-                    "0A000",
-                    "pgwire-mock only understands WHERE col = 'value' [AND ...] on catalogs",
-                )
-            index = self._resolve(view, names, m.group(1), at + start)
-            out.append((index, m.group(2).replace("''", "'")))
-        return out
+        views = CatalogViews(self.major, self.state, self.settings.get("TimeZone", "UTC"))
+        return views.select(match)
 
     # --- publications ----------------------------------------------------------------------
 
@@ -975,7 +317,7 @@ class SqlLayer:
         generated = "n"
         options = match.group(5)
         if options:
-            m = re.search(r"publish ?= ?" + _LITERAL, options, re.I)
+            m = re.search(r"publish ?= ?" + LITERAL, options, re.I)
             if m is not None:
                 publish = {p.strip().lower() for p in m.group(1).split(",") if p.strip()}
             m = re.search(r"publish_generated_columns ?(?:= ?'?(\w+)'?)?", options, re.I)
