@@ -14,6 +14,7 @@ import codec.values._array_text as arrays
 from codec.errors import DecodeError
 from codec.values import decode_text, type_by_name
 from codec.values._array_forms import escaped_texts, nested_texts
+from codec.values._array_shape import each_once
 from codec.values._bulk import BULK_TEXT
 from codec.values._catalogue import SCALARS
 from codec.values._common import Invalid
@@ -213,3 +214,20 @@ def test_nested_numbers_take_the_flat_form() -> None:
     text = "{" + ",".join(f"{{{i},{i + 1}}}" for i in range(0, 2000, 2)) + "}"
     with mock.patch.object(arrays, "nested_texts", side_effect=AssertionError):
         assert decode_text(INT4, text) == [[i, i + 1] for i in range(0, 2000, 2)]
+
+
+@given(
+    st.lists(st.none() | st.text("ab1", max_size=3), max_size=40)
+    | st.lists(st.none() | st.integers(0, 10**6).map(str), min_size=300, max_size=600)
+)
+def test_each_once_converts_every_element_and_keeps_nulls(items: list[str | None]) -> None:
+    """Mostly distinct (converted in place, NULLs put back) or repeating (by a table),
+    every element gets its own value and every NULL stays where it was."""
+    calls: list[list[str]] = []
+
+    def convert(texts: list[str]) -> list[object]:
+        calls.append(texts)
+        return [("value", text) for text in texts]
+
+    assert each_once(items, convert) == [None if i is None else ("value", i) for i in items]
+    assert all(None not in texts for texts in calls)
