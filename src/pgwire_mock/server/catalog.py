@@ -503,7 +503,7 @@ class CatalogQueries:
 
     def _select(self, match: re.Match[str]) -> Result | None:
         """``SELECT * | columns FROM [ONLY] [schema.]table`` of a served table."""
-        from pgwire_mock.script.compile import type_length  # noqa: PLC0415 - scripts only
+        from pgwire_mock.script.sizes import type_length  # noqa: PLC0415 - scripts only
 
         schema = _ident(match.group(3), match.group(4)) if match.group(3) or match.group(4) else ""
         name = _ident(match.group(5), match.group(6))

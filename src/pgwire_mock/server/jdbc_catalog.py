@@ -317,7 +317,7 @@ class JdbcCatalog:
         return Result(f"SELECT {len(out)}", columns, out)
 
     def _get_columns(self, match: re.Match[str], text: str) -> Result:
-        from pgwire_mock.script.compile import type_length  # noqa: PLC0415 - scripts only
+        from pgwire_mock.script.sizes import type_length  # noqa: PLC0415 - scripts only
 
         schema_pattern, name_pattern, column_pattern = (_unquote(g) for g in match.groups())
         schema = None if schema_pattern is None else _literal_name(schema_pattern)

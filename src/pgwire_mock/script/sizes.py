@@ -1,0 +1,127 @@
+"""How many bytes the compiler counts: WAL records, heap tuples, ReorderBuffer memory.
+
+Record sizes are estimates of what PostgreSQL writes (a heap insert is about 64 bytes
+plus the tuple), good enough to look real; records are MAXALIGNed and follow one another
+without gaps. A change's memory is what ``ReorderBufferChangeSize`` counts against
+``logical_decoding_work_mem``, so a script streams or spills where a real server would.
+:func:`type_length` is pg_type.typlen, which the catalog queries answer as well.
+
+Kept apart from :mod:`pgwire_mock.script.compile` because these are the layout's
+numbers, not its rules: both the compiler and the change writer
+(:mod:`pgwire_mock.script.changes`) use them, and the server's catalog queries read
+:func:`type_length` without the compiler.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from codec.pgoutput import UNCHANGED_TOAST
+from pgwire_mock.script.types import ColumnType, encode_value
+from pgwire_mock.script.wal import Row, TableVersion
+
+__all__ = [
+    "ABORT_RECORD",
+    "CHANGE_STRUCT",
+    "COMMIT_RECORD",
+    "DDL_CHANGE_MEMORY",
+    "DDL_RECORDS",
+    "DELETE_RECORD",
+    "FINISH_PREPARED_RECORD",
+    "HEAP_RECORD",
+    "HEAP_TUPLE_DATA",
+    "MESSAGE_RECORD",
+    "PREPARE_RECORD",
+    "TRUNCATE_RECORD",
+    "change_memory",
+    "maxalign",
+    "tuple_size",
+    "type_length",
+]
+
+# Estimated record sizes (bytes, before alignment).
+HEAP_RECORD: Final = 64
+DELETE_RECORD: Final = 56
+TRUNCATE_RECORD: Final = 56
+MESSAGE_RECORD: Final = 40
+DDL_RECORDS: Final = 1400  # catalog tuples, invalidations
+ABORT_RECORD: Final = 48
+COMMIT_RECORD: Final = 48
+PREPARE_RECORD: Final = 200
+FINISH_PREPARED_RECORD: Final = 64
+# ReorderBuffer memory accounting (reorderbuffer.c, ReorderBufferChangeSize).
+CHANGE_STRUCT: Final = 80
+HEAP_TUPLE_DATA: Final = 24
+DDL_CHANGE_MEMORY: Final = 80 + 16 * 12
+
+
+def maxalign(n: int) -> int:
+    """``n`` rounded up to 8 bytes, where the next WAL record or tuple field may start."""
+    return (n + 7) & ~7
+
+
+# Fixed-length built-in types on disk: OID → (typlen, typalign) (pg_type.dat).
+_FIXED_TYPES: Final = {
+    16: (1, 1),  # bool
+    18: (1, 1),  # char
+    19: (64, 1),  # name
+    20: (8, 8),  # int8
+    21: (2, 2),  # int2
+    23: (4, 4),  # int4
+    26: (4, 4),  # oid
+    28: (4, 4),  # xid
+    700: (4, 4),  # float4
+    701: (8, 8),  # float8
+    790: (8, 8),  # money
+    1082: (4, 4),  # date
+    1083: (8, 8),  # time
+    1114: (8, 8),  # timestamp
+    1184: (8, 8),  # timestamptz
+    1186: (16, 8),  # interval
+    1266: (12, 8),  # timetz
+    2950: (16, 1),  # uuid
+    3220: (8, 8),  # pg_lsn
+}
+_ENUM: Final = (4, 4)  # an enum value is its label's OID on disk
+
+
+def type_length(ctype: ColumnType) -> int:
+    """pg_type.typlen: bytes of a fixed-length type, -1 for a varlena."""
+    while ctype.kind == "domain" and ctype.base is not None:
+        ctype = ctype.base
+    fixed = _ENUM if ctype.kind == "enum" else _FIXED_TYPES.get(ctype.oid)
+    return fixed[0] if fixed is not None else -1
+
+
+def tuple_size(table: TableVersion, row: Row | None) -> int:
+    """The heap tuple's length (t_len) as heap_form_tuple lays it out: a MAXALIGNed
+    header (with a null bitmap when a value is null), then each value at its type's
+    alignment; a varlena of up to 126 bytes takes a 1-byte header and no alignment.
+    Values whose disk form differs from their binary send form (numeric, jsonb, arrays,
+    composites) are counted at their send length."""
+    if row is None:
+        return 0
+    header = 23 + ((len(row) + 7) // 8 if any(v is None for v in row) else 0)
+    size = maxalign(header)
+    for c, v in zip(table.stored, row, strict=True):
+        if v is None or v is UNCHANGED_TOAST:
+            continue
+        ctype = c.ctype
+        while ctype.kind == "domain" and ctype.base is not None:
+            ctype = ctype.base
+        fixed = _ENUM if ctype.kind == "enum" else _FIXED_TYPES.get(ctype.oid)
+        if fixed is not None:
+            length, align = fixed
+            size = -(-size // align) * align + length
+            continue
+        length = len(encode_value(c.ctype, v, binary=True))
+        if length + 1 <= 127:
+            size += length + 1
+        else:
+            size = -(-size // 4) * 4 + length + 4
+    return size
+
+
+def change_memory(tuple_length: int) -> int:
+    """ReorderBuffer memory of an insert or update's new tuple of ``tuple_length`` bytes."""
+    return CHANGE_STRUCT + HEAP_TUPLE_DATA + tuple_length
