@@ -3,8 +3,10 @@
 Every YAML construct has a class here; :func:`~pgwire_mock.script.load_script` builds
 these objects and :meth:`Script.to_dict` turns them back into the YAML/JSON form. The
 objects only *record* what the script says: checking it against the tables and types
-(and converting values) happens in :mod:`pgwire_mock.script.compile`, which both the
-loader and the encoder run, so a script built in Python fails with the same one-line
+(and converting values) happens in :mod:`pgwire_mock.script.compile` (the catalogue in
+:mod:`~pgwire_mock.script.declarations`, the changes in
+:mod:`~pgwire_mock.script.changes`), which both the loader and the encoder run, so a
+script built in Python fails with the same one-line
 :class:`~pgwire_mock.script.ScriptError` as a file.
 
 >>> from pgwire_mock.script import Script, column, insert
