@@ -79,6 +79,10 @@ def make_text_decoder(
             bounded = bounded_whole(text)
             if bounded is not None:
                 return bounded
+        return whole_first(text)
+
+    def whole_first(text: str) -> object:
+        """The array ``text`` read by the whole reader when it takes it, else parsed."""
         read = whole(text) if whole is not None else None
         if isinstance(read, list):
             return read
@@ -99,11 +103,21 @@ def make_text_decoder(
         return cast(list[object], read.values_before()) + cast(list[object], rest)
 
     def bounded_whole(text: str) -> object | None:
-        """A one-dimensional array with its bounds ("[0:2]={1,2,3}") read whole, if the
-        whole reader takes the part after them, as many elements as they say."""
-        assert whole is not None
+        """A one-dimensional array with its bounds ("[0:2]={1,2,3}") read as whole_first
+        reads one without, if it has as many elements as they say (else the token loop
+        says so, before any element's error) and they are not quoted (its commas then
+        count them)."""
         sizes, bounds, pos = parse_dims(text, 0)
-        values = whole(text[skip_space(text, pos) :]) if len(sizes) == 1 else None
+        start = skip_space(text, pos)
+        body = text[start:]
+        if len(sizes) != 1 or '"' in body or "{" in body[1:] or "}" in body[:-1]:
+            return None
+        if sizes[0] != (body.count(",") + 1 if body.strip(PG_SPACE + "{}") else 0):
+            return None
+        try:
+            values = whole_first(body)
+        except Invalid as err:
+            raise Invalid(err.offset + start, err.reason) from None
         if isinstance(values, list) and [len(values)] == sizes:
             return array_value(values, sizes, bounds)
         return None
