@@ -31,7 +31,7 @@ import re
 from itertools import compress, repeat
 from typing import Final, cast
 
-from codec.values._common import PG_SPACE
+from codec.values._common import PG_SPACE, has_pg_space
 
 MAXDIM: Final = 6  # src/include/utils/array.h
 NULL_SPELLINGS: Final[dict[str, None]] = dict.fromkeys(
@@ -43,7 +43,6 @@ _BRACES_AS_COMMAS: Final = str.maketrans("{}", ",,")
 _FOLLOWED: Final = bytes.maketrans(b"{,}", b"\x01\x01\x00")
 _PRECEDED: Final = bytes.maketrans(b"{,}", b"\x00\x01\x01")
 _NOT: Final = bytes.maketrans(b"\x00\x01", b"\x01\x00")
-_SPACES: Final = re.compile(r"[ \t\n\r\v\f]").search
 _ESCAPED_SYNTAX: Final = re.compile(r'\\(?:[{},"\\ \t\n\r\v\f]|$)').search
 
 Form = tuple[list[int], list[str | None]]  # shape, element texts (None for NULL)
@@ -125,7 +124,7 @@ def escaped_texts(text: str) -> Form | None:
     if "{" in body or "}" in body or _ESCAPED_SYNTAX(body) is not None:
         return None
     pieces = body.split(",")
-    if _SPACES(body) is not None:
+    if has_pg_space(body) is not None:
         pieces = list(map(str.strip, pieces, repeat(PG_SPACE)))
     if "" in pieces:
         return None
@@ -138,7 +137,7 @@ def escaped_texts(text: str) -> Form | None:
 def _elements(pieces: list[str], text: str) -> list[str | None] | None:
     """The texts of the unquoted elements without backslashes of ``text`` (None for
     NULL), or None if one is empty."""
-    if _SPACES(text) is not None:
+    if has_pg_space(text) is not None:
         pieces = list(map(str.strip, pieces, repeat(PG_SPACE)))
     if "" in pieces:
         return None

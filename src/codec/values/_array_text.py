@@ -25,6 +25,7 @@ from codec.values._common import (
     Converter,
     Invalid,
     few_distinct,
+    has_pg_space,
 )
 from codec.values._ranges import Declined, ElementError, convert_ranges
 
@@ -57,6 +58,12 @@ def make_text_encoder(element: Converter, name: str) -> object:
         return body
 
     return encode_text
+
+
+def _plain(flat: str) -> bool:
+    """Whether the elements of a flat array text without quotes, backslashes or inner
+    braces are all there (none empty) and need no trimming."""
+    return not (",," in flat or flat[:2] == "{," or flat[-2:] == ",}" or has_pg_space(flat))
 
 
 _MANY_BRACES: Final = 1024  # a brace in every 16 of the first characters
@@ -134,7 +141,18 @@ def make_text_decoder(
         if "NULL" in flat.upper() or few_distinct(flat[1:]):
             return None
         values = whole(flat)
-        return array_value(values, shape, [1] * len(shape)) if isinstance(values, list) else None
+        if isinstance(values, list):
+            return array_value(values, shape, [1] * len(shape))
+        if isinstance(values, Declined) and values.before is not None and _plain(flat):
+            # Every element is there and valid up to this one: if it is not, it is the
+            # first error (the token loop would find the same after its syntax checks).
+            index = values.index
+            try:
+                decode(flat[1:-1].split(",", index + 1)[index])
+            except Invalid as err:
+                offset = opening(text, element_start(text, index)) + err.offset
+                raise Invalid(offset, f"element {index}: {err.reason}") from None
+        return None
 
     def parsed(text: str, before: list[object] | None, first: int = 0) -> object:
         """The array ``text``, the values of its first elements ``before`` given, its

@@ -13,7 +13,7 @@ from bisect import bisect_right
 from typing import Final, cast
 
 from codec.values._array_forms import MAXDIM, NULL_SPELLINGS
-from codec.values._common import PG_SPACE, Invalid
+from codec.values._common import PG_SPACE, Invalid, has_pg_space
 from codec.values._ranges import ElementError
 
 
@@ -94,8 +94,6 @@ def skip_space(text: str, pos: int) -> int:
     return match.end() if match is not None else pos
 
 
-_HAS_SPACE: Final = re.compile(r"[ \t\n\r\v\f]").search
-
 # Where the elements came from, to point an element's error at its offset without
 # recording an offset per element: (index of the first element, offset of the token,
 # RUN for a run of elements / None for a single element).
@@ -163,7 +161,7 @@ def _unquoted_run(chunk: str, text: str, pos: int, end: int) -> tuple[list[str |
     pieces = chunk.split(",")
     tail = pieces.pop() if end < len(text) and text[end] in '\\"' else None
     elements = pieces
-    spaced = _HAS_SPACE(chunk) is not None
+    spaced = has_pg_space(chunk) is not None
     if spaced:  # str.strip per piece, called from C by map()
         elements = list(map(str.strip, pieces, itertools.repeat(PG_SPACE)))
     if (spaced or ",," in chunk or chunk[-1] == ",") and "" in elements:
@@ -339,7 +337,7 @@ def _element_offset(text: str, spans: list[Span], texts: list[str | None], index
     if kind is None:
         return offset
     run = text[offset : text.find("}", offset)]
-    if '"' not in run and "\\" not in run and _HAS_SPACE(run) is None:
+    if '"' not in run and "\\" not in run and has_pg_space(run) is None:
         # Bare elements between commas, each its text ("NULL" in some case for None).
         before = texts[first:index]
         return offset + sum(map(len, filter(None, before))) + 4 * before.count(None) + len(before)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import operator
-import re
 from collections import deque
 from decimal import Context, Decimal
 from itertools import compress, count, repeat
@@ -20,6 +19,7 @@ from codec.values._bulk_forms import (
     _json_numbers,
     _not_null,
 )
+from codec.values._common import has_pg_space
 from codec.values._numbers import COMPACT_ZEROS, MAX_INT_DIGITS
 from codec.values._ranges import BulkResult, Declined
 
@@ -73,12 +73,9 @@ def _as_numeric_in(
         if places is not None:
             deque(map(operator.setitem, repeat(values), places, scaled), 0)
     # A zero's text begins with "0" or "-0" (after any whitespace).
-    if joined.startswith(("0", "-0")) or ",0" in joined or "-0" in joined or _spaced(joined):
+    if joined.startswith(("0", "-0")) or ",0" in joined or "-0" in joined or has_pg_space(joined):
         _unsigned_zeros(values, "N" in joined or "n" in joined)
     return final
-
-
-_spaced: Final = re.compile(r"[ \t\n\r\v\f]").search
 
 
 def _unsigned_zeros(values: list[object], nulls: bool) -> None:

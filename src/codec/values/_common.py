@@ -56,6 +56,8 @@ class Converter:
 # whitespace PostgreSQL's input functions skip. Python's str.strip() also strips
 # Unicode spaces, which PostgreSQL keeps, so every converter strips with this set.
 PG_SPACE: Final = " \t\n\r\v\f"
+#: The first of PG_SPACE in a text (a match), or None: whether it has any.
+has_pg_space: Final = re.compile(r"[ \t\n\r\v\f]").search
 
 
 def type_error(what: str, value: object, expected: str) -> EncodeError:
