@@ -104,7 +104,7 @@ def make_text_decoder(
         # is neither split nor scanned again), its errors moved to where they are in
         # the whole text.
         try:
-            rest = parsed("{" + text[start:], None, read.index)
+            rest = parsed("{" + text[start:], None, read.index, stopped=True)
         except Invalid as err:
             raise Invalid(err.offset + start - 1, err.reason) from None
         return cast(list[object], read.values_before()) + cast(list[object], rest)
@@ -154,13 +154,16 @@ def make_text_decoder(
                 raise Invalid(offset, f"element {index}: {err.reason}") from None
         return None
 
-    def parsed(text: str, before: list[object] | None, first: int = 0) -> object:
+    def parsed(
+        text: str, before: list[object] | None, first: int = 0, stopped: bool = False
+    ) -> object:
         """The array ``text``, the values of its first elements ``before`` given, its
-        elements numbered from ``first`` in errors."""
+        elements numbered from ``first`` in errors; ``stopped``: a whole reader stopped
+        at its first element (see converted)."""
         flat = flat_texts(text) if '"' in text else None
         if flat:
             try:
-                return converted(flat, before, first)
+                return converted(flat, before, stopped)
             except ElementError as bad:
                 # A flat array's elements are those of one run from offset 1.
                 raise element_error(text, flat, [(0, 1, RUN)], bad, first) from None
@@ -195,7 +198,7 @@ def make_text_decoder(
                         offset = opening(text, element_start(text, index)) + err.offset
                         raise Invalid(offset, f"element {first + index}: {err.reason}") from None
             try:
-                values = converted(texts, before if len(shape) == 1 else None, first)
+                values = converted(texts, before if len(shape) == 1 else None, stopped)
             except ElementError as bad:
                 index = texts.index(bad.token)  # type: ignore[arg-type]
                 offset = opening(text, element_start(text, index)) + bad.error.offset
@@ -211,16 +214,18 @@ def make_text_decoder(
             bounds = [1] * len(shape)
 
         try:
-            values = converted(texts, before if len(shape) == 1 else None, first)
+            values = converted(texts, before if len(shape) == 1 else None, stopped)
         except ElementError as bad:
             raise element_error(text, texts, spans, bad, first) from None
         return array_value(values, shape, bounds)
 
-    def converted(items: list[str | None], before: list[object] | None, first: int) -> list[object]:
+    def converted(
+        items: list[str | None], before: list[object] | None, stopped: bool
+    ) -> list[object]:
         """each_once_after; for the rest of an array that a whole reader stopped in
-        (``first`` elements before it), the element it stopped at is decoded alone
-        first: most often the bad one, it is then found without converting the rest."""
-        if first and items and items[0] is not None:
+        (``stopped``), the element it stopped at is decoded alone first: most often the
+        bad one, it is then found without converting the rest."""
+        if stopped and items and items[0] is not None:
             try:
                 decode(items[0])
             except Invalid as err:
