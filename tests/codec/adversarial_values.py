@@ -141,6 +141,11 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
         + ",".join(("NULL", "null")[i % 4 // 2] if i % 2 else str(i) for i in range(max(1, n // 6)))
         + "}"
     ),
+    # One field each, of three units: by shape, each number read three times (147 ms
+    # per MB for interval).
+    "array of distinct fields of mixed units": lambda n: (
+        "{" + ",".join(f"{i} " + ("days", "mons", "years")[i % 3] for i in range(max(1, n // 10))) + "}"
+    ),
     # Found by a sweep of shapes: a bad element where the whole reader stops at once
     # (first) or that its bounds keep from the whole reader (bounded), each converted
     # every element before reporting it (100 ms per MB for float4, 103 for int2).

@@ -236,6 +236,44 @@ def test_one_field_array_decodes_as_array_in(drawn: tuple[bool, str]) -> None:
     assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (text, values)
 
 
+@st.composite
+def _mixed_unit_arrays(draw: st.DrawFn) -> tuple[bool, str]:
+    """Array texts of one field each in several units, all distinct, unquoted or all
+    quoted, up to one digit past a unit's bound, sometimes with an intruder; and whether
+    every element is in the form (then one_field_array must take it)."""
+    field = st.builds(
+        "{}{}{}".format,
+        st.sampled_from(["", "", "-", "+"]),
+        st.from_regex("[0-9]{1,10}", fullmatch=True),
+        st.sampled_from([" day", " days", " mon", " mons", " year", " years"]),
+    )
+    texts = draw(st.lists(field, min_size=2, max_size=10, unique=True))
+    if draw(st.integers(0, 3)) == 0:
+        texts.insert(draw(st.integers(0, len(texts))), draw(st.sampled_from(_INTRUDERS)))
+    quoted = draw(st.booleans())
+    text = "{" + ",".join(f'"{t}"' if quoted else t for t in texts) + "}"
+    units = [t.rpartition(" ")[2].removesuffix("s") for t in texts]
+    fits = all(u in _UNITS and u and _fits(t, u) for t, u in zip(texts, units, strict=True))
+    return fits and len(set(units)) > 1, text
+
+
+@SETTINGS
+@given(drawn=_mixed_unit_arrays())
+def test_mixed_unit_array_decodes_as_array_in(drawn: tuple[bool, str]) -> None:
+    """A whole array of one-field elements of several units is taken when every element
+    is in the form, and gives what array_in and interval_in give."""
+    takes, text = drawn
+    values = one_field_array(text)
+    if takes:
+        assert isinstance(values, list), (text, values)
+    if isinstance(values, list):
+        expected = _array_in(text)
+        assert isinstance(expected, list), (text, expected)
+        assert all(_exact(v, e) for v, e in zip(values, expected, strict=True)), (text, values)
+    else:
+        _check_declined(text, values)
+
+
 @pytest.mark.parametrize(
     "text",
     [

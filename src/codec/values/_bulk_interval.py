@@ -23,7 +23,8 @@ Texts that are each one date field of one unit ("N days" for many N, ~116,000 pe
 skip the shapes (one_field): joined, checked by one regular expression, their unit words
 deleted and their numbers read by one json decode. one_field_array does the same on a
 whole array text ("{1 days,2 days}" or '{"1 day","2 days"}'), without the array's split
-and table of distinct texts.
+and table of distinct texts; one field each of several units ("{1 day,2 mons,3 years}")
+too, each element's unit read from the one letter only its word has.
 
 Anything outside these forms (other units, "ago", "infinity", the ISO and SQL forms,
 digit counts that could overflow) makes the conversion decline, and the array decoder
@@ -307,14 +308,44 @@ def one_field_array(text: str) -> list[object] | Declined | None:
         return None
     read = check.match(text, start, len(text) - start)
     if read is None or read.end() < len(text) - start:
-        if start == 2:
-            return None
+        mixed = _mixed_units(text, start)
+        if mixed is not None or start == 2:
+            return mixed
         # Unquoted: the elements before where the check stopped are read alone.
         stopped = _stopped(text[1:-1], read.end() - 1 if read else 0, found, 1)
         return stopped if stopped.index else None
     body = text[start : len(text) - start]
     values = _one_field(body, body.count(",") + 1, found[2], found[3])
     return values if isinstance(values, list) else None
+
+
+# One field each but of several units ("{1 day,2 mons,3 years}"): the same check with
+# any unit, and each element's unit from the letter only its word has (d, m, r), the
+# other characters deleted, which gives its amount per field.
+_ANY_UNIT: Final = r"[+-]?[0-9]{1,9}+ (?:days?+|mons?+)|[+-]?[0-9]{1,6}+ years?+"
+_MIXED: Final = (
+    re.compile(f"(?:{_ANY_UNIT})(?:,(?:{_ANY_UNIT}))*+"),
+    re.compile(f'(?:{_ANY_UNIT})(?:","(?:{_ANY_UNIT}))*+'),
+)
+_UNIT_CODE: Final = str.maketrans("", "", '+-0123456789 aeinosy,"')  # leaves d, m or r
+_MONTHS_PER: Final = {"d": 0, "m": 1, "r": 12}
+_DAYS_PER: Final = {"d": 1, "m": 0, "r": 0}
+
+
+def _mixed_units(text: str, start: int) -> list[object] | None:
+    """The elements of an array text of one field each, of any units, unquoted
+    (``start`` 1) or all quoted (2), unless they repeat (the table of distinct texts
+    does better); else None."""
+    body = text[start : len(text) - start]
+    read = _MIXED[start == 2].match(body)
+    if read is None or read.end() < len(body) or few_distinct(body):
+        return None
+    units = body.translate(_UNIT_CODE)
+    made = blank_intervals(len(units))  # before the lists: see blank_intervals
+    numbers = _numbers(body.translate(_UNIT_LETTERS), 1)
+    months = map(mul, numbers, map(_MONTHS_PER.__getitem__, units))
+    days = map(mul, numbers, map(_DAYS_PER.__getitem__, units))
+    return fill_intervals(made, months, days, repeat(0))
 
 
 # Elements shorter than this on average, with their comma, may be few distinct ones ("1
