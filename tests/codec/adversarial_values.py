@@ -144,7 +144,9 @@ MAKERS: Final[dict[str, Callable[[int], str]]] = {
     # One field each, of three units: by shape, each number read three times (147 ms
     # per MB for interval).
     "array of distinct fields of mixed units": lambda n: (
-        "{" + ",".join(f"{i} " + ("days", "mons", "years")[i % 3] for i in range(max(1, n // 10))) + "}"
+        "{"
+        + ",".join(f"{i} " + ("days", "mons", "years")[i % 3] for i in range(max(1, n // 10)))
+        + "}"
     ),
     # Found by a sweep of shapes: a bad element where the whole reader stops at once
     # (first) or that its bounds keep from the whole reader (bounded), each converted
