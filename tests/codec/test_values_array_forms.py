@@ -108,8 +108,11 @@ def test_the_forms_are_taken() -> None:
     assert escaped_texts("{a\\,b}") is None
 
 
-_NUMBER_TYPES = ("int2", "int4", "oid", "float8", "numeric", "interval")
-_NUMBER = st.sampled_from(["1", "-7", "007", "+3", "1.5", "2e3", "-0", "x", "", "1 2", "9" * 21])
+_NUMBER_TYPES = ("int2", "int4", "int8", "oid", "float4", "float8", "numeric", "interval")
+_OUT_OF_RANGE = ["40000", "-3000000000", "1e39", "1e-46"]  # of int2, int4, float4
+_NUMBER = st.sampled_from(
+    ["1", "-7", "007", "+3", "1.5", "2e3", "-0", "x", "", "1 2", "9" * 21, *_OUT_OF_RANGE]
+)
 
 
 @st.composite
@@ -153,6 +156,10 @@ def _by_whole(oid: int, text: str) -> object:
 @example('{" NULL"}', "int2")
 @example("{null }", "numeric")
 @example('{"1,2"}', "int4")
+@example("{1, 40000,3}", "int2")  # read whole, then out of range: reported at once
+@example('{"1",1e39, 2}', "float4")
+@example('{"1","40000",3}', "int2")
+@example("[0:2]={1,1e39, 2}", "float4")
 @given(_numbers_array(), st.sampled_from(_NUMBER_TYPES))
 def test_numbers_quoted_spaced_or_bounded_decode_as_the_parser_decodes_them(
     text: str, type_name: str

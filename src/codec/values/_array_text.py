@@ -17,7 +17,14 @@ from codec.values._array_forms import (
     opening,
 )
 from codec.values._array_shape import array_parts, array_value, each_once_after
-from codec.values._array_tokens import RUN, element_error, parse_dims, parse_text, skip_space
+from codec.values._array_tokens import (
+    RUN,
+    element_at,
+    element_error,
+    parse_dims,
+    parse_text,
+    skip_space,
+)
 from codec.values._bulk_forms import BulkDecoder, WholeDecoder
 from codec.values._common import (
     PG_SPACE,
@@ -97,6 +104,16 @@ def make_text_decoder(
             return parsed(text, None)
         # The whole reader stopped after the first elements and made their values.
         start = read.offset
+        if read.read_all and start is not None:
+            # Well formed, and this element's value refused: the first error, unless
+            # the input function takes it after all (the rest is then parsed).
+            element = element_at(text, start)
+            if element is not None:
+                try:
+                    decode(element)
+                except Invalid as err:
+                    reason = f"element {read.index}: {err.reason}"
+                    raise Invalid(start + err.offset, reason) from None
         if start is None or text.find("{", start) >= 0 or text[skip_space(text, start)] in ",}":
             return parsed(text, read.values_before())
         # The rest holds no sub-array and begins with an element: it is parsed as an

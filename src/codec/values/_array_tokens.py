@@ -130,6 +130,14 @@ def _element_text(element: str) -> str | None:
     return None if element.upper() == "NULL" else element
 
 
+def element_at(text: str, pos: int) -> str | None:
+    """The text of the element at ``pos`` of a well-formed array text (quoted: its
+    contents unescaped; None for NULL)."""
+    element = _RUN_ELEMENTS.match(text, pos)
+    assert element is not None  # an element begins there
+    return _element_text(element.group())
+
+
 _first_character: Final = operator.itemgetter(0)
 _SEPARATOR: Final = "\x01"
 

@@ -206,7 +206,8 @@ def _whole_integers(low: int, high: int, wrap: int = 0) -> WholeDecoder:
             first = next(i for i, v in enumerate(values) if v is not None and not low <= v <= high)  # type: ignore[operator]
             before = values[:first]
             _wrap_present(before, wrap)
-            return Declined(first, before, element_start(text, first))
+            complete = isinstance(result, list)
+            return Declined(first, before, element_start(text, first), read_all=complete)
         _wrap_present(values, wrap)
         return result
 
@@ -259,7 +260,8 @@ def _whole_float4(text: str) -> BulkResult:
     if isinstance(narrowed, Declined) and narrowed.before is not None:
         # Past float4's range at element narrowed.index: the rest is parsed from there.
         index = narrowed.index
-        return Declined(index, narrowed.before, element_start(text, index))
+        complete = isinstance(result, list)
+        return Declined(index, narrowed.before, element_start(text, index), read_all=complete)
     return None
 
 

@@ -5,6 +5,7 @@ the answers a reader gives when it stops (Declined, _then)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 import re
@@ -126,7 +127,7 @@ def _unquoting(read: WholeDecoder) -> WholeDecoder:
         values = read(bare) if bare is not None else None
         if isinstance(values, Declined) and values.offset is not None:
             start = element_start(text, values.index)
-            return Declined(values.index, values.before, start, values.later)
+            return dataclasses.replace(values, offset=start)
         return values
 
     return unquoted
@@ -164,5 +165,5 @@ def _then(result: BulkResult, check: Callable[[list[object]], list[object] | Non
         return check(result)
     if isinstance(result, Declined) and result.before is not None:
         before = check(result.before)
-        return None if before is None else Declined(result.index, before, result.offset)
+        return None if before is None else dataclasses.replace(result, before=before, later=None)
     return None

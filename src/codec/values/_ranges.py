@@ -52,6 +52,9 @@ class Declined:
     # A whole reader's, instead of ``before`` where making the values costs more than
     # checking them (an object each): made only once the rest decodes.
     later: Callable[[], list[object]] | None = None
+    # A whole reader's: it read the whole array text, well formed, and refuses the value
+    # of element ``index`` (out of range): that element is then the array's first error.
+    read_all: bool = False
 
     def values_before(self) -> list[object] | None:
         """``before``, made now if it was left for later."""
