@@ -8,8 +8,13 @@
 // It acknowledges like pglogrepl's example program: write = flush = apply = wal_start of the
 // last XLogData plus the length of its payload.
 //
+// It stops after -messages XLogData messages, after one starting at or after -until-lsn, or at
+// a keepalive whose wal_end is at or past -until-keepalive (nothing before it is left to send,
+// as pg_recvlogical --endpos decides).
+//
 // Output: one line per XLogData, "<wal_start as X/Y> <payload hex>", on stdout; then
-// "acknowledged X/Y" on stderr. Errors: "ERROR <SQLSTATE> <message>" on stderr, exit 1.
+// "acknowledged X/Y" on stderr. Each keepalive that comes before the first XLogData (and does
+// not end the run) is reported on stderr as "keepalive <wal_end as X/Y>". Errors: "ERROR <SQLSTATE> <message>" on stderr, exit 1.
 package main
 
 import (
@@ -43,6 +48,7 @@ type options struct {
 	startLSN       string
 	messages       int
 	untilLSN       string
+	untilKeepalive string
 	idleTimeout    time.Duration
 	statusInterval time.Duration
 }
@@ -170,10 +176,16 @@ func finish(ctx context.Context, conn *pgconn.PgConn) error {
 
 func run(o options) error {
 	ctx := context.Background()
-	var until uint64
+	var until, untilKeepalive uint64
 	if o.untilLSN != "" {
 		var err error
 		if until, err = parseLSN(o.untilLSN); err != nil {
+			return err
+		}
+	}
+	if o.untilKeepalive != "" {
+		var err error
+		if untilKeepalive, err = parseLSN(o.untilKeepalive); err != nil {
 			return err
 		}
 	}
@@ -211,7 +223,7 @@ func run(o options) error {
 			break
 		}
 		if time.Since(lastData) >= o.idleTimeout {
-			if o.messages > 0 || until != 0 {
+			if o.messages > 0 || until != 0 || untilKeepalive != 0 {
 				return fmt.Errorf("idle for %s after %d XLogData messages", o.idleTimeout, seen)
 			}
 			break
@@ -244,6 +256,12 @@ func run(o options) error {
 				acked = walStart + uint64(len(payload))
 				reached = until != 0 && walStart >= until
 			case len(data) == 18 && data[0] == 'k':
+				walEnd := binary.BigEndian.Uint64(data[1:9])
+				if untilKeepalive != 0 && walEnd >= untilKeepalive {
+					reached = true
+				} else if seen == 0 {
+					fmt.Fprintf(os.Stderr, "keepalive %s\n", formatLSN(walEnd))
+				}
 				if data[17] != 0 {
 					if err := sendStatus(ctx, conn, acked, false); err != nil {
 						return err
@@ -282,6 +300,7 @@ func main() {
 	flag.StringVar(&o.startLSN, "start-lsn", "0/0", "start position")
 	flag.IntVar(&o.messages, "messages", 0, "stop after this many XLogData messages")
 	flag.StringVar(&o.untilLSN, "until-lsn", "", "stop after an XLogData starting at or after this LSN")
+	flag.StringVar(&o.untilKeepalive, "until-keepalive", "", "stop at a keepalive whose wal_end is at or after this LSN (pg_recvlogical --endpos)")
 	flag.DurationVar(&o.idleTimeout, "idle-timeout", 10*time.Second, "give up after this long without XLogData")
 	flag.DurationVar(&o.statusInterval, "status-interval", 10*time.Second, "standby status update interval")
 	flag.Parse()

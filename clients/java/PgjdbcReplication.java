@@ -18,8 +18,12 @@ import org.postgresql.util.ServerErrorMessage;
  * on pgjdbc do, for the pgwire-mock conformance suite.
  *
  * <p>Arguments: {@code --host H --port P --user U --dbname D --slot S --publication PUB
- * --proto-version N [--start-lsn X/Y] [--messages N] [--until-lsn X/Y] [--idle-timeout SECONDS]
- * [--status-interval SECONDS]}; the password comes from {@code $PGPASSWORD}.
+ * --proto-version N [--start-lsn X/Y] [--messages N] [--until-lsn X/Y] [--until-keepalive X/Y]
+ * [--idle-timeout SECONDS] [--status-interval SECONDS]}; the password comes from
+ * {@code $PGPASSWORD}. It stops after N XLogData messages, after one starting at or after
+ * {@code --until-lsn}, or once the server's keepalives reach {@code --until-keepalive} (nothing
+ * before that position is left to send, as {@code pg_recvlogical --endpos} decides; pgjdbc
+ * moves {@code getLastReceiveLSN()} to a keepalive's position when it is further).
  *
  * <p>Prints one line per XLogData on stdout, {@code <wal_start as X/Y> <payload hex>}. At the
  * end it acknowledges the last message's wal_start (setAppliedLSN, setFlushedLSN,
@@ -96,6 +100,10 @@ public final class PgjdbcReplication {
     int wanted = Integer.parseInt(args.getOrDefault("messages", "0"));
     LogSequenceNumber until =
         args.containsKey("until-lsn") ? LogSequenceNumber.valueOf(args.get("until-lsn")) : null;
+    LogSequenceNumber untilKeepalive =
+        args.containsKey("until-keepalive")
+            ? LogSequenceNumber.valueOf(args.get("until-keepalive"))
+            : null;
     long idleMillis = (long) (Double.parseDouble(args.getOrDefault("idle-timeout", "10")) * 1000);
     int statusSeconds = Integer.parseInt(args.getOrDefault("status-interval", "10"));
 
@@ -117,8 +125,13 @@ public final class PgjdbcReplication {
       while (true) {
         ByteBuffer msg = stream.readPending();
         if (msg == null) {
+          if (untilKeepalive != null
+              && Long.compareUnsigned(stream.getLastReceiveLSN().asLong(), untilKeepalive.asLong())
+                  >= 0) {
+            break;
+          }
           if (System.currentTimeMillis() - lastData >= idleMillis) {
-            if (wanted > 0 || until != null) {
+            if (wanted > 0 || until != null || untilKeepalive != null) {
               throw new IllegalStateException(
                   "idle for " + idleMillis + " ms after " + seen + " XLogData messages");
             }

@@ -4,14 +4,19 @@
 //
 //   node replicate.js --host H --port P --user U --dbname D --slot S --publication PUB
 //        --proto-version N [--start-lsn X/Y] [--messages N] [--until-lsn X/Y]
-//        [--idle-timeout SECONDS]
+//        [--until-keepalive X/Y] [--idle-timeout SECONDS]
 //
+// It stops after N XLogData messages, after one starting at or after --until-lsn, or at the
+// first keepalive ('heartbeat') whose position is at or past --until-keepalive (nothing before
+// it is left to send, as pg_recvlogical --endpos decides).
 // The password comes from $PGPASSWORD. One line per XLogData on stdout:
 //   <wal_start as X/Y> <payload hex> <JSON of the library's decoded message>
 // The library decodes pgoutput itself and only hands out the decoded form; the raw payload
 // is caught on its way into PgoutputPlugin.parse. Every message printed is acknowledged with
 // the library's acknowledge(lsn), which sends wal_start + 1 as write/flush/apply. At the end it
-// prints "acknowledged X/Y" on stderr and exits 0. Errors: "ERROR <SQLSTATE> <message>" on
+// prints "acknowledged X/Y" on stderr and exits 0. Each keepalive ('heartbeat') that comes
+// before the first XLogData (and does not end the run) is reported on stderr as
+// "keepalive <wal_end as X/Y>". Errors: "ERROR <SQLSTATE> <message>" on
 // stderr, exit 1.
 'use strict';
 
@@ -75,6 +80,7 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const wanted = Number(args.messages || 0);
   const until = args['until-lsn'] ? parseLsn(args['until-lsn']) : null;
+  const untilKeepalive = args['until-keepalive'] ? parseLsn(args['until-keepalive']) : null;
   const idleMs = Number(args['idle-timeout'] || 10) * 1000;
 
   const service = new LogicalReplicationService(
@@ -111,7 +117,7 @@ async function main() {
   const armIdle = () => {
     clearTimeout(idleTimer);
     idleTimer = setTimeout(() => {
-      if (wanted > 0 || until !== null) {
+      if (wanted > 0 || until !== null || untilKeepalive !== null) {
         settle.reject(new Error(`idle for ${idleMs} ms after ${seen} XLogData messages`));
       } else {
         settle.resolve();
@@ -120,6 +126,15 @@ async function main() {
   };
 
   service.on('error', (err) => settle.reject(err));
+  service.on('heartbeat', (lsn) => {
+    if (finished) return;
+    if (untilKeepalive !== null && parseLsn(lsn) >= untilKeepalive) {
+      finished = true;
+      settle.resolve();
+    } else if (seen === 0) {
+      process.stderr.write(`keepalive ${formatLsn(parseLsn(lsn))}\n`);
+    }
+  });
   service.on('data', (lsn, message) => {
     if (finished) return;
     process.stdout.write(`${lsn} ${raw.toString('hex')} ${toJson(message)}\n`);

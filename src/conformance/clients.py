@@ -12,6 +12,8 @@ Three real client stacks, built by ``scripts/install-clients`` from ``clients/``
 Each program prints one line per XLogData, ``<wal_start> <payload hex>`` (node adds the
 library's own decoding as JSON), acknowledges what it printed, prints ``acknowledged X/Y``
 on stderr and exits 0; on failure it prints ``ERROR <SQLSTATE> <message>`` and exits 1.
+node and go also print ``keepalive X/Y`` on stderr for each keepalive that comes before
+their first XLogData (pgjdbc hides keepalives from its API).
 :func:`run_client` runs one and parses that into a :class:`ClientRun`.
 """
 
@@ -47,6 +49,7 @@ __all__ = [
 _JAR: Final = Path("/usr/share/java/postgresql.jar")
 _ERROR_LINE: Final = re.compile(r"^ERROR (\S+) (.*)$")
 _ACK_LINE: Final = re.compile(r"^acknowledged ([0-9A-Fa-f]+/[0-9A-Fa-f]+)$")
+_KEEPALIVE_LINE: Final = re.compile(r"^keepalive ([0-9A-Fa-f]+/[0-9A-Fa-f]+)$")
 
 
 class ClientError(Exception):
@@ -89,6 +92,7 @@ class ClientArgs:
     start_lsn: LSN
     expect_messages: int | None = None
     until_lsn: LSN | None = None
+    until_keepalive: LSN | None = None
     idle_timeout: float = 10.0
 
 
@@ -125,6 +129,8 @@ def _long_options(a: ClientArgs, dash: str, *, idle: str) -> list[str]:
         pairs.append(("messages", str(a.expect_messages)))
     if a.until_lsn is not None:
         pairs.append(("until-lsn", str(a.until_lsn)))
+    if a.until_keepalive is not None:
+        pairs.append(("until-keepalive", str(a.until_keepalive)))
     return [item for key, value in pairs for item in (f"{dash}{key}", value)]
 
 
@@ -214,7 +220,9 @@ class ClientRun:
 
     ``payloads`` holds ``(wal_start, payload)`` per XLogData in arrival order; ``decoded``
     (node only) the library's own decoding of each, as parsed JSON; ``acknowledged`` the
-    LSN the client last sent as flushed (what the slot's confirmed_flush_lsn becomes).
+    LSN the client last sent as flushed (what the slot's confirmed_flush_lsn becomes);
+    ``keepalives`` the wal_end of each keepalive before the first XLogData, except one that
+    ended the run (``until_keepalive``); always empty for java, whose pgjdbc hides them.
     """
 
     client: str
@@ -224,6 +232,7 @@ class ClientRun:
     acknowledged: LSN | None
     stderr: str
     returncode: int
+    keepalives: tuple[LSN, ...] = ()
 
 
 def run_client(
@@ -241,11 +250,14 @@ def run_client(
     start_lsn: LSN | int | str = 0,
     expect_messages: int | None = None,
     until_lsn: LSN | int | str | None = None,
+    until_keepalive: LSN | int | str | None = None,
     idle_timeout: float = 10.0,
     timeout: float = 120.0,
 ) -> ClientRun:
     """Run client ``name`` until it has seen ``expect_messages`` XLogData messages, or one
-    starting at or after ``until_lsn``; give it ``idle_timeout`` quiet seconds at most.
+    starting at or after ``until_lsn``, or a keepalive at or past ``until_keepalive`` (the
+    walsender has nothing before it left to send: ``pg_recvlogical --endpos``'s end, which
+    also ends a stream that sends nothing); give it ``idle_timeout`` quiet seconds at most.
 
     Connection details come from ``dsn`` (a libpq key=value string or URI), overridden by
     ``host``/``port``/``user``/``dbname``/``password``. Raises :class:`ClientError` (with
@@ -253,8 +265,10 @@ def run_client(
     more than ``timeout`` seconds in all.
     """
     spec = _spec(name)
-    if expect_messages is None and until_lsn is None:
-        raise ValueError("give expect_messages or until_lsn: the clients need an end")
+    if expect_messages is None and until_lsn is None and until_keepalive is None:
+        raise ValueError(
+            "give expect_messages, until_lsn or until_keepalive: the clients need an end"
+        )
     params = parse_dsn(dsn or "").with_defaults()
     args = ClientArgs(
         host=host or params.host,
@@ -267,6 +281,7 @@ def run_client(
         start_lsn=LSN(start_lsn),
         expect_messages=expect_messages,
         until_lsn=None if until_lsn is None else LSN(until_lsn),
+        until_keepalive=None if until_keepalive is None else LSN(until_keepalive),
         idle_timeout=idle_timeout,
     )
     build = build_dir(name)
@@ -296,12 +311,23 @@ def run_client(
         raise _client_error(name, proc.returncode, proc.stderr)
     payloads, decoded = _parse_stdout(name, proc.stdout, decodes=spec.decodes)
     acknowledged = None
+    keepalives: list[LSN] = []
     for line in proc.stderr.splitlines():
         match = _ACK_LINE.match(line.strip())
         if match:
             acknowledged = LSN(match.group(1))
+        match = _KEEPALIVE_LINE.match(line.strip())
+        if match:
+            keepalives.append(LSN(match.group(1)))
     return ClientRun(
-        name, tuple(command), payloads, decoded, acknowledged, proc.stderr, proc.returncode
+        name,
+        tuple(command),
+        payloads,
+        decoded,
+        acknowledged,
+        proc.stderr,
+        proc.returncode,
+        tuple(keepalives),
     )
 
 
