@@ -111,14 +111,17 @@ def test_serve_refuses_a_protocol_4_recording_to_a_protocol_1_client() -> None:
 
 
 def test_record_of_a_lone_begin_is_one_line_and_status_1(tmp_path: Path) -> None:
-    """--endpos at a Begin used to leave a recording of that Begin alone, and exit 0."""
+    """--endpos just past a Begin used to leave a recording of that Begin (and the
+    Relation and Type messages after it) alone, and exit 0. At the Begin itself, the slot's
+    start, the keepalive every stream starts with (at the slot's confirmed_flush) ends
+    the recording before anything, as it ends pg_recvlogical's on PostgreSQL."""
     out = tmp_path / "cut.jsonl"
     with serving("--script", "examples/demo.yaml") as port:
         dsn = f"postgresql://u@127.0.0.1:{port}/shop"
         base = [sys.executable, "-m", "pgwire_mock.cli", "record", "--dsn", dsn]
         base += ["--publication", "demo_pub", "--create-slot", "--out", str(out)]
         cut = subprocess.run(
-            [*base, "--slot", "a", "--endpos", "0/1500000"],
+            [*base, "--slot", "a", "--endpos", "0/1500001"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -130,7 +133,7 @@ def test_record_of_a_lone_begin_is_one_line_and_status_1(tmp_path: Path) -> None
     assert cut.returncode == 1
     assert cut.stderr.splitlines() == [
         f"pgwire-mock record: {out} ends inside a transaction: BEGIN of xid 750 with no "
-        "COMMIT, in the 1 messages written; record up to an --endpos after its end"
+        "COMMIT, in the 7 messages written; record up to an --endpos after its end"
     ]
     assert whole.returncode == 0, whole.stderr
     assert whole.stdout.startswith("recorded 35 messages")
@@ -263,7 +266,7 @@ def test_the_docker_images_default_command_serves_the_demo(tmp_path: Path) -> No
         words[words.index("-p") + 1] = str(port)
         words[words.index("-f") + 1] = str(tmp_path / "out.bin")
         result = subprocess.run(
-            [*words, "-E", "0/1500000"], capture_output=True, text=True, timeout=30, check=False
+            [*words, "-E", "0/1500001"], capture_output=True, text=True, timeout=30, check=False
         )
     assert result.returncode == 0, result.stderr
     with (tmp_path / "out.bin").open("rb") as f:

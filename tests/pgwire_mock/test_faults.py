@@ -191,10 +191,13 @@ def test_close_after_messages_closes_without_an_error() -> None:
 
 
 def test_close_after_bytes_cuts_a_message_short() -> None:
+    """100 bytes of XLogData, after the keepalive every stream starts with."""
     client, _ = streaming(faults=(Fault("close_after", bytes=100),))
     client.session.produce(1 << 20, T0)
     data = client.session.data_to_send()
-    assert len(data) == 100
+    keepalive = 1 + 4 + 18  # CopyData around a PrimaryKeepalive
+    assert data[:1] == b"d" and data[5:6] == b"k"
+    assert len(data) == keepalive + 100
     assert client.session.close_requested
 
 

@@ -65,6 +65,7 @@ class LogicalStream:
     next_idle: float | None = None
     faults: ActiveFaults = field(default_factory=ActiveFaults)
     caught_up: bool = False  # reached the end of WAL once: pg_stat_replication 'streaming'
+    first_wait: bool = True  # nothing read yet (LogicalCommands._first_wait)
 
 
 class LogicalCommands:
@@ -181,6 +182,25 @@ class LogicalCommands:
         payload = encode_replication(PrimaryKeepalive(s.sent_ptr, pg_time(now), reply))
         self._send(CopyData(payload))
 
+    def _first_wait(self, s: LogicalStream, now: float) -> None:
+        """The keepalive a new walsender sends before it decodes anything.
+
+        XLogSendLogical's first page read calls WalSndWaitForWal, whose fast path needs
+        the flush position it remembers (a static RecentFlushPtr, unset in a new
+        walsender process); so it goes round its loop once, and there "before sleeping,
+        we send a ping containing the flush location": a keepalive at sentPtr, which
+        StartLogicalReplication set to the slot's confirmed_flush (even when the client
+        asked for a later start), as the client has confirmed nothing on this connection
+        (MyWalSnd's write and flush are unset). Measured on 14-18: the first message of
+        every stream, a restart's included, is that keepalive
+        (``tests/conformance/test_other_clients_restart.py``). After a
+        CREATE_REPLICATION_SLOT on the same connection (which cached the flush position)
+        PostgreSQL sends it once it reads past the WAL flushed at the slot's creation,
+        at about that position, which is the slot's start: sent here at once.
+        """
+        s.first_wait = False
+        self._maybe_idle_keepalive(s, now)
+
     def _maybe_idle_keepalive(self, s: LogicalStream, now: float) -> None:
         # WalSndWaitForWal: "before sleeping, we send a ping containing the flush location".
         if (
@@ -199,8 +219,10 @@ class LogicalCommands:
         # it decoded to a change or not (a checkpoint, another database's transaction), so
         # once caught up sentPtr is the flush position: what IDENTIFY_SYSTEM reported as
         # xlogpos. WalSndWaitForWal's keepalive carries it, and a client stopping there
-        # (pg_recvlogical --endpos) stops at once.
-        s.sent_ptr = max(s.sent_ptr, self.state.wal_lsn)
+        # (pg_recvlogical --endpos) stops at once. Also when the slot's confirmed_flush,
+        # where sentPtr started, is beyond it (a client acknowledged past the end of WAL):
+        # the keepalive at the start said confirmed_flush, this one the end of WAL.
+        s.sent_ptr = self.state.wal_lsn
         s.caught_up = True
         if self.config.idle_keepalive_interval > 0 and not s.faults.shutdown:
             s.next_idle = now + self.config.idle_keepalive_interval

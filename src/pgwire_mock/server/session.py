@@ -26,8 +26,10 @@ Facts reproduced here (``walsender.c``, ``postgres.c``):
 * XLogData carries wal_start = wal_end = the record's LSN, or 0/0 (see
   :mod:`pgwire_mock.server.source`); sentPtr starts at the slot's confirmed_flush.
 * Keepalives: one with reply_requested=0 whenever the walsender waits for WAL while the
-  client has not confirmed sentPtr (``WalSndWaitForWal``), one with reply_requested=1
-  after wal_sender_timeout/2 without client messages, silent close at the full timeout.
+  client has not confirmed sentPtr (``WalSndWaitForWal``): first before anything is
+  decoded, at the slot's confirmed_flush, then each time it catches up, at the end of
+  WAL; one with reply_requested=1 after wal_sender_timeout/2 without client messages,
+  silent close at the full timeout.
 """
 
 from __future__ import annotations
@@ -373,6 +375,8 @@ class WalSenderSession(
         s = self._stream
         if not self.can_produce or s is None or s.events is None:
             return 0
+        if s.first_wait:
+            self._first_wait(s, now)
         faults = s.faults
         max_bytes = faults.budget_for(max_bytes, now)
         events = s.events
