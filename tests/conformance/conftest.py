@@ -9,11 +9,9 @@ import pytest
 from conformance import clients, provision
 
 
-@pytest.fixture(params=sorted(clients.CLIENTS))
-def client(request: pytest.FixtureRequest) -> str:
-    """A client whose build is in the cache; a missing build fails the test, and skips it
-    only outside CI when the user asked with ``PGWIRE_MOCK_SKIP_CLIENTS=1``."""
-    name: str = request.param
+def require_client(name: str) -> str:
+    """``name``, if its build is in the cache; a missing build fails the test, and skips
+    it only outside CI when the user asked with ``PGWIRE_MOCK_SKIP_CLIENTS=1``."""
     try:
         clients.build_dir(name)
     except clients.ClientNotInstalledError as err:
@@ -21,3 +19,15 @@ def client(request: pytest.FixtureRequest) -> str:
             pytest.skip(str(err))
         pytest.fail(str(err), pytrace=False)
     return name
+
+
+@pytest.fixture(params=sorted(clients.CLIENTS))
+def client(request: pytest.FixtureRequest) -> str:
+    """A client whose build is in the cache (see :func:`require_client`)."""
+    return require_client(request.param)
+
+
+@pytest.fixture
+def go_client() -> str:
+    """The ``go`` client, for tests of its acknowledgements (see :func:`require_client`)."""
+    return require_client("go")
