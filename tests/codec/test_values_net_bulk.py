@@ -222,7 +222,7 @@ def test_the_whole_reader_stops_at_a_character_out_of_form(
     ("texts", "index"),
     [
         (["100::/8", "x"], 1),
-        (["100::/8", "1.2.3.4/8"], 1),
+        (["100::/8", "1.0.0.0/8", "x"], 2),  # both versions, read apart
         # No colon: out of the IPv6 form, though in its characters (an IPv4 array of
         # those texts would stop at the first).
         (["1234/8", "zz::"], 0),
@@ -238,6 +238,21 @@ def test_the_texts_stop_at_the_first_out_of_form(texts: list[str], index: int, c
     answer = ip_texts(texts, cidr)
     assert isinstance(answer, Declined) and answer.index == index, answer
     assert _agrees(texts, cidr, answer) is not None
+
+
+@settings(SETTINGS, max_examples=300)
+@given(
+    texts=st.lists(_IPV4_TEXT | _IPV6_CANONICAL | _ipv6_texts() | _NEAR_IPV4, min_size=2),
+    cidr=st.booleans(),
+)
+def test_both_versions_are_read_apart_and_put_back(texts: list[str], cidr: bool) -> None:
+    """IPv4 and IPv6 texts mixed are each read with their version (an IPv4 first, then
+    IPv6, took the element path at 12 us an element): what the input function gives
+    each, in place, or Declined at the first text in array order that stops either."""
+    answer = ip_texts(texts, cidr)
+    _agrees(texts, cidr, answer)
+    if isinstance(answer, Declined):
+        assert answer.index == texts.index(texts[answer.index])  # (its first occurrence)
 
 
 def test_gaps_are_spliced_one_between_each_two_pieces() -> None:

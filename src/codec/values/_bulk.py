@@ -376,6 +376,7 @@ def _char(texts: list[str]) -> list[object] | None:
 
 _uuid_forms: Final = _all_match(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|[0-9a-fA-F]{32}"  # uuid_in's form without hyphens, which mixes with the other
 )
 
 
@@ -395,7 +396,7 @@ def _uuids(numbers: Iterator[int], count: int) -> list[object]:
 
 
 def _uuid(texts: list[str]) -> BulkResult:
-    # uuid_out's form, whose 32 hex digits (either case) UUID() reads as string_to_uuid.
+    # uuid_out's form, or its 32 hex digits (either case) alone: read as string_to_uuid.
     declined = _declined(texts, _uuid_forms(texts))
     if declined is not None:
         return declined
