@@ -86,6 +86,27 @@ def test_the_whole_reader_declines_or_agrees(texts: list[str]) -> None:
         assert _outcome(DECODERS[cidr], text) == _outcome(partial(decode_text, oid), text)
 
 
+WITHOUT_WHOLE = {
+    cidr: make_text_decoder(CIDR if cidr else INET, BULK_TEXT[NAMES[cidr]], None)
+    for cidr in (False, True)
+}
+
+
+@settings(SETTINGS, max_examples=300)
+@given(
+    v4=st.lists(_IPV4_TEXT, min_size=1, max_size=4),
+    v6=st.lists(_IPV6_CANONICAL | _ipv6_texts() | _NEAR_IPV4, min_size=1, max_size=4),
+)
+def test_both_versions_read_whole_as_without_the_whole_reader(v4: list[str], v6: list[str]) -> None:
+    """An array of IPv4 then IPv6 texts gives with the whole reader (each version read
+    apart, a stop's rest parsed alone) the value or error (offset and text) the array
+    decoder gives without it."""
+    text = "{" + ",".join(v4 + v6) + "}"
+    for cidr in (False, True):
+        whole = _outcome(DECODERS[cidr], text)
+        assert whole == _outcome(WITHOUT_WHOLE[cidr], text), (text, cidr, whole)
+
+
 # Texts the passes must take (in both readers), each with a value.
 READ = [
     ["10.0.0.1/8", "192.168.0.255/24", "0.0.0.0/0", "255.255.255.255/32"],

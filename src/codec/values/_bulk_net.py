@@ -282,7 +282,14 @@ def ip_whole(text: str, cidr: bool) -> BulkResult:
     if n > _PROBED and not isinstance(_read(sample[0], 1, cidr), list):
         return None
     if (":" in sample[0]) != (":" in body):
-        return None  # IPv4 first, IPv6 later: the element path reads each version apart
+        # IPv4 first, IPv6 later: each version read apart (ip_texts); any element out of
+        # form is left to the array decoder, which finds it.
+        texts = body.split(",")
+        values = ip_texts(texts, cidr)
+        if isinstance(values, Declined) and values.index and values.before is not None:
+            cut = len(",".join(texts[: values.index]))  # its comma in the body
+            return Declined(values.index, values.before, cut + 2)  # the rest parsed alone
+        return values if isinstance(values, list) else None
     values = _read(body, n, cidr)
     if values is not None:
         return values
