@@ -152,6 +152,7 @@ def _by_whole(oid: int, text: str) -> object:
 @example('{"1",2," 3"}', "int4")
 @example("{ 1 ,null, 2 }", "int4")
 @example("[0:1]={1,2}", "int4")
+@example("[5:4]={}", "int4")  # the empty array, with no bounds kept
 @example('{"NULL",1}', "int4")
 @example('{" NULL"}', "int2")
 @example("{null }", "numeric")

@@ -128,16 +128,14 @@ def make_text_decoder(
 
     def bounded_whole(text: str) -> object | None:
         """A one-dimensional array with its bounds ("[0:2]={1,2,3}") read as whole_first
-        reads one without, if it has as many elements as they say (else the token loop
-        says so, before any element's error) and they are not quoted (its commas then
-        count them)."""
+        reads one without, if it has as many elements as they say, at least one (else
+        the token loop says so, before any element's error), and they are not quoted
+        (its commas then count them)."""
         sizes, bounds, pos = parse_dims(text, 0)
         start = skip_space(text, pos)
         body = text[start:]
-        if len(sizes) != 1 or '"' in body or "{" in body[1:] or "}" in body[:-1]:
-            return None
-        if sizes[0] != (body.count(",") + 1 if body.strip(PG_SPACE + "{}") else 0):
-            return None
+        if sizes != [body.count(",") + 1] or '"' in body or "{" in body[1:] or "}" in body[:-1]:
+            return None  # (an empty one, "[5:4]={}", is the empty array: the token loop's)
         try:
             values = whole_first(body)
         except Invalid as err:
