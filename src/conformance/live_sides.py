@@ -1,0 +1,261 @@
+"""The two sides of the live-WAL check (:mod:`conformance.live`), with the same table,
+publication and slot names (:func:`new_names`): real PostgreSQL, transactions committed in
+SQL (:func:`real_side`), and the fake serving a script, transactions committed with
+``WalSender.commit`` (:func:`fake_side`); a transaction left open on each
+(:class:`RealOpenTransaction`, :class:`FakeOpenTransaction`, which
+conformance.subscriber_live uses too)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from conformance.live_types import LongTransaction, OpenTransaction, Row, Side
+
+__all__ = ["FakeOpenTransaction", "RealOpenTransaction", "fake_side", "new_names", "real_side"]
+
+
+def new_names() -> tuple[str, str, str]:
+    """A table, publication and slot name no other run uses (both sides take the same:
+    the Relation message carries the table's name)."""
+    tag = uuid.uuid4().hex[:10]
+    return f"live_{tag}", f"live_pub_{tag}", f"live_slot_{tag}"
+
+
+@contextmanager
+def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
+    """A table, publication and slot on a real server (``conformance.provision.Server``);
+    transactions committed in SQL. Everything is dropped afterwards."""
+    from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
+
+    table, publication, slot = names
+    # The fake's scripts run with the least logical_decoding_work_mem, so the big
+    # transaction streams in blocks on both sides.
+    dsn = conninfo.make_conninfo(
+        server.replication_dsn, options="-c logical_decoding_work_mem=64kB"
+    )
+    ident = sql.Identifier(table)
+    with server.connect() as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
+        )
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+
+        def commit(rows: Sequence[Row]) -> None:
+            with conn.transaction():
+                _apply(conn, ident, rows)
+
+        def run_long(txn: LongTransaction) -> None:
+            # Pauses long enough for the WAL writer (wal_writer_delay 200 ms) to flush
+            # each part, so the walsender decodes it while the transaction is open.
+            insert = sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident)
+            conn.execute("BEGIN")
+            for part, command in txn:
+                with conn.cursor() as cur:
+                    cur.executemany(insert, [(key, value) for _, key, value in part])
+                time.sleep(0.5)
+                conn.execute(command)
+
+        def begin() -> OpenTransaction:
+            return RealOpenTransaction(server.connect(), ident)
+
+        def commit_prepared(gid: str) -> None:
+            conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(gid)))
+
+        def rollback_prepared(gid: str) -> None:
+            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+
+        def log_running_xacts() -> None:
+            # pg_log_standby_snapshot (16+) writes one; before, a checkpoint does.
+            conn.execute(
+                "SELECT pg_log_standby_snapshot()" if server.version >= 16 else "CHECKPOINT"
+            )
+
+        def slot_positions() -> tuple[int, int]:
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn - '0/0', restart_lsn - '0/0' FROM pg_replication_slots"
+                " WHERE slot_name = %s",
+                (slot,),
+            ).fetchone()
+            return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+        try:
+            yield Side(
+                dsn,
+                slot,
+                publication,
+                commit,
+                slot_positions,
+                run_long,
+                begin,
+                commit_prepared,
+                rollback_prepared,
+                log_running_xacts,
+                # A walsender waiting on a lock reads nothing: the end of its client's
+                # connection waits in its socket, whenever the client went.
+                lambda _pid: None,
+            )
+        finally:
+            # A prepared transaction left by a failed run would hold the table's lock.
+            for (gid,) in conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE gid = %s", (f"{slot}_gid",)
+            ).fetchall():
+                conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+            _drop_slot(conn, slot)
+            conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
+            conn.execute(sql.SQL("DROP TABLE {}").format(ident))
+
+
+def _apply(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    for kind, key, value in rows:
+        if kind == "insert":
+            conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s)").format(ident), (key, value))
+        elif kind == "update":
+            query = sql.SQL("UPDATE {} SET v = %s WHERE id = %s").format(ident)
+            conn.execute(query, (value, key))
+        else:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(ident), (key,))
+
+
+class RealOpenTransaction:
+    """A transaction left open on a connection of its own (``conn``, autocommit), on the
+    table ``ident`` (a psycopg ``sql.Identifier``)."""
+
+    def __init__(self, conn: Any, ident: Any) -> None:
+        self.conn = conn
+        self.ident = ident
+        conn.execute("BEGIN")
+
+    def write(self, rows: Sequence[Row]) -> None:
+        _apply(self.conn, self.ident, rows)
+        # An open transaction's records reach the walsender once the WAL writer flushes
+        # them (wal_writer_delay, 200 ms).
+        time.sleep(0.5)
+
+    def commit(self) -> None:
+        self._end("COMMIT")
+
+    def rollback(self) -> None:
+        self._end("ROLLBACK")
+
+    def prepare(self, gid: str) -> None:
+        from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+        self._end(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+
+    def _end(self, command: Any) -> None:
+        self.conn.execute(command)
+        self.conn.close()
+
+
+class FakeOpenTransaction:
+    """A transaction left open on the fake (``WalSender.begin``); ``changes`` turns
+    rows into script changes."""
+
+    def __init__(self, server: Any, changes: Callable[[Sequence[Row]], list[Any]]) -> None:
+        self.txn = server.begin()
+        self.changes = changes
+
+    def write(self, rows: Sequence[Row]) -> None:
+        self.txn.write(self.changes(rows))
+
+    def commit(self) -> None:
+        self.txn.commit()
+
+    def rollback(self) -> None:
+        self.txn.rollback()
+
+    def prepare(self, gid: str) -> None:
+        self.txn.prepare(gid)
+
+
+def _drop_slot(conn: Any, slot: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            return
+        except Exception:  # the killed consumer's walsender may still hold it
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@contextmanager
+def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
+    """The fake emulating ``major``, serving a script with the same table, publication and
+    slot; transactions committed with ``WalSender.commit``."""
+    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
+    from pgwire_mock.script import (  # noqa: PLC0415
+        CommitPrepared,
+        RollbackPrepared,
+        Script,
+        column,
+        delete,
+        insert,
+        rollback_to_savepoint,
+        savepoint,
+        update,
+    )
+
+    table, publication, slot = names
+    name = f"public.{table}"
+    script = (
+        Script(pg_version=major, logical_decoding_work_mem=64)
+        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
+        .publication(publication, tables=[name])
+        .slot(slot)
+    )
+    # PostgreSQL's rule for where a new slot starts (a story creates one).
+    server = start_walsender(script, new_slots="end_of_wal")
+    makers: dict[str, Callable[[int, str], Any]] = {
+        "insert": lambda key, value: insert(name, id=key, v=value),
+        "update": lambda key, value: update(name, id=key, v=value),
+        "delete": lambda key, _value: delete(name, key={"id": key}),
+    }
+
+    def run_long(txn: LongTransaction) -> None:
+        changes: list[Any] = []
+        for part, command in txn:
+            changes += [insert(name, id=key, v=value) for _, key, value in part]
+            verb, _, savepoint_name = command.rpartition(" ")
+            if verb == "SAVEPOINT":
+                changes.append(savepoint(savepoint_name))
+            elif verb == "ROLLBACK TO SAVEPOINT":
+                changes.append(rollback_to_savepoint(savepoint_name))
+        server.commit(changes, rollback=txn[-1][1] == "ROLLBACK", long_running=True)
+
+    def changes(rows: Sequence[Row]) -> list[Any]:
+        return [makers[kind](key, value) for kind, key, value in rows]
+
+    def client_gone(pid: int) -> None:
+        # The fake reads the end of a connection in its reactor thread, whatever its
+        # session does: wait for that, so that the story's next step (a commit) comes
+        # after it, as it comes before PostgreSQL's walsender reads again.
+        def read(state: Any) -> bool:
+            return bool(getattr(state.sessions.get(pid), "client_gone", True))
+
+        server.wait_until(lambda s: s.with_state(read), 10)
+
+    try:
+        yield Side(
+            server.dsn(),
+            slot,
+            publication,
+            lambda rows: server.commit(changes(rows)),
+            lambda: (server.slots[slot].confirmed_flush, server.slots[slot].restart_lsn),
+            run_long,
+            lambda: FakeOpenTransaction(server, changes),
+            lambda gid: server.append(CommitPrepared(gid)),
+            lambda gid: server.append(RollbackPrepared(gid)),
+            lambda: None,  # the fake's restart_lsn moves at any confirmation
+            client_gone,
+        )
+    finally:
+        server.stop()
