@@ -5,8 +5,10 @@ error (offset and text) is the token loop's or the parser's alone."""
 
 from __future__ import annotations
 
+import struct
 from unittest import mock
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -15,9 +17,10 @@ from codec.errors import DecodeError
 from codec.values import decode_text, type_by_name
 from codec.values._array_forms import escaped_texts, nested_texts
 from codec.values._array_shape import each_once
-from codec.values._bulk import BULK_TEXT
+from codec.values._bulk import BULK_TEXT, _float4_narrowed
 from codec.values._catalogue import SCALARS
 from codec.values._common import Invalid
+from codec.values._ranges import Declined
 
 INT4 = type_by_name("int4").array_oid
 TEXT = type_by_name("text").array_oid
@@ -168,6 +171,52 @@ def test_numbers_quoted_spaced_or_bounded_decode_as_the_parser_decodes_them(
     oid = type_by_name(type_name).array_oid
     whole, parsed = _by_whole(oid, text), _by_parser(oid, text)
     assert whole == parsed, (text, whole, parsed)
+
+
+def _by_elements(oid: int, text: str) -> object:
+    """The array decoded by the parser and each element's input function alone."""
+    array = next(info for info in SCALARS if info.array_oid == oid)
+    try:
+        return arrays.make_text_decoder(array, None, None)(text)  # type: ignore[operator]
+    except Invalid as err:
+        return ("error", err.offset, err.reason)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {9000: "1e39"},
+        {4095: "-1e39"},
+        {4096: "1e39"},
+        {4097: "1e39"},
+        {0: "1e39"},
+        {9999: "1e39"},
+        {5000: "1e-46", 9000: "1e39"},  # an underflow first
+        {5000: "1e39", 9000: "1e-46"},
+        {9000: "1e-46"},
+        {4096: "Infinity", 9000: "-Infinity"},  # in range
+        {100: "NULL", 9000: "1e39"},
+    ],
+)
+def test_float4_range_errors_in_long_arrays(bad: dict[int, str]) -> None:
+    """float4 values are narrowed a chunk at a time: an overflow or underflow anywhere
+    in a long array, on either side of a chunk's edge, is the same first error, at the
+    same offset, as each element's input function gives (values too where none is)."""
+    oid = type_by_name("float4").array_oid
+    elements = [bad.get(i, f"{i}.5") for i in range(10_000)]
+    for text in ("{" + ",".join(elements) + "}", "[0:9999]={" + ",".join(elements) + "}"):
+        assert _by_whole(oid, text) == _by_elements(oid, text), (text[:40], bad)
+
+
+@pytest.mark.parametrize("at", [0, 4095, 4096, 9000])
+def test_float4_narrowing_stops_at_the_first_overflow(at: int) -> None:
+    """Declined at the overflow's own index with every value before it narrowed (a
+    wrong index would still give the right error, after parsing the rest again)."""
+    values = [i + 0.1 for i in range(10_000)]
+    values[at] = 1e39
+    declined = _float4_narrowed(values)
+    assert isinstance(declined, Declined) and declined.index == at
+    assert declined.before == [struct.unpack("f", struct.pack("f", v))[0] for v in values[:at]]
 
 
 @st.composite

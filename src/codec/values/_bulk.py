@@ -168,21 +168,38 @@ def _float4(texts: list[str]) -> BulkResult:
 def _float4_narrowed(values: list[float]) -> BulkResult:
     """``values`` narrowed to float4, or Declined at the first past its range (an
     overflow, or a non-zero value that narrows to zero), with those before narrowed."""
-    layout = f"!{len(values)}f"
-    try:
-        # The same (float) cast float4in's strtof result matches; struct refuses
-        # values past float4's range, which the input function reports.
-        narrowed = list(struct.unpack(layout, struct.pack(layout, *values)))
-    except OverflowError:
-        # The first past FLT_MAX (infinity is in range): the input function decides.
-        over = map(and_, map(gt, map(abs, values), repeat(FLT_MAX)), map(isfinite, values))
-        first = next(compress(count(), over), 0)
-        before = _float4_narrowed(values[:first]) if first else []
-        return Declined(first, before if isinstance(before, list) else None)
-    if narrowed.count(0.0) != values.count(0.0):  # a value underflowed to zero
+    narrowed, over = _narrowed_until_over(values)
+    if narrowed.count(0.0) != (values if over == len(values) else values[:over]).count(0.0):
+        # A value before ``over`` underflowed to zero: the first error.
         first = next(compress(count(), map(and_, map(not_, narrowed), map(bool, values))))
         return Declined(first, narrowed[:first])
-    return narrowed
+    return narrowed if over == len(values) else Declined(over, narrowed)
+
+
+# Values narrowed a chunk at a time: an overflow is then looked for, and the values
+# before it narrowed again, in one chunk, not in all of them (an array ending in one
+# cost 11 ms per MB more).
+_NARROW_CHUNK: Final = 4096
+
+
+def _narrowed_until_over(values: list[float]) -> tuple[list[object], int]:
+    """The float4 of each of ``values`` up to the first past FLT_MAX (infinity is in
+    range), and that one's index (len(values) if none is)."""
+    narrowed: list[object] = []
+    for start in range(0, len(values), _NARROW_CHUNK):
+        chunk = values[start : start + _NARROW_CHUNK]
+        layout = f"!{len(chunk)}f"
+        try:
+            # The same (float) cast float4in's strtof result matches; struct refuses
+            # values past float4's range, which the input function reports.
+            narrowed += struct.unpack(layout, struct.pack(layout, *chunk))
+        except OverflowError:
+            over = map(and_, map(gt, map(abs, chunk), repeat(FLT_MAX)), map(isfinite, chunk))
+            first = next(compress(count(), over), 0)
+            layout = f"!{first}f"
+            narrowed += struct.unpack(layout, struct.pack(layout, *chunk[:first]))
+            return narrowed, start + first
+    return narrowed, len(values)
 
 
 # --------------------------------------------------------------------------- whole arrays
