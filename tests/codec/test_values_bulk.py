@@ -25,6 +25,7 @@ from codec.values._bulk_interval import by_shape, one_by_one
 from codec.values._common import Invalid
 from codec.values._interval import Interval, intervals
 from codec.values._ranges import Declined
+from codec.values._text import _all_fit, _jsonb_number, jsonb_misfit
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BULK_TYPES = sorted(BULK_TEXT)
@@ -124,6 +125,58 @@ def test_jsonb_exponents_decode_exactly_as_jsonb_in(numbers: list[str], wrap: st
     the same characters inside a JSON string): the array path, which checks them all
     together, declines or gives what jsonb_in gives."""
     _check_bulk("jsonb", [wrap.format(number) for number in numbers])
+
+
+_NEAR_BOUND_NUMBERS = st.builds(
+    "{}{}{}{}{}".format,
+    st.sampled_from(["", "-"]),
+    st.from_regex(r"0|[1-9][0-9]{0,20}", fullmatch=True),
+    st.sampled_from(["", ".0", ".5", ".00250"] + ["." + "1" * n for n in (300, 6360, 6390)]),
+    st.sampled_from(["e", "E", "e+", "e-", "E-", "e0", "e-0"]),
+    st.integers(0, 40).map(str)
+    | st.integers(9990, 10001).map(str)
+    | st.integers(16050, 16400).map(str)
+    | st.integers(130750, 131080).map(str)
+    | st.integers(1073741820, 1073741825).map(str),
+)
+
+
+@SETTINGS
+@given(
+    floats=st.lists(
+        _NEAR_BOUND_NUMBERS | st.sampled_from(["1.5", "-0.25", "0.0", "1" + "0" * 300 + ".5"]),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_jsonb_bounds_pass_only_numbers_that_fit(floats: list[str]) -> None:
+    """The bounds over all numbers (_all_fit) never pass a number numeric refuses: each
+    is checked on its own against them; where they pass, none is a misfit."""
+    if _all_fit(floats):
+        for number in floats:
+            _jsonb_number(number)  # raises where numeric_in would refuse it
+    fits = []
+    for number in floats:
+        try:
+            _jsonb_number(number)
+            fits.append(True)
+        except ValueError:
+            fits.append(False)
+    assert jsonb_misfit(floats) == (None if all(fits) else fits.index(False)), floats
+
+
+def test_jsonb_bounds_at_the_limits() -> None:
+    """Exponents of four digits and texts of 6,384 characters pass the bounds (and fit);
+    past either, they do not, and each number is checked: the misfit, or none."""
+    longest = "1" * 6376 + "e-9999"
+    assert len(longest) == 6382 and _all_fit(["1e9999", "2.5E-9999", longest])
+    assert not _all_fit(["1e10000"]) and jsonb_misfit(["1e10000"]) is None
+    assert not _all_fit(["1" * 6385]) and jsonb_misfit(["1" * 6385 + "e-9999"]) is None
+    assert not _all_fit(["1e00001"]) and jsonb_misfit(["1e00001"]) is None
+    assert not _all_fit(["12e131071"]) and jsonb_misfit(["1.5", "12e131071"]) == 1
+    assert jsonb_misfit(["1e-16384"]) == 0 and jsonb_misfit(["0e1073741824"]) == 0
+    assert jsonb_misfit(["0e1073741823"]) is None
+    assert _all_fit(["1.5", "2"]) and _all_fit([])
 
 
 @pytest.mark.parametrize(

@@ -321,6 +321,8 @@ def jsonb_misfit(floats: list[str]) -> int | None:
     passes its checks: by C-level passes over them all. Only an exponent can make such
     a number overflow, and JSON gives an integer part no leading zeros, so "0" is its
     only zero."""
+    if _all_fit(floats):
+        return None
     has_exponent = _exponent_flags(floats)
     scaled = floats if has_exponent is None else list(compress(floats, has_exponent))
     if not scaled:
@@ -344,6 +346,25 @@ def jsonb_misfit(floats: list[str]) -> int | None:
     if index is None or has_exponent is None:
         return index
     return list(compress(count(), has_exponent))[index]
+
+
+# An exponent of five digits or more, in a text whose digits are all "0" (lower case).
+_LONG_EXPONENTS: Final = ("e00000", "e-00000", "e+00000")
+# A text this long with an exponent of four digits at most fits: its digits before the
+# point and its scale are each at most its length plus 9999.
+_FITS_ANY_SHORT_EXPONENT: Final = _JSONB_DSCALE_MAX - 9999
+
+
+def _all_fit(floats: list[str]) -> bool:
+    """Whether every number fits numeric by bounds over them all, without cutting each
+    apart: no exponent longer than four digits and no text longer than
+    _FITS_ANY_SHORT_EXPONENT. False says nothing: each is then checked."""
+    zeroed = ",".join(floats).translate(_ZERO_DIGITS)
+    if "E" in zeroed:
+        zeroed = zeroed.replace("E", "e")
+    if any(map(zeroed.__contains__, _LONG_EXPONENTS)):
+        return False
+    return max(map(len, floats), default=0) <= _FITS_ANY_SHORT_EXPONENT
 
 
 def _exponent_flags(floats: list[str]) -> list[bool] | None:
