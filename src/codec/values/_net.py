@@ -70,6 +70,9 @@ class LazyIPv6Interface(IPv6Interface):
     __slots__ = ("_prefixlen",)
     _ip: int
     _prefixlen: int
+    # inet has no zone: read here, past IPv6Address's slot, which is then never set (a
+    # pass over the values fewer).
+    _scope_id = None
 
     @cached_property
     def network(self) -> IPv6Network:  # type: ignore[override]
@@ -152,10 +155,9 @@ def _setter(cls: type, name: str) -> Callable[[object, object], None]:
     return setter
 
 
-# An interface's address is IPv4Address's or IPv6Address's slot; IPv6 also has a zone
-# (None: inet has none).
+# An interface's address is IPv4Address's or IPv6Address's slot (IPv6's zone is
+# LazyIPv6Interface's None).
 _SET_IP: Final = {4: _setter(IPv4Address, "_ip"), 6: _setter(IPv6Address, "_ip")}
-_SET_SCOPE6: Final = _setter(IPv6Address, "_scope_id")
 _INTERFACES: Final[dict[int, type[IPv4Interface | IPv6Interface]]] = {
     4: LazyIPv4Interface,
     6: LazyIPv6Interface,
@@ -175,8 +177,6 @@ def _lazy_inets(version: int, numbers: Sequence[int], prefixes: Sequence[int]) -
     cls = _INTERFACES[version]
     made: list[object] = list(map(object.__new__, repeat(cls, len(numbers))))
     deque(map(_SET_IP[version], made, numbers), 0)
-    if version == 6:
-        deque(map(_SET_SCOPE6, made, repeat(None)), 0)
     deque(map(_setter(cls, "_prefixlen"), made, prefixes), 0)
     return made
 
