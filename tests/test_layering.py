@@ -40,7 +40,7 @@ EXTRA = {
     # The matrix's spark-values check reads the Spark side's Arrow/Parquet output.
     "conformance/spark_check": {"pyarrow", "numpy"},
     # The live-WAL story's consumer is written with psycopg2, as CDC consumers are.
-    "conformance/live": {"psycopg2"},
+    "conformance/live_types": {"psycopg2"},
 }
 # Blocking I/O has no place in a sans-IO codec.
 CODEC_FORBIDDEN = {"socket", "asyncio", "threading", "selectors", "ssl", "subprocess", "logging"}
