@@ -55,10 +55,15 @@ from conformance import subscriber as sub
 __all__ = [
     "OPEN_PARTS",
     "Outcome",
+    "Publisher",
+    "Tap",
     "fake_publisher",
     "option_sets",
+    "poll",
     "real_publisher",
     "run",
+    "shape",
+    "wait_for",
 ]
 
 Row = sub.Row
@@ -95,6 +100,7 @@ class OpenTransaction(Protocol):
     def write(self, rows: Sequence[Row]) -> object: ...
     def commit(self) -> object: ...
     def rollback(self) -> object: ...
+    def prepare(self, gid: str) -> object: ...
 
 
 @dataclass
@@ -110,6 +116,8 @@ class Publisher:
     # The slot's stream_txns in pg_stat_replication_slots (waiting for it to pass 0 if
     # told: 14 reports it asynchronously); None on the fake.
     streamed_txns: Callable[[str, bool], int | None]
+    # COMMIT PREPARED, or ROLLBACK PREPARED if told, of a prepared transaction's gid.
+    finish_prepared: Callable[[str, bool], None]
 
 
 @dataclass
@@ -165,6 +173,10 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
                         raise
                     time.sleep(0.1)
 
+        def finish_prepared(gid: str, rollback: bool) -> None:
+            verb = "ROLLBACK" if rollback else "COMMIT"
+            conn.execute(sql.SQL(verb + " PREPARED {}").format(sql.Literal(gid)))
+
         yield Publisher(
             dataclasses.replace(base, conninfo=dsn),
             lambda: live.RealOpenTransaction(server.connect(), sql.Identifier(table)),
@@ -181,6 +193,7 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
             ),
             drop_slot,
             streamed_txns,
+            finish_prepared,
         )
 
 
@@ -188,6 +201,8 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
 def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
     """conformance.subscriber's fake publisher; the open transaction is
     ``WalSender.begin``."""
+    from pgwire_mock.script import CommitPrepared, RollbackPrepared  # noqa: PLC0415
+
     with sub.fake_publisher(major, table, publication) as base:
         server = base.server
         name = f"public.{table}"
@@ -204,6 +219,9 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
             lambda slot: int(server.slots[slot].confirmed_flush),
             lambda _slot: None,  # gone with the server
             lambda _slot, _wait: None,
+            lambda gid, rollback: server.append(
+                (RollbackPrepared if rollback else CommitPrepared)(gid)
+            ),
         )
 
 
@@ -265,37 +283,37 @@ def run(
             )
         )
         try:
-            _wait(lambda: one(states) == "r" and one(received) is not None, timeout, "sync")
+            wait_for(lambda: one(states) == "r" and one(received) is not None, timeout, "sync")
             before = publisher.end_of_wal()
             txn = publisher.begin()
             txn.write(OPEN_PARTS[0])
             if options.get("streaming", "off") == "off":
-                saw = _poll(lambda: (one(received) or 0) > before, 5)
+                saw = poll(lambda: (one(received) or 0) > before, 5)
             else:
                 # A block is written to a changes file, or applied by a parallel apply
                 # worker (the leader serializes the first block after a table sync).
                 tmp = Path(subscriber.data_dir) / "base" / "pgsql_tmp"
-                saw = _poll(lambda: any(tmp.glob("*/*.changes*")) or one(workers) > 1, 5)
+                saw = poll(lambda: any(tmp.glob("*/*.changes*")) or one(workers) > 1, 5)
             # The restart comes after the subscriber confirmed a position inside the
             # transaction (it replies to the keepalive sent at the end of what was read).
-            confirmed_inside = _poll(lambda: publisher.confirmed_flush(name) > before, 5)
+            confirmed_inside = poll(lambda: publisher.confirmed_flush(name) > before, 5)
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
             # Until its processes are gone: a worker leaves pg_stat_subscription before
             # it releases the replication origin (on_shmem_exit), and a new one started
             # in between fails ("replication origin ... is already active").
-            _wait(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
-            _wait(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
+            wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
+            wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
             txn.write(OPEN_PARTS[1])
             end = txn.rollback if rollback else txn.commit
             if while_down:
                 end()
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
-            _wait(lambda: one(received) is not None, timeout, "the new walsender")
+            wait_for(lambda: one(received) is not None, timeout, "the new walsender")
             if not while_down:
                 end()
             pub.commit(AFTER_ROLLBACK if rollback else AFTER_COMMIT)
-            _wait(lambda: conn.execute(marker).fetchone() is not None, timeout, "the marker")
+            wait_for(lambda: conn.execute(marker).fetchone() is not None, timeout, "the marker")
             query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
             rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
         finally:
@@ -319,7 +337,7 @@ def run(
     )
 
 
-def _poll(condition: Callable[[], bool], timeout: float) -> bool:
+def poll(condition: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -328,8 +346,8 @@ def _poll(condition: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    if not _poll(condition, timeout):
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    if not poll(condition, timeout):
         raise TimeoutError(f"waited {timeout}s for {what}")
 
 

@@ -1,0 +1,171 @@
+"""PostgreSQL's own two-phase subscriber restarted after it prepared a transaction,
+against the fake and against a real publisher (conformance.subscriber_live's).
+
+The subscription has two_phase on; once its table is synchronized and two-phase is
+enabled (subtwophasestate 'e': the apply worker restarts itself for it), a transaction
+writes :data:`~conformance.subscriber_live.OPEN_PARTS` [0] on the publisher (600 rows,
+past the 64 kB logical_decoding_work_mem: a streaming subscription gets it in blocks)
+and is prepared. The subscriber prepares it too, as ``pg_gid_<subscription>_<xid>``, and
+its replication origin moves past the prepare. The subscription is disabled, and the
+publisher commits or rolls back the prepared transaction, while the subscription is
+down or once it is enabled again. The new walsender starts at the origin's position,
+after the prepare, so it must send the transaction's end alone (Commit Prepared or
+Rollback Prepared): sent again whole, the subscriber fails, the gid being in use
+(ReorderBufferFinishPrepared's rule for a transaction prepared before the start point).
+The subscriber ends with the 600 rows or without them, and no prepared transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance import subscriber_live as live
+
+__all__ = ["Outcome", "cells", "run"]
+
+_RESTART_RACE = "is already active for PID"
+
+
+def cells(major: int) -> list[tuple[Mapping[str, str], bool, bool]]:
+    """(options, rollback, while_down) for a subscriber and publisher of ``major`` (15+):
+    each end, down and up, with and without streaming (parallel on 16+)."""
+    streaming = "parallel" if major >= 16 else "on"
+    return [
+        ({"streaming": "off"}, False, False),
+        ({"streaming": streaming}, False, True),
+        ({"streaming": "off"}, True, True),
+        ({"streaming": streaming}, True, False),
+    ]
+
+
+@dataclass
+class Outcome:
+    """The subscriber's table after the story, and what it observed on the way."""
+
+    rows: list[tuple[int, str | None]]
+    prepared_before: int  # the subscriber's prepared transactions at the restart
+    prepared_after: int  # and at the end
+    errors: list[str]  # the subscriber's ERROR lines during the run
+    own_rows: list[tuple[int, str]] | None  # the real publisher's table
+    # What the subscriber received before and after the restart (live.shape).
+    before_restart: list[str]
+    after_restart: list[str]
+
+
+def run(
+    subscriber: Any,
+    publisher: live.Publisher,
+    options: Mapping[str, str],
+    *,
+    rollback: bool = False,
+    while_down: bool = False,
+    timeout: float = 30,
+) -> Outcome:
+    """The story of the module docstring: ``subscriber`` (a cluster) subscribes to
+    ``publisher`` with ``options`` (copy_data and two_phase on); the transaction it
+    prepared is committed prepared, or rolled back if ``rollback``, before the
+    subscription is enabled again if ``while_down``."""
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    pub = publisher.base
+    table = sql.Identifier(pub.table)
+    name = f"s_{uuid.uuid4().hex[:10]}"
+    ident = sql.Identifier(name)
+    gid = f"g_{uuid.uuid4().hex[:10]}"
+    log = Path(subscriber.log_file)
+    log_start = log.stat().st_size
+    with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
+
+        def one(query: str, params: tuple[str, ...] | None = (name,)) -> Any:
+            row = conn.execute(query, params).fetchone()
+            return None if row is None else row[0]
+
+        received = (
+            "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
+            "WHERE subname = %s AND relid IS NULL"
+        )
+        ready = (
+            "SELECT bool_and(r.srsubstate = 'r') AND bool_and(s.subtwophasestate = 'e') "
+            "FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid "
+            "WHERE s.subname = %s"
+        )
+        gone = (
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'logical replication%'"
+            " AND backend_type <> 'logical replication launcher'"
+        )
+        prepared = "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'pg_gid_%%'"
+        marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
+
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
+        settings = {**options, "copy_data": "true", "two_phase": "true"}
+        conn.execute(
+            sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
+                ident,
+                sql.Literal(tap.conninfo),
+                sql.Identifier(pub.publication),
+                sql.SQL(", ".join(f"{k} = {v}" for k, v in settings.items())),
+            )
+        )
+        try:
+            live.wait_for(lambda: one(ready) and one(received) is not None, timeout, "sync")
+            txn = publisher.begin()
+            txn.write(live.OPEN_PARTS[0])
+            txn.prepare(gid)
+            live.wait_for(lambda: one(prepared, None) == 1, timeout, "the subscriber's prepare")
+            prepared_before = int(one(prepared, None))
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
+            restart = len(tap.received)
+            # Until its processes are gone (see conformance.subscriber_live).
+            live.wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
+            live.wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
+            if while_down:
+                publisher.finish_prepared(gid, rollback)
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
+            live.wait_for(lambda: one(received) is not None, timeout, "the new walsender")
+            if not while_down:
+                publisher.finish_prepared(gid, rollback)
+            pub.commit(live.AFTER_ROLLBACK if rollback else live.AFTER_COMMIT)
+            arrived = lambda: conn.execute(marker).fetchone() is not None  # noqa: E731
+            if not live.poll(arrived, timeout):
+                raise TimeoutError(f"no marker; the subscriber's errors: {_errors(log, log_start)}")
+            query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
+            rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
+            prepared_after = int(one(prepared, None))
+        finally:
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
+            conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
+            for (left,) in conn.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'pg_gid_%%'"
+            ).fetchall():
+                conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(left)))
+            conn.execute(sql.SQL("DROP TABLE {}").format(table))
+        tapped = tap.received
+    publisher.drop_slot(name)
+    errors = _errors(log, log_start)
+    own = pub.own_rows() if pub.own_rows is not None else None
+    return Outcome(
+        rows,
+        prepared_before,
+        prepared_after,
+        errors,
+        own,
+        live.shape([m for c in tapped[:restart] for m in c]),
+        live.shape([m for c in tapped[restart:] for m in c]),
+    )
+
+
+def _errors(log: Path, start: int) -> list[str]:
+    """The subscriber's ERROR lines in ``log`` from ``start``, but for a race of its own:
+    the apply worker restarts itself to enable two-phase once the table is synchronized,
+    and the launcher may start the new one before the old one released the replication
+    origin (on_shmem_exit), which fails and is started again (seen against either
+    publisher)."""
+    with log.open("rb") as f:
+        f.seek(start)
+        lines = f.read().decode(errors="replace").splitlines()
+    return [line for line in lines if "ERROR" in line and _RESTART_RACE not in line]
