@@ -13,6 +13,11 @@ after the prepare, so it must send the transaction's end alone (Commit Prepared 
 Rollback Prepared): sent again whole, the subscriber fails, the gid being in use
 (ReorderBufferFinishPrepared's rule for a transaction prepared before the start point).
 The subscriber ends with the 600 rows or without them, and no prepared transaction.
+
+Or the subscription is disabled inside the transaction (once the subscriber read into
+it: a streaming one got a block), which writes 10 more rows and is prepared while it is
+down: the new walsender decodes it again from its first change and sends it prepared
+(Begin Prepare ... Prepare, or streamed and Stream Prepare), then its end.
 """
 
 from __future__ import annotations
@@ -25,20 +30,36 @@ from typing import Any
 
 from conformance import subscriber_live as live
 
-__all__ = ["Outcome", "cells", "run"]
+__all__ = ["Cell", "Outcome", "cells", "run"]
 
 _RESTART_RACE = "is already active for PID"
 
 
-def cells(major: int) -> list[tuple[Mapping[str, str], bool, bool]]:
-    """(options, rollback, while_down) for a subscriber and publisher of ``major`` (15+):
-    each end, down and up, with and without streaming (parallel on 16+)."""
-    streaming = "parallel" if major >= 16 else "on"
+@dataclass(frozen=True)
+class Cell:
+    """One run of the story: the subscription's ``options``; whether the prepared
+    transaction is rolled back (else committed), finished while the subscription is
+    down (else once it is enabled again), and prepared while it is down, after 10 more
+    rows (else before the restart, the subscriber having prepared it)."""
+
+    options: Mapping[str, str]
+    rollback: bool = False
+    while_down: bool = False
+    prepare_while_down: bool = False
+
+
+def cells(major: int) -> list[Cell]:
+    """The cells for a subscriber and publisher of ``major`` (15+): each end, down and
+    up, prepared before the restart or while down, with and without streaming
+    (parallel on 16+)."""
+    off, streaming = {"streaming": "off"}, {"streaming": "parallel" if major >= 16 else "on"}
     return [
-        ({"streaming": "off"}, False, False),
-        ({"streaming": streaming}, False, True),
-        ({"streaming": "off"}, True, True),
-        ({"streaming": streaming}, True, False),
+        Cell(off),
+        Cell(streaming, while_down=True),
+        Cell(off, rollback=True, while_down=True),
+        Cell(streaming, rollback=True),
+        Cell(streaming, prepare_while_down=True),
+        Cell(off, rollback=True, while_down=True, prepare_while_down=True),
     ]
 
 
@@ -56,19 +77,10 @@ class Outcome:
     after_restart: list[str]
 
 
-def run(
-    subscriber: Any,
-    publisher: live.Publisher,
-    options: Mapping[str, str],
-    *,
-    rollback: bool = False,
-    while_down: bool = False,
-    timeout: float = 30,
-) -> Outcome:
+def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: float = 30) -> Outcome:
     """The story of the module docstring: ``subscriber`` (a cluster) subscribes to
-    ``publisher`` with ``options`` (copy_data and two_phase on); the transaction it
-    prepared is committed prepared, or rolled back if ``rollback``, before the
-    subscription is enabled again if ``while_down``."""
+    ``publisher`` with the cell's options (copy_data and two_phase on) and is restarted
+    around the prepared transaction as the cell says."""
     from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
     pub = publisher.base
@@ -101,7 +113,7 @@ def run(
         marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
 
         conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
-        settings = {**options, "copy_data": "true", "two_phase": "true"}
+        settings = {**cell.options, "copy_data": "true", "two_phase": "true"}
         conn.execute(
             sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
                 ident,
@@ -112,23 +124,34 @@ def run(
         )
         try:
             live.wait_for(lambda: one(ready) and one(received) is not None, timeout, "sync")
+            before = publisher.end_of_wal()
             txn = publisher.begin()
             txn.write(live.OPEN_PARTS[0])
-            txn.prepare(gid)
-            live.wait_for(lambda: one(prepared, None) == 1, timeout, "the subscriber's prepare")
+            if cell.prepare_while_down:
+                # Restarted inside the transaction, as in conformance.subscriber_live,
+                # once the subscriber has read (and confirmed) into it.
+                live.poll(lambda: publisher.confirmed_flush(name) > before, 5)
+            else:
+                txn.prepare(gid)
+                live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
             prepared_before = int(one(prepared, None))
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
             # Until its processes are gone (see conformance.subscriber_live).
             live.wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
             live.wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
-            if while_down:
-                publisher.finish_prepared(gid, rollback)
+            if cell.prepare_while_down:
+                txn.write(live.OPEN_PARTS[1])
+                txn.prepare(gid)
+            if cell.while_down:
+                publisher.finish_prepared(gid, cell.rollback)
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
             live.wait_for(lambda: one(received) is not None, timeout, "the new walsender")
-            if not while_down:
-                publisher.finish_prepared(gid, rollback)
-            pub.commit(live.AFTER_ROLLBACK if rollback else live.AFTER_COMMIT)
+            if not cell.while_down:
+                if cell.prepare_while_down:
+                    live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
+                publisher.finish_prepared(gid, cell.rollback)
+            pub.commit(live.AFTER_ROLLBACK if cell.rollback else live.AFTER_COMMIT)
             arrived = lambda: conn.execute(marker).fetchone() is not None  # noqa: E731
             if not live.poll(arrived, timeout):
                 raise TimeoutError(f"no marker; the subscriber's errors: {_errors(log, log_start)}")
