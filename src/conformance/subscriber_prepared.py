@@ -77,10 +77,20 @@ class Outcome:
     after_restart: list[str]
 
 
-def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: float = 30) -> Outcome:
+def run(
+    subscriber: Any,
+    publisher: live.Publisher,
+    cell: Cell,
+    *,
+    decodes_prepare: bool = True,
+    timeout: float = 30,
+) -> Outcome:
     """The story of the module docstring: ``subscriber`` (a cluster) subscribes to
     ``publisher`` with the cell's options (copy_data and two_phase on) and is restarted
-    around the prepared transaction as the cell says."""
+    around the prepared transaction as the cell says. Without ``decodes_prepare`` (a 14
+    publisher, which does not take two_phase: the subscriber leaves it out and enables
+    two-phase all the same) the transaction comes at its COMMIT PREPARED, whole, and
+    the subscriber prepares nothing."""
     from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
     pub = publisher.base
@@ -133,7 +143,8 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
                 live.poll(lambda: publisher.confirmed_flush(name) > before, 5)
             else:
                 txn.prepare(gid)
-                live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
+                if decodes_prepare:
+                    live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
             prepared_before = int(one(prepared, None))
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
@@ -148,7 +159,7 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
             live.wait_for(lambda: one(received) is not None, timeout, "the new walsender")
             if not cell.while_down:
-                if cell.prepare_while_down:
+                if cell.prepare_while_down and decodes_prepare:
                     live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
                 publisher.finish_prepared(gid, cell.rollback)
             pub.commit(live.AFTER_ROLLBACK if cell.rollback else live.AFTER_COMMIT)

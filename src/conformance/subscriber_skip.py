@@ -1,0 +1,167 @@
+"""PostgreSQL's own subscriber stopped by an apply error and brought back, against the
+fake and against a real publisher (conformance.subscriber_live's).
+
+The subscription (15+, disable_on_error on) is synchronized; the subscriber's table is
+given a row of its own with the key a publisher transaction then inserts, so applying
+that transaction fails (unique violation) and disables the subscription, nothing of it
+confirmed. The subscription is brought back either by skipping the transaction — ALTER
+SUBSCRIPTION ... SKIP with the LSN the error's context gave ("finished at", the
+transaction's final LSN as the publisher's Begin, or Stream Commit, sent it) — or by
+deleting the subscriber's row; it is enabled again and the new walsender sends the
+transaction again from its first change. A short transaction follows, which the check
+waits for. Skipped, none of the failed transaction is applied and the skip LSN is
+cleared; fixed, all of it is.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance import subscriber_live as live
+
+__all__ = ["Cell", "Outcome", "cells", "run"]
+
+#: The key both the subscriber's own row and the failing transaction's first row take.
+CONFLICT = 9500
+_FINISHED_AT = re.compile(r"finished at ([0-9A-F]+/[0-9A-F]+)")
+# A log line's prefix (time and process id), which the two runs do not share.
+_PREFIX = re.compile(r"^.*?\[\d+\] ")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: the subscription's ``options``; whether the failed transaction is
+    skipped (else the subscriber's row is deleted); and whether it is large (600 rows
+    more, past the 64 kB logical_decoding_work_mem: streamed where the options say)."""
+
+    options: Mapping[str, str]
+    skip: bool = True
+    large: bool = False
+
+
+def cells() -> list[Cell]:
+    """Skipped and fixed, small; skipped, large and streamed."""
+    return [
+        Cell({"streaming": "off"}),
+        Cell({"streaming": "off"}, skip=False),
+        Cell({"streaming": "on"}, large=True),
+    ]
+
+
+@dataclass
+class Outcome:
+    """The subscriber's table after the story, and what it observed on the way."""
+
+    rows: list[tuple[int, str | None]]
+    errors: list[str]  # the subscriber's ERROR lines, without their time and process
+    skip_lsn_given: bool  # the error's context named the transaction's final LSN
+    skip_lsn_after: str | None  # pg_subscription.subskiplsn at the end
+    own_rows: list[tuple[int, str]] | None  # the real publisher's table
+    # What the subscriber received before and after it was enabled again (live.shape).
+    before_restart: list[str]
+    after_restart: list[str]
+
+
+def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: float = 30) -> Outcome:
+    """The story of the module docstring for ``cell``: ``subscriber`` (a cluster)
+    subscribes to ``publisher`` (copy_data and disable_on_error on)."""
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    pub = publisher.base
+    table = sql.Identifier(pub.table)
+    name = f"s_{uuid.uuid4().hex[:10]}"
+    ident = sql.Identifier(name)
+    log = Path(subscriber.log_file)
+    log_start = log.stat().st_size
+    failing: list[live.Row] = [("insert", CONFLICT, "from the publisher")]
+    failing += [("insert", CONFLICT + 1, "after the conflict")]
+    if cell.large:
+        failing += list(live.OPEN_PARTS[0])
+    with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
+
+        def one(query: str, params: tuple[str, ...] | None = (name,)) -> Any:
+            row = conn.execute(query, params).fetchone()
+            return None if row is None else row[0]
+
+        ready = (
+            "SELECT bool_and(r.srsubstate = 'r') FROM pg_subscription_rel r "
+            "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
+        )
+        received = (
+            "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
+            "WHERE subname = %s AND relid IS NULL"
+        )
+        enabled = "SELECT subenabled FROM pg_subscription WHERE subname = %s"
+        skip_lsn = "SELECT subskiplsn::text FROM pg_subscription WHERE subname = %s"
+        gone = (
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'logical replication%'"
+            " AND backend_type <> 'logical replication launcher'"
+        )
+        marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
+
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
+        settings = {**cell.options, "copy_data": "true", "disable_on_error": "true"}
+        conn.execute(
+            sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
+                ident,
+                sql.Literal(tap.conninfo),
+                sql.Identifier(pub.publication),
+                sql.SQL(", ".join(f"{k} = {v}" for k, v in settings.items())),
+            )
+        )
+        try:
+            live.wait_for(lambda: one(ready) and one(received) is not None, timeout, "sync")
+            local = sql.SQL("INSERT INTO {} VALUES (%s, 'the subscriber''s own')").format(table)
+            conn.execute(local, (CONFLICT,))
+            pub.commit(failing)
+            live.wait_for(lambda: one(enabled) is False, timeout, "disable_on_error")
+            live.wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
+            live.wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
+            restart = len(tap.received)
+            found = _FINISHED_AT.findall(_read(log, log_start))
+            if cell.skip and found:
+                conn.execute(
+                    sql.SQL("ALTER SUBSCRIPTION {} SKIP (lsn = {})").format(
+                        ident, sql.Literal(found[-1])
+                    )
+                )
+            elif not cell.skip:
+                conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(table), (CONFLICT,))
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
+            pub.commit([("insert", 9900, "marker")])
+            arrived = lambda: conn.execute(marker).fetchone() is not None  # noqa: E731
+            if not live.poll(arrived, timeout):
+                raise TimeoutError(f"no marker; the subscriber's log: {_read(log, log_start)}")
+            query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
+            rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
+            skip_after = one(skip_lsn)
+        finally:
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
+            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
+            conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
+            conn.execute(sql.SQL("DROP TABLE {}").format(table))
+        tapped = tap.received
+    publisher.drop_slot(name)
+    lines = _read(log, log_start).splitlines()
+    errors = [_PREFIX.sub("", line) for line in lines if "ERROR" in line]
+    own = pub.own_rows() if pub.own_rows is not None else None
+    return Outcome(
+        rows,
+        errors,
+        bool(found),
+        skip_after,
+        own,
+        live.shape([m for c in tapped[:restart] for m in c]),
+        live.shape([m for c in tapped[restart:] for m in c]),
+    )
+
+
+def _read(log: Path, start: int) -> str:
+    with log.open("rb") as f:
+        f.seek(start)
+        return f.read().decode(errors="replace")

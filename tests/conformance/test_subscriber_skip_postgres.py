@@ -1,0 +1,62 @@
+"""A real PostgreSQL subscriber stopped by an apply error (a unique violation, with
+disable_on_error) and brought back by ALTER SUBSCRIPTION ... SKIP or by removing the
+conflicting row (conformance.subscriber_skip), against the fake emulating each
+publisher major and against a real publisher of that major: the same table, the
+same errors, the skip LSN used and cleared, the same messages before and after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conformance import provision
+from conformance import subscriber as sub
+from conformance import subscriber_live as live
+from conformance import subscriber_skip as skip
+from conformance.provision import Cluster, Server
+
+
+@pytest.fixture(scope="module")
+def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
+    """A second cluster of the publisher's major, or 15 for 14 (disable_on_error and
+    SKIP are the subscriber's, 15+; what a 14 publisher sends again is checked all the
+    same); the apply worker retries fast."""
+    installation = provision.install(max(pg_server.version, 15)).installation
+    with Cluster(installation, settings={"wal_retrieve_retry_interval": "200ms"}) as cluster:
+        yield cluster
+
+
+def test_a_subscriber_stopped_by_a_conflict_skips_or_reapplies_as_on_postgres(
+    pg_server: Server, subscriber_cluster: Cluster
+) -> None:
+    """Skipped (small, and large and streamed) or fixed and applied again: the same on
+    the fake as on PostgreSQL, and what each way should leave."""
+    major = pg_server.version
+    results = []
+    for cell in skip.cells():
+        table, publication = sub.new_names()
+        with live.real_publisher(pg_server, table, publication) as pub:
+            from_postgres = skip.run(subscriber_cluster, pub, cell)
+        with live.fake_publisher(major, table, publication) as pub:
+            from_fake = skip.run(subscriber_cluster, pub, cell)
+        results.append((cell, from_postgres, from_fake))
+    for cell, from_postgres, from_fake in results:
+        own = from_postgres.own_rows
+        assert own is not None
+        assert from_fake.errors == from_postgres.errors, cell
+        # 18 names the conflict ("conflict=insert_exists"), earlier majors the index.
+        (error,) = from_postgres.errors
+        assert "duplicate key" in error or "insert_exists" in error, cell
+        assert from_postgres.skip_lsn_given and from_fake.skip_lsn_given, cell
+        assert from_postgres.skip_lsn_after == from_fake.skip_lsn_after == "0/0", cell
+        assert from_fake.rows == from_postgres.rows, cell
+        if cell.skip:
+            # None of the failed transaction; the subscriber's own row stays.
+            expected = [row for row in own if row[0] < 8000 or row[0] == 9900]
+            expected.append((skip.CONFLICT, "the subscriber's own"))
+            assert from_postgres.rows == sorted(expected), cell
+        else:
+            assert from_postgres.rows == own, cell
+        assert from_fake.before_restart == from_postgres.before_restart, cell
+        assert from_fake.after_restart == from_postgres.after_restart, cell
