@@ -28,6 +28,20 @@ def pg_server(request: pytest.FixtureRequest) -> Iterator[provision.Server]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def subscriber_cluster(
+    pg_server: provision.Server, request: pytest.FixtureRequest
+) -> Iterator[provision.Cluster]:
+    """A second cluster, for PostgreSQL's own subscriber: of pg_server's major, or of
+    the test module's SUBSCRIBER_MAJOR_AT_LEAST where that is higher (a feature of the
+    subscriber's own); its apply workers retry fast."""
+    major = max(pg_server.version, getattr(request.module, "SUBSCRIBER_MAJOR_AT_LEAST", 0))
+    installation = provision.install(major).installation
+    settings = {"wal_retrieve_retry_interval": "200ms"}
+    with provision.Cluster(installation, settings=settings) as cluster:
+        yield cluster
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "pg_server" in getattr(item, "fixturenames", ()):

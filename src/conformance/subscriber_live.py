@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from codec.errors import DecodeError
 from codec.pgoutput import Decoder, StreamStart
@@ -54,15 +54,19 @@ from conformance import subscriber as sub
 
 __all__ = [
     "OPEN_PARTS",
+    "RECEIVED",
+    "WORKERS_LEFT",
     "Outcome",
     "Publisher",
     "Tap",
     "fake_publisher",
+    "log_since",
     "option_sets",
     "poll",
     "real_publisher",
     "run",
     "shape",
+    "subscription",
     "wait_for",
 ]
 
@@ -228,6 +232,62 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
 # --- the story ------------------------------------------------------------------------------
 
 
+#: The leader apply worker's last received position (relid NULL; 16+ parallel apply
+#: workers have no received_lsn), for the subscription named by the parameter.
+RECEIVED: Final = (
+    "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
+    "WHERE subname = %s AND relid IS NULL"
+)
+#: How many logical replication workers run, the launcher aside: a worker leaves
+#: pg_stat_subscription before it releases the replication origin (on_shmem_exit), and
+#: a new one started in between fails ("replication origin ... is already active").
+WORKERS_LEFT: Final = (
+    "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'logical replication%'"
+    " AND backend_type <> 'logical replication launcher'"
+)
+
+
+@contextmanager
+def subscription(
+    conn: Any, name: str, conninfo: str, publication: str, table: str, settings: Mapping[str, str]
+) -> Iterator[None]:
+    """On the subscriber's connection ``conn``: table ``table`` (id int PRIMARY KEY, v
+    text) and subscription ``name`` to ``publication`` at ``conninfo`` with ``settings``;
+    on exit the subscription is dropped without its slot (the publisher's to drop), any
+    transaction it left prepared rolled back, and the table dropped."""
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    ident, table_ident = sql.Identifier(name), sql.Identifier(table)
+    conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table_ident))
+    conn.execute(
+        sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
+            ident,
+            sql.Literal(conninfo),
+            sql.Identifier(publication),
+            sql.SQL(", ".join(f"{k} = {v}" for k, v in settings.items())),
+        )
+    )
+    try:
+        yield
+    finally:
+        conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
+        conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
+        conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
+        # A two-phase subscription's (pg_gid_<subscription>_<xid>) would hold the table.
+        for (gid,) in conn.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'pg_gid_%%'"
+        ).fetchall():
+            conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+        conn.execute(sql.SQL("DROP TABLE {}").format(table_ident))
+
+
+def log_since(log: Path, start: int) -> list[str]:
+    """The lines of the subscriber's ``log`` from byte ``start``."""
+    with log.open("rb") as f:
+        f.seek(start)
+        return f.read().decode(errors="replace").splitlines()
+
+
 def run(
     subscriber: Any,
     publisher: Publisher,
@@ -255,40 +315,20 @@ def run(
             row = conn.execute(query, params).fetchone()
             return None if row is None else row[0]
 
-        # The leader apply worker (relid NULL; 16+ parallel apply workers have no
-        # received_lsn).
-        received = (
-            "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
-            "WHERE subname = %s AND relid IS NULL"
-        )
         workers = "SELECT count(pid) FROM pg_stat_subscription WHERE subname = %s"
-        gone = (
-            "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'logical replication%'"
-            " AND backend_type <> 'logical replication launcher'"
-        )
         states = (
             "SELECT string_agg(srsubstate::text, '') FROM pg_subscription_rel r "
             "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
         )
         marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
-
-        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
-        with_options = ", ".join(f"{k} = {v}" for k, v in {**options, "copy_data": "true"}.items())
-        conn.execute(
-            sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
-                ident,
-                sql.Literal(tap.conninfo),
-                sql.Identifier(pub.publication),
-                sql.SQL(with_options),
-            )
-        )
-        try:
-            wait_for(lambda: one(states) == "r" and one(received) is not None, timeout, "sync")
+        settings = {**options, "copy_data": "true"}
+        with subscription(conn, name, tap.conninfo, pub.publication, pub.table, settings):
+            wait_for(lambda: one(states) == "r" and one(RECEIVED) is not None, timeout, "sync")
             before = publisher.end_of_wal()
             txn = publisher.begin()
             txn.write(OPEN_PARTS[0])
             if options.get("streaming", "off") == "off":
-                saw = poll(lambda: (one(received) or 0) > before, 5)
+                saw = poll(lambda: (one(RECEIVED) or 0) > before, 5)
             else:
                 # A block is written to a changes file, or applied by a parallel apply
                 # worker (the leader serializes the first block after a table sync).
@@ -299,36 +339,25 @@ def run(
             confirmed_inside = poll(lambda: publisher.confirmed_flush(name) > before, 5)
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
-            # Until its processes are gone: a worker leaves pg_stat_subscription before
-            # it releases the replication origin (on_shmem_exit), and a new one started
-            # in between fails ("replication origin ... is already active").
-            wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
+            # Until its processes are gone (see WORKERS_LEFT).
+            wait_for(lambda: one(WORKERS_LEFT, None) == 0, timeout, "the apply worker's exit")
             wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
             txn.write(OPEN_PARTS[1])
             end = txn.rollback if rollback else txn.commit
             if while_down:
                 end()
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
-            wait_for(lambda: one(received) is not None, timeout, "the new walsender")
+            wait_for(lambda: one(RECEIVED) is not None, timeout, "the new walsender")
             if not while_down:
                 end()
             pub.commit(AFTER_ROLLBACK if rollback else AFTER_COMMIT)
             wait_for(lambda: conn.execute(marker).fetchone() is not None, timeout, "the marker")
             query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
             rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
-        finally:
-            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
-            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
-            conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
-            conn.execute(sql.SQL("DROP TABLE {}").format(table))
         tapped = tap.received
     streamed = publisher.streamed_txns(name, options.get("streaming", "off") != "off")
     publisher.drop_slot(name)
-    with log.open("rb") as f:
-        f.seek(log_start)
-        errors = [
-            line for line in f.read().decode(errors="replace").splitlines() if "ERROR" in line
-        ]
+    errors = [line for line in log_since(log, log_start) if "ERROR" in line]
     own = pub.own_rows() if pub.own_rows is not None else None
     before_restart = shape([m for c in tapped[:restart] for m in c])
     after_restart = shape([m for c in tapped[restart:] for m in c])

@@ -106,34 +106,17 @@ def run(
             row = conn.execute(query, params).fetchone()
             return None if row is None else row[0]
 
-        received = (
-            "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
-            "WHERE subname = %s AND relid IS NULL"
-        )
         ready = (
             "SELECT bool_and(r.srsubstate = 'r') AND bool_and(s.subtwophasestate = 'e') "
             "FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid "
             "WHERE s.subname = %s"
         )
-        gone = (
-            "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'logical replication%'"
-            " AND backend_type <> 'logical replication launcher'"
-        )
         prepared = "SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'pg_gid_%%'"
         marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
 
-        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
         settings = {**cell.options, "copy_data": "true", "two_phase": "true"}
-        conn.execute(
-            sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
-                ident,
-                sql.Literal(tap.conninfo),
-                sql.Identifier(pub.publication),
-                sql.SQL(", ".join(f"{k} = {v}" for k, v in settings.items())),
-            )
-        )
-        try:
-            live.wait_for(lambda: one(ready) and one(received) is not None, timeout, "sync")
+        with live.subscription(conn, name, tap.conninfo, pub.publication, pub.table, settings):
+            live.wait_for(lambda: one(ready) and one(live.RECEIVED) is not None, timeout, "sync")
             before = publisher.end_of_wal()
             txn = publisher.begin()
             txn.write(live.OPEN_PARTS[0])
@@ -149,7 +132,9 @@ def run(
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
             # Until its processes are gone (see conformance.subscriber_live).
-            live.wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
+            live.wait_for(
+                lambda: one(live.WORKERS_LEFT, None) == 0, timeout, "the apply worker's exit"
+            )
             live.wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
             if cell.prepare_while_down:
                 txn.write(live.OPEN_PARTS[1])
@@ -157,7 +142,7 @@ def run(
             if cell.while_down:
                 publisher.finish_prepared(gid, cell.rollback)
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} ENABLE").format(ident))
-            live.wait_for(lambda: one(received) is not None, timeout, "the new walsender")
+            live.wait_for(lambda: one(live.RECEIVED) is not None, timeout, "the new walsender")
             if not cell.while_down:
                 if cell.prepare_while_down and decodes_prepare:
                     live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
@@ -169,15 +154,6 @@ def run(
             query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
             rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
             prepared_after = int(one(prepared, None))
-        finally:
-            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
-            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
-            conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
-            for (left,) in conn.execute(
-                "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'pg_gid_%%'"
-            ).fetchall():
-                conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(left)))
-            conn.execute(sql.SQL("DROP TABLE {}").format(table))
         tapped = tap.received
     publisher.drop_slot(name)
     errors = _errors(log, log_start)
@@ -199,7 +175,6 @@ def _errors(log: Path, start: int) -> list[str]:
     and the launcher may start the new one before the old one released the replication
     origin (on_shmem_exit), which fails and is started again (seen against either
     publisher)."""
-    with log.open("rb") as f:
-        f.seek(start)
-        lines = f.read().decode(errors="replace").splitlines()
-    return [line for line in lines if "ERROR" in line and _RESTART_RACE not in line]
+    return [
+        line for line in live.log_since(log, start) if "ERROR" in line and _RESTART_RACE not in line
+    ]

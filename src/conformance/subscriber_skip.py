@@ -92,38 +92,23 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
             "SELECT bool_and(r.srsubstate = 'r') FROM pg_subscription_rel r "
             "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
         )
-        received = (
-            "SELECT max(received_lsn - '0/0') FROM pg_stat_subscription "
-            "WHERE subname = %s AND relid IS NULL"
-        )
         enabled = "SELECT subenabled FROM pg_subscription WHERE subname = %s"
         skip_lsn = "SELECT subskiplsn::text FROM pg_subscription WHERE subname = %s"
-        gone = (
-            "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'logical replication%'"
-            " AND backend_type <> 'logical replication launcher'"
-        )
         marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
 
-        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(table))
         settings = {**cell.options, "copy_data": "true", "disable_on_error": "true"}
-        conn.execute(
-            sql.SQL("CREATE SUBSCRIPTION {} CONNECTION {} PUBLICATION {} WITH ({})").format(
-                ident,
-                sql.Literal(tap.conninfo),
-                sql.Identifier(pub.publication),
-                sql.SQL(", ".join(f"{k} = {v}" for k, v in settings.items())),
-            )
-        )
-        try:
-            live.wait_for(lambda: one(ready) and one(received) is not None, timeout, "sync")
+        with live.subscription(conn, name, tap.conninfo, pub.publication, pub.table, settings):
+            live.wait_for(lambda: one(ready) and one(live.RECEIVED) is not None, timeout, "sync")
             local = sql.SQL("INSERT INTO {} VALUES (%s, 'the subscriber''s own')").format(table)
             conn.execute(local, (CONFLICT,))
             pub.commit(failing)
             live.wait_for(lambda: one(enabled) is False, timeout, "disable_on_error")
-            live.wait_for(lambda: one(gone, None) == 0, timeout, "the apply worker's exit")
+            live.wait_for(
+                lambda: one(live.WORKERS_LEFT, None) == 0, timeout, "the apply worker's exit"
+            )
             live.wait_for(lambda: not publisher.slot_active(name), timeout, "the walsender's exit")
             restart = len(tap.received)
-            found = _FINISHED_AT.findall(_read(log, log_start))
+            found = _FINISHED_AT.findall("\n".join(live.log_since(log, log_start)))
             if cell.skip and found:
                 conn.execute(
                     sql.SQL("ALTER SUBSCRIPTION {} SKIP (lsn = {})").format(
@@ -136,19 +121,15 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
             pub.commit([("insert", 9900, "marker")])
             arrived = lambda: conn.execute(marker).fetchone() is not None  # noqa: E731
             if not live.poll(arrived, timeout):
-                raise TimeoutError(f"no marker; the subscriber's log: {_read(log, log_start)}")
+                raise TimeoutError(
+                    f"no marker; the subscriber's log: {live.log_since(log, log_start)}"
+                )
             query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
             rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
             skip_after = one(skip_lsn)
-        finally:
-            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
-            conn.execute(sql.SQL("ALTER SUBSCRIPTION {} SET (slot_name = NONE)").format(ident))
-            conn.execute(sql.SQL("DROP SUBSCRIPTION {}").format(ident))
-            conn.execute(sql.SQL("DROP TABLE {}").format(table))
         tapped = tap.received
     publisher.drop_slot(name)
-    lines = _read(log, log_start).splitlines()
-    errors = [_PREFIX.sub("", line) for line in lines if "ERROR" in line]
+    errors = [_PREFIX.sub("", line) for line in live.log_since(log, log_start) if "ERROR" in line]
     own = pub.own_rows() if pub.own_rows is not None else None
     return Outcome(
         rows,
@@ -159,9 +140,3 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
         live.shape([m for c in tapped[:restart] for m in c]),
         live.shape([m for c in tapped[restart:] for m in c]),
     )
-
-
-def _read(log: Path, start: int) -> str:
-    with log.open("rb") as f:
-        f.seek(start)
-        return f.read().decode(errors="replace")

@@ -16,13 +16,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from conformance import provision
 from conformance.provision import Cluster, Server
 from pgwire_mock.cli import main
 from pgwire_mock.client import pgoutput_options
@@ -65,13 +62,6 @@ def _after(conn: Any, pk: str, full: str) -> None:
 
 def _rows(conn: Any, table: str) -> list[tuple[object, ...]]:
     return [tuple(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()]
-
-
-@pytest.fixture(scope="module")
-def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
-    installation = provision.install(pg_server.version).installation
-    with Cluster(installation, settings={"wal_retrieve_retry_interval": "200ms"}) as cluster:
-        yield cluster
 
 
 def _subscribe(

@@ -5,22 +5,11 @@ table, the real publisher's own, and received the same messages."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from conformance import provision
 from conformance import subscriber as sub
 from conformance import subscriber_live as live
 from conformance.provision import Cluster, Server
-
-
-@pytest.fixture(scope="module")
-def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
-    """A second cluster of the subscriber's major; the apply worker retries fast."""
-    installation = provision.install(pg_server.version).installation
-    with Cluster(installation, settings={"wal_retrieve_retry_interval": "200ms"}) as cluster:
-        yield cluster
 
 
 @pytest.mark.parametrize("while_down", [False, True], ids=["after_restart", "while_down"])

@@ -5,8 +5,6 @@ publisher's own."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from conformance import provision
@@ -14,14 +12,6 @@ from conformance import subscriber as sub
 from conformance.provision import Cluster, Server
 
 PUBLISHERS = provision.MAJORS
-
-
-@pytest.fixture(scope="module")
-def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
-    """A second cluster of the subscriber's major; the apply worker retries fast."""
-    installation = provision.install(pg_server.version).installation
-    with Cluster(installation, settings={"wal_retrieve_retry_interval": "200ms"}) as cluster:
-        yield cluster
 
 
 @pytest.mark.parametrize("publisher", PUBLISHERS, ids=[f"publisher{p}" for p in PUBLISHERS])

@@ -6,24 +6,14 @@ prepared transaction left and no error, and received the same messages."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from conformance import provision
 from conformance import subscriber as sub
 from conformance import subscriber_live as live
 from conformance import subscriber_prepared as prepared
 from conformance.provision import Cluster, Server
 
-
-@pytest.fixture(scope="module")
-def subscriber_cluster(pg_server: Server) -> Iterator[Cluster]:
-    """A second cluster of the publisher's major, or 15 for 14 (two_phase subscriptions
-    are 15+); the apply worker retries fast."""
-    installation = provision.install(max(pg_server.version, 15)).installation
-    with Cluster(installation, settings={"wal_retrieve_retry_interval": "200ms"}) as cluster:
-        yield cluster
+# two_phase subscriptions are the subscriber's, 15+: a 14 publisher gets a 15 subscriber
+# (see the subscriber_cluster fixture).
+SUBSCRIBER_MAJOR_AT_LEAST = 15
 
 
 def test_a_two_phase_subscriber_restarted_around_a_prepare_ends_as_on_postgres(

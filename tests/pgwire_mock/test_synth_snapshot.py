@@ -22,7 +22,6 @@ from test_synth import FULL_SPEC, OUTPUTS, Applier
 
 from codec.pgoutput import UNCHANGED_TOAST, Decoder, Update
 from codec.values import LSN, decode_text
-from conformance import provision
 from pgwire_mock.cli import main
 from pgwire_mock.pytest_plugin import start_walsender
 from pgwire_mock.streamfile import read_meta, read_snapshot, read_stream
@@ -303,15 +302,6 @@ tables:
       - {{name: blob, type: bytea}}
 operations: {{insert: 0.45, update: 0.3, key_update: 0.1, delete: 0.15}}
 """
-
-
-@pytest.fixture(scope="module")
-def subscriber_cluster(pg_server: Any) -> Any:
-    installation = provision.install(pg_server.version).installation
-    with provision.Cluster(
-        installation, settings={"wal_retrieve_retry_interval": "200ms"}
-    ) as cluster:
-        yield cluster
 
 
 def _subscribed_tables(
