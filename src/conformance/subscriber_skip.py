@@ -44,13 +44,18 @@ class Cell:
     large: bool = False
 
 
-def cells() -> list[Cell]:
-    """Skipped and fixed, small; skipped, large and streamed."""
-    return [
+def cells(major: int) -> list[Cell]:
+    """Skipped and fixed, small; skipped, large and streamed (and applied by a parallel
+    apply worker where the subscriber is 16+: a 14 publisher's subscriber is 15)."""
+    out = [
         Cell({"streaming": "off"}),
         Cell({"streaming": "off"}, skip=False),
         Cell({"streaming": "on"}, large=True),
     ]
+    if major >= 16:
+        out.append(Cell({"streaming": "parallel"}, large=True))
+        out.append(Cell({"streaming": "parallel"}, skip=False, large=True))
+    return out
 
 
 @dataclass
