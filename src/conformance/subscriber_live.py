@@ -122,6 +122,8 @@ class Publisher:
     streamed_txns: Callable[[str, bool], int | None]
     # COMMIT PREPARED, or ROLLBACK PREPARED if told, of a prepared transaction's gid.
     finish_prepared: Callable[[str, bool], None]
+    # Whether the slot decodes prepared transactions (pg_replication_slots.two_phase).
+    slot_two_phase: Callable[[str], bool]
 
 
 @dataclass
@@ -198,6 +200,9 @@ def real_publisher(server: Any, table: str, publication: str) -> Iterator[Publis
             drop_slot,
             streamed_txns,
             finish_prepared,
+            lambda slot: bool(
+                scalar("SELECT two_phase FROM pg_replication_slots WHERE slot_name = %s", slot)
+            ),
         )
 
 
@@ -226,6 +231,7 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
             lambda gid, rollback: server.append(
                 (RollbackPrepared if rollback else CommitPrepared)(gid)
             ),
+            lambda slot: bool(server.slots[slot].two_phase),
         )
 
 

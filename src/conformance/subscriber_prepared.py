@@ -30,7 +30,7 @@ from typing import Any
 
 from conformance import subscriber_live as live
 
-__all__ = ["Cell", "Outcome", "cells", "run"]
+__all__ = ["Cell", "Outcome", "cells", "run", "subscriber_errors"]
 
 _RESTART_RACE = "is already active for PID"
 
@@ -150,13 +150,15 @@ def run(
             pub.commit(live.AFTER_ROLLBACK if cell.rollback else live.AFTER_COMMIT)
             arrived = lambda: conn.execute(marker).fetchone() is not None  # noqa: E731
             if not live.poll(arrived, timeout):
-                raise TimeoutError(f"no marker; the subscriber's errors: {_errors(log, log_start)}")
+                raise TimeoutError(
+                    f"no marker; the subscriber's errors: {subscriber_errors(log, log_start)}"
+                )
             query = sql.SQL("SELECT id, v FROM {} ORDER BY id").format(table)
             rows = [(int(r[0]), r[1]) for r in conn.execute(query).fetchall()]
             prepared_after = int(one(prepared, None))
         tapped = tap.received
     publisher.drop_slot(name)
-    errors = _errors(log, log_start)
+    errors = subscriber_errors(log, log_start)
     own = pub.own_rows() if pub.own_rows is not None else None
     return Outcome(
         rows,
@@ -169,7 +171,7 @@ def run(
     )
 
 
-def _errors(log: Path, start: int) -> list[str]:
+def subscriber_errors(log: Path, start: int) -> list[str]:
     """The subscriber's ERROR lines in ``log`` from ``start``, but for a race of its own:
     the apply worker restarts itself to enable two-phase once the table is synchronized,
     and the launcher may start the new one before the old one released the replication
