@@ -29,6 +29,11 @@ __all__ = ["Cell", "Outcome", "cells", "run"]
 #: The key both the subscriber's own row and the failing transaction's first row take.
 CONFLICT = 9500
 _FINISHED_AT = re.compile(r"finished at ([0-9A-F]+/[0-9A-F]+)")
+# The leader's line after its parallel apply worker failed (16+: "... exited due to
+# error", "lost connection to the ..."): whether the worker or the leader applies the
+# failing block (the leader serializes some to a file and applies them itself), and how
+# the leader learns of the failure, is the subscriber's own timing.
+_PARALLEL_WORKER_GONE = "logical replication parallel apply worker"
 # A log line's prefix (time and process id), which the two runs do not share.
 _PREFIX = re.compile(r"^.*?\[\d+\] ")
 
@@ -45,15 +50,16 @@ class Cell:
 
 
 def cells(major: int) -> list[Cell]:
-    """Skipped and fixed, small; skipped, large and streamed (and applied by a parallel
-    apply worker where the subscriber is 16+: a 14 publisher's subscriber is 15)."""
+    """Skipped and fixed, small; skipped, large and streamed; fixed, large and applied by
+    a parallel apply worker where the subscriber is 16+ (a 14 publisher's subscriber is
+    15). Not skipped in parallel: a failure in the parallel worker may not log the finish
+    LSN (PostgreSQL's documentation of SKIP says so), as in one run of five here."""
     out = [
         Cell({"streaming": "off"}),
         Cell({"streaming": "off"}, skip=False),
         Cell({"streaming": "on"}, large=True),
     ]
     if major >= 16:
-        out.append(Cell({"streaming": "parallel"}, large=True))
         out.append(Cell({"streaming": "parallel"}, skip=False, large=True))
     return out
 
@@ -134,7 +140,11 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
             skip_after = one(skip_lsn)
         tapped = tap.received
     publisher.drop_slot(name)
-    errors = [_PREFIX.sub("", line) for line in live.log_since(log, log_start) if "ERROR" in line]
+    errors = [
+        _PREFIX.sub("", line)
+        for line in live.log_since(log, log_start)
+        if "ERROR" in line and _PARALLEL_WORKER_GONE not in line
+    ]
     own = pub.own_rows() if pub.own_rows is not None else None
     return Outcome(
         rows,

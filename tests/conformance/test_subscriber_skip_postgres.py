@@ -37,7 +37,12 @@ def test_a_subscriber_stopped_by_a_conflict_skips_or_reapplies_as_on_postgres(
         # 18 names the conflict ("conflict=insert_exists"), earlier majors the index.
         (error,) = from_postgres.errors
         assert "duplicate key" in error or "insert_exists" in error, cell
-        assert from_postgres.skip_lsn_given and from_fake.skip_lsn_given, cell
+        if cell.options["streaming"] != "parallel":
+            # In parallel, whether the finish LSN is logged, and how much of the stream
+            # the leader reads before it learns of its worker's failure, are the
+            # subscriber's own timing (see skip.cells).
+            assert from_postgres.skip_lsn_given and from_fake.skip_lsn_given, cell
+            assert from_fake.before_restart == from_postgres.before_restart, cell
         assert from_postgres.skip_lsn_after == from_fake.skip_lsn_after == "0/0", cell
         assert from_fake.rows == from_postgres.rows, cell
         if cell.skip:
@@ -47,5 +52,4 @@ def test_a_subscriber_stopped_by_a_conflict_skips_or_reapplies_as_on_postgres(
             assert from_postgres.rows == sorted(expected), cell
         else:
             assert from_postgres.rows == own, cell
-        assert from_fake.before_restart == from_postgres.before_restart, cell
         assert from_fake.after_restart == from_postgres.after_restart, cell
