@@ -35,6 +35,7 @@ tables are compared there.
 from __future__ import annotations
 
 import dataclasses
+import re
 import socket
 import threading
 import time
@@ -59,10 +60,12 @@ __all__ = [
     "Outcome",
     "Publisher",
     "Tap",
+    "error_lines",
     "fake_publisher",
     "log_since",
     "option_sets",
     "poll",
+    "query_one",
     "real_publisher",
     "run",
     "shape",
@@ -294,6 +297,35 @@ def log_since(log: Path, start: int) -> list[str]:
         return f.read().decode(errors="replace").splitlines()
 
 
+# A log line's prefix (time and process id), which two runs do not share.
+_LOG_PREFIX: Final = re.compile(r"^.*?\[\d+\] ")
+
+
+def error_lines(
+    log: Path, start: int, name: str | None = None, leave_out: tuple[str, ...] = ()
+) -> list[str]:
+    """The subscriber's ERROR lines in ``log`` from byte ``start``, without their time
+    and process and with the subscription's ``name`` as "<subscription>", but those
+    holding any of ``leave_out``."""
+    lines = [
+        _LOG_PREFIX.sub("", line)
+        for line in log_since(log, start)
+        if "ERROR" in line and not any(part in line for part in leave_out)
+    ]
+    return [line.replace(name, "<subscription>") for line in lines] if name else lines
+
+
+def query_one(conn: Any, name: str) -> Callable[..., Any]:
+    """The first value a query gives on ``conn`` (None for no row); its parameters are
+    the subscription's ``name`` unless given."""
+
+    def one(query: Any, params: tuple[str, ...] | None = (name,)) -> Any:
+        row = conn.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+    return one
+
+
 def run(
     subscriber: Any,
     publisher: Publisher,
@@ -316,11 +348,7 @@ def run(
     log = Path(subscriber.log_file)
     log_start = log.stat().st_size
     with Tap(pub.conninfo) as tap, subscriber.connect() as conn:
-
-        def one(query: str, params: tuple[str, ...] | None = (name,)) -> Any:
-            row = conn.execute(query, params).fetchone()
-            return None if row is None else row[0]
-
+        one = query_one(conn, name)
         workers = "SELECT count(pid) FROM pg_stat_subscription WHERE subname = %s"
         states = (
             "SELECT string_agg(srsubstate::text, '') FROM pg_subscription_rel r "
@@ -363,7 +391,7 @@ def run(
         tapped = tap.received
     streamed = publisher.streamed_txns(name, options.get("streaming", "off") != "off")
     publisher.drop_slot(name)
-    errors = [line for line in log_since(log, log_start) if "ERROR" in line]
+    errors = error_lines(log, log_start, name)
     own = pub.own_rows() if pub.own_rows is not None else None
     before_restart = shape([m for c in tapped[:restart] for m in c])
     after_restart = shape([m for c in tapped[restart:] for m in c])

@@ -101,11 +101,7 @@ def run(
     log = Path(subscriber.log_file)
     log_start = log.stat().st_size
     with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
-
-        def one(query: str, params: tuple[str, ...] | None = (name,)) -> Any:
-            row = conn.execute(query, params).fetchone()
-            return None if row is None else row[0]
-
+        one = live.query_one(conn, name)
         ready = (
             "SELECT bool_and(r.srsubstate = 'r') AND bool_and(s.subtwophasestate = 'e') "
             "FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid "
@@ -158,7 +154,7 @@ def run(
             prepared_after = int(one(prepared, None))
         tapped = tap.received
     publisher.drop_slot(name)
-    errors = subscriber_errors(log, log_start)
+    errors = subscriber_errors(log, log_start, name)
     own = pub.own_rows() if pub.own_rows is not None else None
     return Outcome(
         rows,
@@ -171,12 +167,10 @@ def run(
     )
 
 
-def subscriber_errors(log: Path, start: int) -> list[str]:
-    """The subscriber's ERROR lines in ``log`` from ``start``, but for a race of its own:
+def subscriber_errors(log: Path, start: int, name: str | None = None) -> list[str]:
+    """live.error_lines of subscription ``name``, but for a race of the subscriber's own:
     the apply worker restarts itself to enable two-phase once the table is synchronized,
     and the launcher may start the new one before the old one released the replication
     origin (on_shmem_exit), which fails and is started again (seen against either
     publisher)."""
-    return [
-        line for line in live.log_since(log, start) if "ERROR" in line and _RESTART_RACE not in line
-    ]
+    return live.error_lines(log, start, name, leave_out=(_RESTART_RACE,))

@@ -34,8 +34,6 @@ _FINISHED_AT = re.compile(r"finished at ([0-9A-F]+/[0-9A-F]+)")
 # failing block (the leader serializes some to a file and applies them itself), and how
 # the leader learns of the failure, is the subscriber's own timing.
 _PARALLEL_WORKER_GONE = "logical replication parallel apply worker"
-# A log line's prefix (time and process id), which the two runs do not share.
-_PREFIX = re.compile(r"^.*?\[\d+\] ")
 
 
 @dataclass(frozen=True)
@@ -94,11 +92,7 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
     if cell.large:
         failing += list(live.OPEN_PARTS[0])
     with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
-
-        def one(query: str, params: tuple[str, ...] | None = (name,)) -> Any:
-            row = conn.execute(query, params).fetchone()
-            return None if row is None else row[0]
-
+        one = live.query_one(conn, name)
         ready = (
             "SELECT bool_and(r.srsubstate = 'r') FROM pg_subscription_rel r "
             "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
@@ -140,11 +134,7 @@ def run(subscriber: Any, publisher: live.Publisher, cell: Cell, *, timeout: floa
             skip_after = one(skip_lsn)
         tapped = tap.received
     publisher.drop_slot(name)
-    errors = [
-        _PREFIX.sub("", line)
-        for line in live.log_since(log, log_start)
-        if "ERROR" in line and _PARALLEL_WORKER_GONE not in line
-    ]
+    errors = live.error_lines(log, log_start, name, leave_out=(_PARALLEL_WORKER_GONE,))
     own = pub.own_rows() if pub.own_rows is not None else None
     return Outcome(
         rows,

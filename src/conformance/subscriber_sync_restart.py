@@ -14,7 +14,6 @@ publisher's table, and the publisher with the subscription's slot alone.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,8 +25,6 @@ from conformance import subscriber_live as live
 
 __all__ = ["ROWS", "Outcome", "Publisher", "fake_publisher", "real_publisher", "run"]
 
-# A log line's prefix (time and process id), which the two runs do not share.
-_PREFIX = re.compile(r"^.*?\[\d+\] ")
 #: Enough rows for the COPY to take a while on either publisher.
 ROWS = 200_000
 
@@ -146,11 +143,7 @@ def run(subscriber: Any, publisher: Publisher, *, timeout: float = 60) -> Outcom
     log = Path(subscriber.log_file)
     log_start = log.stat().st_size
     with subscriber.connect() as conn:
-
-        def one(query: Any, params: tuple[str, ...] | None = (name,)) -> Any:
-            row = conn.execute(query, params).fetchone()
-            return None if row is None else row[0]
-
+        one = live.query_one(conn, name)
         state = (
             "SELECT string_agg(srsubstate::text, '') FROM pg_subscription_rel r "
             "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
@@ -177,9 +170,5 @@ def run(subscriber: Any, publisher: Publisher, *, timeout: float = 60) -> Outcom
             )
             rows = int(one(count, None))
         slots = [slot.replace(name, "<subscription>") for slot in publisher.slots()]
-    errors = [
-        _PREFIX.sub("", line).replace(name, "<subscription>")
-        for line in live.log_since(log, log_start)
-        if "ERROR" in line
-    ]
+    errors = live.error_lines(log, log_start, name)
     return Outcome(at_restart, rows, str(checksum), slots, errors)

@@ -15,7 +15,6 @@ know the option, 14-16 the command): ALTER SUBSCRIPTION fails with their error.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,6 @@ from conformance import subscriber_live as live
 from conformance.subscriber_prepared import subscriber_errors
 
 __all__ = ["Outcome", "run"]
-
-# A log line's prefix (time and process id), which the two runs do not share.
-_PREFIX = re.compile(r"^.*?\[\d+\] ")
 
 
 @dataclass
@@ -62,10 +58,7 @@ def run(subscriber: Any, publisher: live.Publisher, *, timeout: float = 30) -> O
     log = Path(subscriber.log_file)
     log_start = log.stat().st_size
     with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
-
-        def one(query: str, params: tuple[str, ...] | None = (name,)) -> Any:
-            row = conn.execute(query, params).fetchone()
-            return None if row is None else row[0]
+        one = live.query_one(conn, name)
 
         def restart(alter: str) -> tuple[int, str | None, bool]:
             """Disabled, altered, enabled: where its connections began, the ALTER's
@@ -132,10 +125,7 @@ def run(subscriber: Any, publisher: live.Publisher, *, timeout: float = 30) -> O
             prepared_after = int(one(prepared, None))
         tapped = tap.received
     publisher.drop_slot(name)
-    errors = [
-        _PREFIX.sub("", line).replace(name, "<subscription>")
-        for line in subscriber_errors(log, log_start)
-    ]
+    errors = subscriber_errors(log, log_start, name)
     own = pub.own_rows() if pub.own_rows is not None else None
     parts = (tapped[:on_at], tapped[on_at:off_at], tapped[off_at:])
     return Outcome(
