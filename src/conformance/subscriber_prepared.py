@@ -124,6 +124,12 @@ def run(
                 txn.prepare(gid)
                 if decodes_prepare:
                     live.wait_for(lambda: one(prepared, None) == 1, timeout, "the prepare")
+                else:
+                    # Until the subscriber confirmed past the PREPARE: the restarted
+                    # walsender then starts after the transaction's changes and sends it
+                    # whole at COMMIT PREPARED, not streamed (as it does from before them).
+                    end = publisher.end_of_wal()
+                    live.poll(lambda: publisher.confirmed_flush(name) >= end, 10)
             prepared_before = int(one(prepared, None))
             conn.execute(sql.SQL("ALTER SUBSCRIPTION {} DISABLE").format(ident))
             restart = len(tap.received)
