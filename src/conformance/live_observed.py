@@ -27,12 +27,12 @@ from codec.pgoutput import (
 )
 from conformance.live_types import _ENDS, LiveRun
 
-__all__ = ["observed"]
+__all__ = ["observed", "plain_message"]
 
 _VOLATILE = ("xid", "lsn", "timestamp", "oid")
 
 
-def _plain(message: Any) -> dict[str, Any]:
+def plain_message(message: Any) -> dict[str, Any]:
     """A message's fields (a pgoutput message or a Relation's column), with what differs
     between two servers taken out."""
     out: dict[str, Any] = {"type": type(message).__name__}
@@ -41,7 +41,7 @@ def _plain(message: Any) -> dict[str, Any]:
         if any(word in f.name for word in _VOLATILE):
             value = None if value is None else ("0" if value == 0 else "set")
         elif isinstance(value, tuple):
-            value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
+            value = [plain_message(v) if dataclasses.is_dataclass(v) else v for v in value]
         out[f.name] = value
     return out
 
@@ -59,7 +59,7 @@ def observed(run: LiveRun) -> dict[str, Any]:
         begins = [m for m in messages if isinstance(m, Begin)]
         commits = [(r, m) for r, m in zip(received, messages, strict=True) if isinstance(m, Commit)]
         out[name] = {
-            "messages": [_plain(m) for m in messages],
+            "messages": [plain_message(m) for m in messages],
             "at_0/0": [r.wal_start == 0 for r in received],
             "wal_start_is_wal_end": all(r.wal_start == r.wal_end for r in received),
             "positions_never_go_back": positions == sorted(positions),

@@ -15,7 +15,14 @@ from typing import Any
 
 from conformance.live_types import LongTransaction, OpenTransaction, Row, Side
 
-__all__ = ["FakeOpenTransaction", "RealOpenTransaction", "fake_side", "new_names", "real_side"]
+__all__ = [
+    "FakeOpenTransaction",
+    "RealOpenTransaction",
+    "apply_rows",
+    "fake_side",
+    "new_names",
+    "real_side",
+]
 
 
 def new_names() -> tuple[str, str, str]:
@@ -47,7 +54,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
 
         def commit(rows: Sequence[Row]) -> None:
             with conn.transaction():
-                _apply(conn, ident, rows)
+                apply_rows(conn, ident, rows)
 
         def run_long(txn: LongTransaction) -> None:
             # Pauses long enough for the WAL writer (wal_writer_delay 200 ms) to flush
@@ -110,7 +117,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
 
 
-def _apply(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
+def apply_rows(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
     from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
     for kind, key, value in rows:
@@ -133,7 +140,7 @@ class RealOpenTransaction:
         conn.execute("BEGIN")
 
     def write(self, rows: Sequence[Row]) -> None:
-        _apply(self.conn, self.ident, rows)
+        apply_rows(self.conn, self.ident, rows)
         # An open transaction's records reach the walsender once the WAL writer flushes
         # them (wal_writer_delay, 200 ms).
         time.sleep(0.5)

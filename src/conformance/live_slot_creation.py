@@ -21,7 +21,7 @@ from typing import Any
 
 from codec.pgoutput import Decoder
 from codec.values import LSN
-from conformance.live_observed import _plain
+from conformance.live_observed import plain_message
 from conformance.live_types import TRANSACTIONS, Consumer, Side
 
 __all__ = ["VANISHED_ENDINGS", "run_slot_creation_story", "run_vanished_creation_story"]
@@ -122,7 +122,7 @@ def run_slot_creation_story(
     return {
         "blocked_while_open": blocked,
         "created_after_its_end": created,
-        "messages": [_plain(decoder.decode(r.payload)) for r in received],
+        "messages": [plain_message(decoder.decode(r.payload)) for r in received],
         "listed_while_waiting": _slot_shape(during, creator),
         "listed_once_created": _slot_shape(after, creator),
         "restart_lsn_kept": lsn(during, "restart_lsn") == lsn(after, "restart_lsn"),

@@ -652,9 +652,9 @@ class Cluster(Server):
             raise ProvisionError(f"initdb for PostgreSQL {self.version} failed: {tail}")
         (self.data_dir / "pg_hba.conf").write_text(_PG_HBA)
 
-    def _launch(self, prefix: Path) -> None:
-        for _attempt in range(5):
-            self.port = _free_port()
+    def _launch(self, prefix: Path, *, port: int | None = None) -> None:
+        for _attempt in range(1 if port else 5):
+            self.port = port or _free_port()
             settings = {
                 **self.settings,
                 "listen_addresses": _HOST,
@@ -693,6 +693,30 @@ class Cluster(Server):
         )
         with self.connect() as conn:
             self.full_version = str(_scalar(conn, "SHOW server_version"))
+
+    def begin_fast_shutdown(self) -> None:
+        """SIGINT, as ``pg_ctl stop -m fast``: the server shuts down while this returns;
+        :meth:`start_again` waits for the end and starts it again."""
+        if self._proc is None:
+            raise ProvisionError("cluster is not started")
+        self._proc.send_signal(signal.SIGINT)
+
+    def start_again(self, timeout: float = _STOP_TIMEOUT) -> None:
+        """Wait until the postmaster has exited (ProvisionError after ``timeout``
+        seconds, the server still shutting down), then start it on the same data
+        directory and port."""
+        proc = self._proc
+        if proc is None:
+            raise ProvisionError("cluster is not started")
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ProvisionError(
+                f"PostgreSQL {self.version} did not shut down within {timeout:g}s"
+            ) from None
+        self._proc = None
+        staged = self._require_run_dir() / "pg"
+        self._launch(staged if staged.exists() else self.installation.prefix, port=self.port)
 
     def _wait_ready(self) -> bool:
         """True once the postmaster reports ``ready``; False if it exited first."""
