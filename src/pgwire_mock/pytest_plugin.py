@@ -266,6 +266,41 @@ class WalSender:
 
     # --- lifetime -------------------------------------------------------------------------
 
+    def restart(self, timeout: float = 60.0) -> None:
+        """Restart the server as ``pg_ctl restart -m fast`` does, on the same port.
+
+        New connections get FATAL 57P03 at once; transactions still open (:meth:`begin`)
+        roll back, and their abort records are decoded (a streaming client gets Stream
+        Abort); every connection that is not streaming ends with FATAL 57P01. A
+        streaming walsender sends the rest of the WAL, then waits until its client has
+        confirmed everything sent (``CommandComplete`` ``COPY 0``, no CopyDone), or its
+        ``wal_sender_timeout`` passes without a reply. Then the shutdown checkpoint's
+        record is written after the WAL (120 bytes: IDENTIFY_SYSTEM's xlogpos moves past
+        the last commit), every slot is saved as it stands in memory, temporary slots
+        are gone with their sessions, and the port listens again. A client that keeps
+        answering without confirming holds the shutdown forever, on PostgreSQL too:
+        TimeoutError after ``timeout`` seconds, the server still shutting down.
+        """
+        self._call(self._factory.shut_down)
+        deadline = time.monotonic() + timeout
+        while self.open_connections:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the server did not shut down within {timeout:g}s: "
+                    f"{self.open_connections} connection(s) left, walsenders waiting for "
+                    "their clients to confirm everything sent"
+                )
+            time.sleep(0.01)
+
+        def start_again() -> Any:
+            self._factory.start_again()
+            return self._port.stopListening()
+
+        self._call(start_again)
+        self._port = self._call(
+            lambda: listen(self._reactor, f"tcp:{self.port}:interface={self.host}", self._factory)
+        )
+
     def stop(self) -> None:
         """Drop connections, close the port, stop the reactor and join its thread."""
         if getattr(self, "stopped", False):

@@ -61,6 +61,7 @@ from pgwire_mock.script.sizes import (
     FINISH_PREPARED_RECORD,
     MESSAGE_RECORD,
     PREPARE_RECORD,
+    SHUTDOWN_CHECKPOINT_RECORD,
 )
 from pgwire_mock.script.wal import (
     OPEN,
@@ -119,6 +120,7 @@ class Compiler(ChangeWriter):
         self.prepared: dict[str, WTxn] = {}
         self.open_named: dict[str, OpenTxn] = {}  # the begin steps' transactions still open
         self.running: list[WTxn] = []  # CompiledScript.running
+        self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
 
     @classmethod
@@ -166,7 +168,10 @@ class Compiler(ChangeWriter):
         top = SubTxn(None)
         wtxn = WTxn(top, [], 0, OPEN, 0, 0, 0, origin, origin_lsn or 0, stream, where=where)
         wtxn.running = True
-        return OpenTxn(wtxn, [top])
+        txn = OpenTxn(wtxn, [top])
+        self.begun = [t for t in self.begun if not t.ended]
+        self.begun.append(txn)
+        return txn
 
     def named(self, name: str, where: str) -> OpenTxn:
         txn = self.open_named.get(name)
@@ -251,6 +256,22 @@ class Compiler(ChangeWriter):
             if not wtxn.items:
                 wtxn.top.xid = None
             raise err.located(self.script.source) from err.__cause__
+        self._moved()
+
+    def abort_open(self) -> int:
+        """Roll back every transaction still open, as a fast shutdown's backends do
+        (each writes its abort record); returns how many there were."""
+        open_txns = [t for t in self.begun if not t.ended]
+        for txn in open_txns:
+            self.finish(txn, rollback=True)
+        self.open_named = {n: t for n, t in self.open_named.items() if not t.ended}
+        self.begun = []
+        return len(open_txns)
+
+    def checkpoint(self) -> None:
+        """A shutdown checkpoint's record at the end of WAL: nothing to decode, but the
+        end of WAL moves past it (120 bytes on 14-18, measured)."""
+        self.record(SHUTDOWN_CHECKPOINT_RECORD)
         self._moved()
 
     def _moved(self) -> None:

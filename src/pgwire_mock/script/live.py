@@ -93,6 +93,17 @@ class LiveWal:
         self._write()
         return txn.wtxn.end_lsn or self.end_lsn
 
+    def abort_open(self) -> int:
+        """Roll back every open transaction (a fast shutdown); returns how many."""
+        aborted = self._compiler.abort_open()
+        self._write()
+        return aborted
+
+    def checkpoint(self) -> None:
+        """Write a shutdown checkpoint's record at the end of WAL."""
+        self._compiler.checkpoint()
+        self._write()
+
     def release(self) -> None:
         """The held wait_for step's condition holds: write on, to the next one."""
         if self.held is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "HEAP_TUPLE_DATA",
     "MESSAGE_RECORD",
     "PREPARE_RECORD",
+    "SHUTDOWN_CHECKPOINT_RECORD",
     "TRUNCATE_RECORD",
     "change_memory",
     "maxalign",
@@ -49,6 +50,9 @@ ABORT_RECORD: Final = 48
 COMMIT_RECORD: Final = 48
 PREPARE_RECORD: Final = 200
 FINISH_PREPARED_RECORD: Final = 64
+# XLOG_CHECKPOINT_SHUTDOWN: a 24-byte header, 2 for the data, CheckPoint's 88 (14-18:
+# pg_current_wal_lsn() moves by 120 across a clean restart with nothing else written).
+SHUTDOWN_CHECKPOINT_RECORD: Final = 114
 # ReorderBuffer memory accounting (reorderbuffer.c, ReorderBufferChangeSize).
 CHANGE_STRUCT: Final = 80
 HEAP_TUPLE_DATA: Final = 24

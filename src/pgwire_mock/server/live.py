@@ -78,6 +78,21 @@ class WalWriter:
         finally:
             self._written()
 
+    def abort_open(self) -> int:
+        """Roll back every open transaction, as a fast shutdown's backends do; returns
+        how many were open."""
+        try:
+            return self.wal.abort_open()
+        finally:
+            self._written()
+
+    def checkpoint(self) -> None:
+        """The shutdown checkpoint's record: the end of WAL moves past it."""
+        try:
+            self.wal.checkpoint()
+        finally:
+            self._written()
+
     def check(self) -> None:
         """Write on past every wait_for step whose condition holds now."""
         while True:

@@ -310,6 +310,13 @@ class WalSenderProtocol(Protocol):
         self._after()
         return True
 
+    def shut_down(self) -> None:
+        """A fast shutdown reaches this connection's backend (WalSenderSession.shut_down)."""
+        session = self.session
+        if session is not None:
+            session.shut_down(self.clock.seconds())
+            self._after()
+
     def wake(self) -> None:
         """More WAL was written: stream it if this connection waits at the old end (or
         go on creating a slot that waited for transactions to end)."""
@@ -492,6 +499,26 @@ class WalSenderFactory(Factory):
                 return True
         self.config.next_faults.append(fault)
         return False
+
+    def shut_down(self) -> None:
+        """Begin a fast shutdown: new connections get 57P03; open transactions roll back
+        (their backends write abort records, which walsenders still decode); then every
+        backend is told (WalSenderSession.shut_down). The server is down once
+        :attr:`protocols` is empty; :meth:`start_again` brings it back."""
+        self.state.shutting_down = True
+        if self.wal_writer is not None:
+            self.wal_writer.abort_open()
+        for protocol in list(self.protocols):
+            protocol.shut_down()
+        self._end_detached()
+
+    def start_again(self) -> None:
+        """The shutdown checkpoint is written (the end of WAL moves past its record, and
+        every slot is saved as it is in memory); new connections are taken again."""
+        if self.wal_writer is not None:
+            self.wal_writer.checkpoint()
+        self.state.restarted()
+        self.log("database system is ready to accept connections (restarted)")
 
     def disconnect_all(self) -> None:
         """Drop every open connection (a server stopping)."""

@@ -327,6 +327,18 @@ class WalSenderSession(
             self._log("backend ended by the server")
             self._finish()
 
+    def shut_down(self, now: float) -> None:
+        """A fast shutdown reaches this backend. A streaming walsender sends the rest of
+        the WAL, then waits for its client to confirm all it sent (WalSndDone: ``COPY 0``
+        once it has; the replication timeout if it never answers); any other backend, an
+        idle walsender's included, ends with FATAL 57P01 (HandleWalSndInitStopping: "if
+        replication has not yet started, die like with SIGTERM")."""
+        self._now = now
+        if self.closed or self.inject(Fault.parse("shutdown"), now):
+            return
+        self._slot_creation = None  # its snapshot wait is interrupted too
+        self._fatal(error(self.major, "admin_shutdown"))
+
     def data_to_send(self) -> bytes:
         """Everything queued for the client so far."""
         out = b"".join(self._out)

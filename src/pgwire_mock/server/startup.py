@@ -172,6 +172,9 @@ class StartupHandling:
             f"connection: user={user} database={self.database} replication={self.replication}"
             f" application_name={self.application_name!r}"
         )
+        if self.state.shutting_down:  # canAcceptConnections: CAC_SHUTDOWN
+            self._fatal(error(self.major, "shutting_down"))
+            return
         if not self._admit():
             return
         exchange = start_exchange(

@@ -154,6 +154,12 @@ class SlotState:
     persisted_flush: int | None = None
     """Set while the on-disk confirmed_flush lags the one in memory (the ``redeliver``
     fault); None: they are the same, as after every checkpoint."""
+    saved_position: tuple[int, int] | None = None
+    """14-16: the confirmed_flush and restart_lsn the slot's file holds while
+    confirmations moved them in memory only (LogicalConfirmReceivedLocation saves the
+    slot only when restart_lsn or catalog_xmin moves, at a running-xacts record the fake
+    does not write), which a clean restart falls back to; 17+ save confirmed_flush at the
+    shutdown checkpoint. None: the file holds what memory does."""
 
     @property
     def logical(self) -> bool:
@@ -173,6 +179,17 @@ class PublicationState:
     truncate: bool = True
     owner: str = "postgres"
     generated_columns: str = "n"  # pubgencols (18): n = none, s = stored
+
+
+# SlotState fields the state file leaves out: the session's, and positions that live
+# only until the server restarts.
+_NOT_SAVED: Final = (
+    "active_pid",
+    "owner_pid",
+    "persisted_flush",
+    "saved_position",
+    "inactive_since",
+)
 
 
 @dataclass(slots=True)
@@ -219,6 +236,8 @@ class ServerState:
     never saved."""
     clock: Callable[[], float] = field(default=time.time, repr=False)
     """Wall-clock time (Unix seconds) for timestamps the catalogs show."""
+    shutting_down: bool = field(default=False, repr=False)
+    """A fast shutdown is under way: new connections get 57P03; never saved."""
     _schedule: Callable[[float, Callable[[], None]], object] | None = field(
         default=None, init=False, repr=False
     )
@@ -396,16 +415,22 @@ class ServerState:
             del self.creating[name]
         self.save_now()  # ReplicationSlotDropPtr removes pg_replslot/<slot> at once
 
-    def confirm(self, name: str, lsn: int, read_upto: int | None = None) -> None:
+    def confirm(
+        self, name: str, lsn: int, read_upto: int | None = None, *, saved: bool = True
+    ) -> None:
         """A status update's flush position moves the slot's confirmed_flush (never back;
         a position beyond the end of WAL is taken as it is, as PostgreSQL takes it).
 
         restart_lsn follows, never past ``read_upto`` (what the walsender has read;
         default the end of WAL): PostgreSQL moves it to a running-xacts record that the
         walsender decoded and the client then confirmed, so it stays at or before both.
+        ``saved=False`` (14-16): the slot's file keeps the positions from before
+        (:attr:`SlotState.saved_position`).
         """
         slot = self.slots.get(name)
         if slot is not None and lsn > slot.confirmed_flush:
+            if not saved and slot.saved_position is None:
+                slot.saved_position = (slot.confirmed_flush, slot.restart_lsn)
             slot.confirmed_flush = lsn
             bound = self.wal_lsn if read_upto is None else read_upto
             slot.restart_lsn = max(slot.restart_lsn, min(lsn, bound))
@@ -448,6 +473,23 @@ class ServerState:
             del self.slots[name]
         return names
 
+    def restarted(self) -> None:
+        """The server starts again after a clean shutdown: the shutdown checkpoint wrote
+        every slot as it was in memory (so a ``redeliver`` fault's lag is gone) but, on
+        14-16, one whose confirmations moved only confirmed_flush, which comes back as
+        it was last saved (:attr:`SlotState.saved_position`); RestoreSlotFromDisk marks
+        each inactive since the start."""
+        now = self.clock()
+        for slot in self.slots.values():
+            if slot.saved_position is not None:
+                slot.confirmed_flush, slot.restart_lsn = slot.saved_position
+                slot.saved_position = None
+            slot.persisted_flush = None
+            slot.active_pid = None
+            slot.inactive_since = now
+        self.shutting_down = False
+        self.save_now()
+
     def release_all(self, pid: int) -> None:
         for slot in self.slots.values():
             if slot.active_pid == pid:
@@ -483,11 +525,7 @@ class ServerState:
             "wal_lsn": self.wal_lsn,
             "slots": [
                 {
-                    **{
-                        k: v
-                        for k, v in asdict(s).items()
-                        if k not in ("active_pid", "owner_pid", "persisted_flush", "inactive_since")
-                    },
+                    **{k: v for k, v in asdict(s).items() if k not in _NOT_SAVED},
                     # What is on disk: the lagging position while a crash is pending.
                     "confirmed_flush": (
                         s.confirmed_flush if s.persisted_flush is None else s.persisted_flush

@@ -305,6 +305,26 @@ ERRORS: Final[Mapping[str, ErrorFact]] = {
         "ReplicationSlotAlter",
         _v(v17=0, v18=0),
     ),
+    # A fast shutdown (measured on 14-18): a connection that starts meanwhile, once its
+    # startup packet is read; a backend that is not streaming (an idle walsender too).
+    "shutting_down": ErrorFact(
+        "57P03",
+        "the database system is shutting down",
+        {14: "postmaster.c", 15: "postmaster.c", 16: "postmaster.c"}
+        | {17: "backend_startup.c", 18: "backend_startup.c"},
+        {14: "ProcessStartupPacket", 15: "ProcessStartupPacket", 16: "ProcessStartupPacket"}
+        | {17: "BackendInitialize", 18: "BackendInitialize"},
+        _v(v14=2377, v15=2434, v16=2377, v17=294, v18=333),
+        severity="FATAL",
+    ),
+    "admin_shutdown": ErrorFact(
+        "57P01",
+        "terminating connection due to administrator command",
+        "postgres.c",
+        "ProcessInterrupts",
+        _v(v14=3199, v15=3213, v16=3288, v17=3318, v18=3356),
+        severity="FATAL",
+    ),
     # Connection start (InitProcess, then InitPostgres after authentication).
     "too_many_clients": ErrorFact(
         "53300",
