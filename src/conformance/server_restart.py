@@ -1,0 +1,336 @@
+"""A server restarted under a streaming consumer (``pg_ctl restart -m fast``), told on
+real PostgreSQL and on the fake (``WalSender.restart``), compared as the consumer sees it.
+
+The story (:func:`run_restart_story`): a consumer streams and confirms a commit; a
+transaction stays open with 600 rows (a streaming consumer gets its first block); an idle
+replication connection waits. The server begins a fast shutdown. Meanwhile a new
+connection is refused (FATAL 57P03), the idle connection's next command finds it ended
+(FATAL 57P01), and the consumer reads what the walsender still sends: the open
+transaction's abort (Stream Abort, if a block of it was streamed) and a keepalive asking
+for a reply, which it answers with the keepalive's position, as pg_recvlogical does once
+it has written everything; then ``COPY 0`` without CopyDone and the close. The server
+starts again; the consumer reconnects from its slot and reads a new commit.
+
+:func:`observed` keeps what two servers share: the error fields, the messages (with
+xids, LSNs and times taken out), the end of the stream, and relations of positions — the
+slot's confirmed_flush is the consumer's last confirmation (17+; 14-16 bring back the one
+last saved), the end of WAL after the restart lies one shutdown checkpoint record past
+that confirmation, the restarted stream's first keepalive is at confirmed_flush and its
+next at that end of WAL.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from codec.pgoutput import Decoder
+from conformance.live_observed import plain_message
+from conformance.live_sides import FakeOpenTransaction, RealOpenTransaction, apply_rows
+from conformance.live_types import OPEN_PARTS, TRANSACTIONS, OpenTransaction, Row
+from pgwire_mock.client import (
+    CommandResult,
+    ConnectionLostError,
+    Keepalive,
+    ReplicationConnection,
+    ServerError,
+    StreamEnded,
+    WalData,
+)
+
+__all__ = ["RestartRun", "RestartSide", "fake_restart_side", "observed", "real_restart_side"]
+
+_FIELDS = "SVCMFLR"  # severity (both), SQLSTATE, message, file, line, routine
+
+
+@dataclass
+class RestartSide:
+    """One server of the story, with the same table, publication and slot names."""
+
+    dsn: str  # a replication connection
+    slot: str
+    publication: str
+    commit: Callable[[Sequence[Row]], object]
+    begin: Callable[[], OpenTransaction]
+    slot_positions: Callable[[], tuple[int, int]]  # confirmed_flush, restart_lsn
+    begin_shutdown: Callable[[], object]
+    start_again: Callable[[], object]
+
+
+@dataclass
+class RestartRun:
+    refused: dict[str, str | None]  # a new connection during the shutdown
+    idle_ended: dict[str, str | None]  # the idle connection's next command
+    before: list[WalData]  # what the consumer read before the shutdown
+    during: list[object]  # events from the shutdown to the end of the stream
+    confirmed: int  # the last flush position the consumer sent
+    confirmed_flush: int  # the slot's, after the restart
+    restart_lsn: int
+    xlogpos: int  # IDENTIFY_SYSTEM after the restart
+    after: list[object]  # the restarted stream, to its first commit
+
+
+def run_restart_story(
+    side: RestartSide, options: Mapping[str, str], *, timeout: float = 30.0
+) -> RestartRun:
+    """The story of the module docstring, on one side."""
+    stream_options = {**options, "publication_names": side.publication}
+    idle = ReplicationConnection.connect(side.dsn, timeout=timeout)
+    consumer = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
+    events = consumer.start_replication(side.slot, 0, stream_options)
+    side.commit(TRANSACTIONS[0])
+    before = _read_until(events, b"C")
+    confirmed = before[-1].wal_start
+    consumer.send_status(flush=confirmed)
+    txn = side.begin()
+    txn.write(OPEN_PARTS[0])
+    if options.get("streaming"):
+        before += _read_until(events, b"E")  # a block of it, streamed while it runs
+    side.begin_shutdown()
+    refused = _refused(side.dsn, timeout)
+    idle_ended = _ended(idle, timeout)
+    during: list[object] = []
+    try:
+        for event in events:
+            during.append(event)
+            if isinstance(event, Keepalive) and event.reply_requested:
+                confirmed = int(event.wal_end)
+                consumer.send_status(flush=confirmed)
+    except ConnectionLostError:
+        during.append("closed")
+    consumer.close()
+    side.start_again()
+    confirmed_flush, restart_lsn = side.slot_positions()
+    again = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
+    xlogpos = int(again.identify_system().xlogpos)
+    events = again.start_replication(side.slot, 0, stream_options)
+    after: list[object] = []
+    for event in events:  # the keepalives at confirmed_flush, then at the end of WAL
+        after.append(event)
+        if sum(isinstance(e, Keepalive) for e in after) == 2:
+            break
+    side.commit(TRANSACTIONS[1])
+    after += _read_until(events, b"C")
+    again.close()
+    return RestartRun(
+        refused,
+        idle_ended,
+        before,
+        during,
+        confirmed,
+        confirmed_flush,
+        restart_lsn,
+        xlogpos,
+        after,
+    )
+
+
+def _read_until(events: Iterator[object], kind: bytes) -> list[Any]:
+    """The XLogData up to and including the first of ``kind`` (keepalives skipped)."""
+    out: list[Any] = []
+    for event in events:
+        if isinstance(event, WalData):
+            out.append(event)
+            if event.payload[:1] == kind:
+                return out
+    raise AssertionError(f"the stream ended before a {kind!r} message")
+
+
+def _refused(dsn: str, timeout: float) -> dict[str, str | None]:
+    """The error a connection gets once the shutdown has begun (a connection made
+    before the server read its signal is let in: try again)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ReplicationConnection.connect(dsn, timeout=timeout).close()
+        except ServerError as err:
+            return _fields(err)
+        time.sleep(0.02)
+    raise AssertionError("new connections were still let in")
+
+
+def _ended(idle: ReplicationConnection, timeout: float) -> dict[str, str | None]:
+    """The error the idle connection's next command gets once its walsender is told to
+    stop (PostgreSQL tells walsenders after the other backends have exited)."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                idle.identify_system()
+            except ServerError as err:
+                return _fields(err)
+            time.sleep(0.02)
+    finally:
+        idle.close()
+    raise AssertionError("the idle connection was not ended")
+
+
+def _fields(err: ServerError) -> dict[str, str | None]:
+    return {code: err.get(code) for code in _FIELDS}
+
+
+def observed(run: RestartRun) -> dict[str, Any]:
+    """What a consumer of ``run`` can rely on, equal on any two conforming servers."""
+    decoder = Decoder()
+    out: dict[str, Any] = {
+        "refused": run.refused,
+        "idle_ended": run.idle_ended,
+        "before": [plain_message(decoder.decode(e.payload)) for e in run.before],
+    }
+    during: list[Any] = []
+    for event in run.during:
+        if isinstance(event, WalData):
+            during.append(plain_message(decoder.decode(event.payload)))
+        elif isinstance(event, StreamEnded):
+            during.append(f"StreamEnded(by_server={event.by_server})")
+        elif isinstance(event, CommandResult):
+            during.append(event.command_tag)
+        elif event == "closed":
+            during.append(event)
+        # Keepalives: how many, and where, is the walsender's timing.
+    out["during"] = during
+    out["asked_for_a_reply"] = any(
+        isinstance(e, Keepalive) and e.reply_requested for e in run.during
+    )
+    out["confirmed_flush_is_last_confirmed"] = run.confirmed_flush == run.confirmed
+    out["restart_lsn_at_or_before_confirmed_flush"] = run.restart_lsn <= run.confirmed_flush
+    out["xlogpos_past_last_confirmed"] = run.xlogpos - run.confirmed
+    keepalives = [int(e.wal_end) for e in run.after if isinstance(e, Keepalive)]
+    out["keepalives_after_restart"] = [
+        keepalives[0] == run.confirmed_flush,
+        keepalives[1] == run.xlogpos,
+    ]
+    decoder = Decoder()
+    data = [e for e in run.after if isinstance(e, WalData)]
+    out["after"] = [plain_message(decoder.decode(e.payload)) for e in data]
+    # At or past it: PostgreSQL may write other records first (a heap page pruned of
+    # the aborted rows), which the fake does not model.
+    out["after_at_or_past_the_checkpoint"] = all(
+        e.wal_start >= run.xlogpos for e in data if e.wal_start
+    )
+    return out
+
+
+# --- the two sides ------------------------------------------------------------------------
+
+
+@contextmanager
+def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[RestartSide]:
+    """The story's table, publication and slot on a cluster of its own
+    (``conformance.provision.Cluster``: the restart ends every other connection)."""
+    from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
+
+    table, publication, slot = names
+    ident = sql.Identifier(table)
+    dsn = conninfo.make_conninfo(
+        cluster.replication_dsn, options="-c logical_decoding_work_mem=64kB"
+    )
+    with cluster.connect() as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
+        conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
+        )
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    opened: list[Any] = []
+
+    def commit(rows: Sequence[Row]) -> None:
+        with cluster.connect() as conn, conn.transaction():
+            apply_rows(conn, ident, rows)
+
+    def begin() -> OpenTransaction:
+        txn = RealOpenTransaction(cluster.connect(), ident)
+        opened.append(txn.conn)
+        return txn
+
+    def slot_positions() -> tuple[int, int]:
+        with cluster.connect() as conn:
+            row = conn.execute(
+                "SELECT confirmed_flush_lsn - '0/0', restart_lsn - '0/0'"
+                " FROM pg_replication_slots WHERE slot_name = %s",
+                (slot,),
+            ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    try:
+        yield RestartSide(
+            dsn,
+            slot,
+            publication,
+            commit,
+            begin,
+            slot_positions,
+            cluster.begin_fast_shutdown,
+            cluster.start_again,
+        )
+    finally:
+        for conn in opened:
+            conn.close()
+        with cluster.connect() as conn:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
+            conn.execute(sql.SQL("DROP TABLE {}").format(ident))
+
+
+@contextmanager
+def fake_restart_side(major: int, names: tuple[str, str, str]) -> Iterator[RestartSide]:
+    """The fake emulating ``major``, serving a script with the same names."""
+    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
+    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
+
+    table, publication, slot = names
+    name = f"public.{table}"
+    script = (
+        Script(pg_version=major, logical_decoding_work_mem=64)
+        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
+        .publication(publication, tables=[name])
+        .slot(slot)
+    )
+    server = start_walsender(script, new_slots="end_of_wal")
+    makers: dict[str, Callable[[int, str], Any]] = {
+        "insert": lambda key, value: insert(name, id=key, v=value),
+        "update": lambda key, value: update(name, id=key, v=value),
+        "delete": lambda key, _value: delete(name, key={"id": key}),
+    }
+
+    def changes(rows: Sequence[Row]) -> list[Any]:
+        return [makers[kind](key, value) for kind, key, value in rows]
+
+    restarting: list[threading.Thread] = []
+    failures: list[BaseException] = []
+
+    def restart() -> None:
+        try:
+            server.restart()
+        except BaseException as err:
+            failures.append(err)
+
+    def begin_shutdown() -> None:
+        thread = threading.Thread(target=restart, daemon=True)
+        thread.start()
+        restarting.append(thread)
+        # pg_ctl's signal reaches the postmaster at once: so does this.
+        server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
+
+    def start_again() -> None:
+        restarting.pop().join(60)
+        if failures:
+            raise failures[0]
+
+    try:
+        yield RestartSide(
+            server.dsn(),
+            slot,
+            publication,
+            lambda rows: server.commit(changes(rows)),
+            lambda: FakeOpenTransaction(server, changes),
+            lambda: (server.slots[slot].confirmed_flush, server.slots[slot].restart_lsn),
+            begin_shutdown,
+            start_again,
+        )
+    finally:
+        server.stop()
