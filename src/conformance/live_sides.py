@@ -20,6 +20,7 @@ __all__ = [
     "RealOpenTransaction",
     "apply_rows",
     "fake_side",
+    "fake_story_server",
     "new_names",
     "real_side",
 ]
@@ -194,22 +195,14 @@ def _drop_slot(conn: Any, slot: str) -> None:
             time.sleep(0.1)
 
 
-@contextmanager
-def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
-    """The fake emulating ``major``, serving a script with the same table, publication and
-    slot; transactions committed with ``WalSender.commit``."""
+def fake_story_server(
+    major: int, names: tuple[str, str, str]
+) -> tuple[Any, Callable[[Sequence[Row]], list[Any]]]:
+    """The fake emulating ``major``, serving a script with the story's table (id int4
+    key, v text), publication and slot, started (``stop()`` it); and what turns rows
+    into the script's changes."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import (  # noqa: PLC0415
-        CommitPrepared,
-        RollbackPrepared,
-        Script,
-        column,
-        delete,
-        insert,
-        rollback_to_savepoint,
-        savepoint,
-        update,
-    )
+    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
 
     table, publication, slot = names
     name = f"public.{table}"
@@ -227,6 +220,28 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
         "delete": lambda key, _value: delete(name, key={"id": key}),
     }
 
+    def changes(rows: Sequence[Row]) -> list[Any]:
+        return [makers[kind](key, value) for kind, key, value in rows]
+
+    return server, changes
+
+
+@contextmanager
+def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
+    """The fake emulating ``major``, serving a script with the same table, publication and
+    slot; transactions committed with ``WalSender.commit``."""
+    from pgwire_mock.script import (  # noqa: PLC0415
+        CommitPrepared,
+        RollbackPrepared,
+        insert,
+        rollback_to_savepoint,
+        savepoint,
+    )
+
+    table, publication, slot = names
+    name = f"public.{table}"
+    server, changes = fake_story_server(major, names)
+
     def run_long(txn: LongTransaction) -> None:
         changes: list[Any] = []
         for part, command in txn:
@@ -237,9 +252,6 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             elif verb == "ROLLBACK TO SAVEPOINT":
                 changes.append(rollback_to_savepoint(savepoint_name))
         server.commit(changes, rollback=txn[-1][1] == "ROLLBACK", long_running=True)
-
-    def changes(rows: Sequence[Row]) -> list[Any]:
-        return [makers[kind](key, value) for kind, key, value in rows]
 
     def client_gone(pid: int) -> None:
         # The fake reads the end of a connection in its reactor thread, whatever its

@@ -30,7 +30,12 @@ from typing import Any
 
 from codec.pgoutput import Decoder
 from conformance.live_observed import plain_message
-from conformance.live_sides import FakeOpenTransaction, RealOpenTransaction, apply_rows
+from conformance.live_sides import (
+    FakeOpenTransaction,
+    RealOpenTransaction,
+    apply_rows,
+    fake_story_server,
+)
 from conformance.live_types import OPEN_PARTS, TRANSACTIONS, OpenTransaction, Row
 from pgwire_mock.client import (
     CommandResult,
@@ -42,7 +47,14 @@ from pgwire_mock.client import (
     WalData,
 )
 
-__all__ = ["RestartRun", "RestartSide", "fake_restart_side", "observed", "real_restart_side"]
+__all__ = [
+    "FakeRestart",
+    "RestartRun",
+    "RestartSide",
+    "fake_restart_side",
+    "observed",
+    "real_restart_side",
+]
 
 _FIELDS = "SVCMFLR"  # severity (both), SQLSTATE, message, file, line, routine
 
@@ -276,51 +288,43 @@ def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[Res
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
 
 
+class FakeRestart:
+    """``WalSender.restart`` in a thread of its own, so that a story goes on while the
+    server shuts down, as it does while a real one does: :meth:`begin_shutdown` returns
+    once new connections are refused; :meth:`start_again` waits for the restart."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self._thread: threading.Thread | None = None
+        self._failures: list[BaseException] = []
+
+    def _restart(self) -> None:
+        try:
+            self.server.restart()
+        except BaseException as err:
+            self._failures.append(err)
+
+    def begin_shutdown(self) -> None:
+        self._thread = threading.Thread(target=self._restart, daemon=True)
+        self._thread.start()
+        # pg_ctl's signal reaches the postmaster at once: so does this.
+        self.server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
+
+    def start_again(self) -> None:
+        assert self._thread is not None
+        self._thread.join(60)
+        if self._failures:
+            raise self._failures.pop()
+        if self._thread.is_alive():
+            raise TimeoutError("the fake did not restart within 60 s")
+
+
 @contextmanager
 def fake_restart_side(major: int, names: tuple[str, str, str]) -> Iterator[RestartSide]:
     """The fake emulating ``major``, serving a script with the same names."""
-    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
-
-    table, publication, slot = names
-    name = f"public.{table}"
-    script = (
-        Script(pg_version=major, logical_decoding_work_mem=64)
-        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
-        .publication(publication, tables=[name])
-        .slot(slot)
-    )
-    server = start_walsender(script, new_slots="end_of_wal")
-    makers: dict[str, Callable[[int, str], Any]] = {
-        "insert": lambda key, value: insert(name, id=key, v=value),
-        "update": lambda key, value: update(name, id=key, v=value),
-        "delete": lambda key, _value: delete(name, key={"id": key}),
-    }
-
-    def changes(rows: Sequence[Row]) -> list[Any]:
-        return [makers[kind](key, value) for kind, key, value in rows]
-
-    restarting: list[threading.Thread] = []
-    failures: list[BaseException] = []
-
-    def restart() -> None:
-        try:
-            server.restart()
-        except BaseException as err:
-            failures.append(err)
-
-    def begin_shutdown() -> None:
-        thread = threading.Thread(target=restart, daemon=True)
-        thread.start()
-        restarting.append(thread)
-        # pg_ctl's signal reaches the postmaster at once: so does this.
-        server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
-
-    def start_again() -> None:
-        restarting.pop().join(60)
-        if failures:
-            raise failures[0]
-
+    _, publication, slot = names
+    server, changes = fake_story_server(major, names)
+    restart = FakeRestart(server)
     try:
         yield RestartSide(
             server.dsn(),
@@ -329,8 +333,8 @@ def fake_restart_side(major: int, names: tuple[str, str, str]) -> Iterator[Resta
             lambda rows: server.commit(changes(rows)),
             lambda: FakeOpenTransaction(server, changes),
             lambda: (server.slots[slot].confirmed_flush, server.slots[slot].restart_lsn),
-            begin_shutdown,
-            start_again,
+            restart.begin_shutdown,
+            restart.start_again,
         )
     finally:
         server.stop()

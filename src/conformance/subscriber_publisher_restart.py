@@ -13,7 +13,6 @@ applied, so nothing comes twice. The subscriber ends with the publisher's table.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import subscriber_live as live
+from conformance.server_restart import FakeRestart
 
 __all__ = ["Outcome", "Publisher", "fake_publisher", "real_publisher", "run"]
 
@@ -120,25 +120,13 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
         .publication(publication, tables=[name])
     )
     server = start_walsender(script, databases=["postgres"], new_slots="end_of_wal")
-    restarting: list[threading.Thread] = []
+    restart = FakeRestart(server)
 
     def changes(rows: list[tuple[int, str]]) -> list[Any]:
         return [insert(name, id=key, v=value) for key, value in rows]
 
     def begin(rows: list[tuple[int, str]]) -> None:
         server.begin().write(changes(rows))
-
-    def begin_shutdown() -> None:
-        thread = threading.Thread(target=server.restart, daemon=True)
-        thread.start()
-        restarting.append(thread)
-        server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
-
-    def start_again() -> None:
-        thread = restarting.pop()
-        thread.join(60)
-        if thread.is_alive():
-            raise TimeoutError("the fake publisher did not restart")
 
     try:
         yield Publisher(
@@ -147,8 +135,8 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
             publication,
             lambda rows: server.commit(changes(rows)),
             begin,
-            begin_shutdown,
-            start_again,
+            restart.begin_shutdown,
+            restart.start_again,
         )
     finally:
         server.stop()
