@@ -276,30 +276,22 @@ class WalSender:
         confirmed everything sent (``CommandComplete`` ``COPY 0``, no CopyDone), or its
         ``wal_sender_timeout`` passes without a reply. Then the shutdown checkpoint's
         record is written after the WAL (120 bytes: IDENTIFY_SYSTEM's xlogpos moves past
-        the last commit), every slot is saved as it stands in memory, temporary slots
-        are gone with their sessions, and the port listens again. A client that keeps
+        the last commit), every slot is saved as the emulated major saves it (14-16:
+        confirmed_flush as it was last saved), temporary slots are gone with their
+        sessions, and the port listens again. A client that keeps
         answering without confirming holds the shutdown forever, on PostgreSQL too:
         TimeoutError after ``timeout`` seconds, the server still shutting down.
         """
-        self._call(self._factory.shut_down)
-        deadline = time.monotonic() + timeout
-        while self.open_connections:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"the server did not shut down within {timeout:g}s: "
-                    f"{self.open_connections} connection(s) left, walsenders waiting for "
-                    "their clients to confirm everything sent"
-                )
-            time.sleep(0.01)
 
-        def start_again() -> Any:
-            self._factory.start_again()
-            return self._port.stopListening()
+        def reopen() -> Any:
+            # Down: the port is closed, as the postmaster's, then opened again.
+            closing = self._port.stopListening()
+            where = f"tcp:{self.port}:interface={self.host}"
+            closing.addCallback(lambda _: listen(self._reactor, where, self._factory))
+            closing.addCallback(lambda port: setattr(self, "_port", port))
+            return closing
 
-        self._call(start_again)
-        self._port = self._call(
-            lambda: listen(self._reactor, f"tcp:{self.port}:interface={self.host}", self._factory)
-        )
+        self._call(lambda: self._factory.restart(timeout, reopen))
 
     def stop(self) -> None:
         """Drop connections, close the port, stop the reactor and join its thread."""

@@ -296,7 +296,8 @@ def add_serve_command(
         metavar="ENDPOINT",
         help="serve an HTTP control interface there, e.g. tcp:8433:interface=127.0.0.1: "
         "POST /wal writes script steps (YAML/JSON) while clients stream, GET /wal shows "
-        "the end of WAL and the slots, POST /faults injects NAME[:ARGS]",
+        "the end of WAL and the slots, POST /faults injects NAME[:ARGS], POST /restart "
+        "restarts the server as pg_ctl restart -m fast",
     )
     trouble = serve.add_argument_group("fault injection (docs/faults.md)")
     trouble.add_argument(
@@ -562,7 +563,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             _log("--control: the served stream is not a script, so POST /wal will be refused")
         address = port.getHost()
         where = f"{getattr(address, 'host', '')}:{getattr(address, 'port', '')}"
-        _log(f"control interface on http://{where} (POST /wal, GET /wal, POST /faults)")
+        _log(
+            f"control interface on http://{where} "
+            "(POST /wal, GET /wal, POST /faults, POST /restart)"
+        )
 
     try:
         deferred = listen(reactor, endpoint, factory)

@@ -21,6 +21,7 @@ import pytest
 from psycopg2 import extras
 
 from codec.values import LSN
+from pgwire_mock.client import ConnectionLostError, ReplicationConnection, WalData
 
 SCRIPT = """\
 format_version: 1
@@ -251,3 +252,57 @@ def test_a_transaction_left_open_over_http_survives_a_consumer_restart(served: S
     assert status == 200
     status, answer = served.request("POST", "/wal", "- commit_prepared: g1")
     assert status == 200 and answer["end_lsn"] > prepared["end_lsn"]
+
+
+def _streaming_client(served: Served) -> tuple[object, object]:
+    conn = ReplicationConnection.connect(
+        f"host=127.0.0.1 port={served.port} user=postgres dbname=postgres replication=database",
+        timeout=10,
+        auto_reply=False,
+    )
+    events = conn.start_replication("s", 0, {"proto_version": "1", "publication_names": "pub"})
+    for event in events:
+        if isinstance(event, WalData) and event.payload[:1] == b"C":
+            return conn, event
+    raise AssertionError("no commit")
+
+
+def test_post_restart_restarts_once_the_client_confirmed_and_answers_the_new_end(
+    served: Served,
+) -> None:
+    """The client confirmed everything: COPY 0 at once, and the answer comes when the
+    server takes connections again, its end of WAL past the shutdown checkpoint."""
+    conn, commit = _streaming_client(served)
+    conn.send_status(flush=commit.wal_start)  # type: ignore[attr-defined]
+    time.sleep(0.2)
+    _, before = served.request("GET", "/wal")
+    status, after = served.request("POST", "/restart", "")
+    assert status == 200, after
+    assert int(LSN.parse(after["end_lsn"])) == int(LSN.parse(before["end_lsn"])) + 120
+    assert after["slots"]["s"]["active_pid"] is None
+    seen: list[object] = []
+    with pytest.raises(ConnectionLostError):
+        for _ in range(5):
+            seen += conn.read_stream(2)  # type: ignore[attr-defined]
+    assert [getattr(e, "command_tag", None) for e in seen if hasattr(e, "command_tag")] == [
+        "COPY 0"
+    ]
+    ReplicationConnection.connect(
+        f"host=127.0.0.1 port={served.port} user=postgres dbname=postgres", timeout=10
+    ).close()
+
+
+def test_post_restart_gives_up_on_a_client_that_never_confirms(served: Served) -> None:
+    conn, _ = _streaming_client(served)  # confirms nothing: the walsender waits for it
+    assert served.request("POST", "/restart", "{") == (
+        400,
+        {"error": 'expected a body {"timeout": SECONDS}'},
+    )
+    assert served.request("POST", "/restart", '{"timeout": 0}')[0] == 400
+    status, answer = served.request("POST", "/restart", '{"timeout": 0.5}')
+    assert status == 504 and "did not shut down within 0.5s" in answer["error"], answer
+    assert served.request("POST", "/restart", "") == (
+        409,
+        {"error": "the server is shutting down already"},
+    )
+    conn.close()  # type: ignore[attr-defined]

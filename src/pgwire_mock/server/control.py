@@ -16,6 +16,13 @@ a fault. The endpoints (JSON answers; positions as ``X/Y``):
     a body ``NAME[:ARGS]`` as ``--fault`` takes it, applied to the newest streaming
     connection now (``"applied": true``) or else to the next one that starts.
 
+``POST /restart``
+    restarts the server as ``pg_ctl restart -m fast`` does (``WalSender.restart``:
+    docs/faults.md) and answers, as ``GET /wal`` does, once it takes connections
+    again; a body ``{"timeout": 60}`` bounds the wait for walsenders whose clients must
+    confirm what they were sent (504 after it, the server still shutting down; 409
+    while a restart is under way).
+
 It listens on its own endpoint (``tcp:8433:interface=127.0.0.1``), never on the
 PostgreSQL port, and answers on the reactor thread, so what it reads and writes is
 consistent with the walsenders'.
@@ -24,10 +31,11 @@ consistent with the walsenders'.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from twisted.web.resource import Resource
-from twisted.web.server import Site
+from twisted.web.server import NOT_DONE_YET, Site
 
 from pgwire_mock.server.faults import Fault, FaultError
 from pgwire_mock.server.grammar import format_lsn
@@ -118,12 +126,48 @@ class _Faults(Resource):
         return _answer(request, 200, {"applied": applied})
 
 
+class _Restart(Resource):
+    isLeaf = True  # noqa: N815 - Twisted's name
+
+    def __init__(self, factory: WalSenderFactory, status: Callable[[], dict[str, Any]]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.factory = factory
+        self.status = status
+
+    def render_POST(self, request: Any) -> Any:  # noqa: N802 - Twisted's name
+        text = _body(request)
+        if text is None:
+            return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
+        try:
+            timeout = float(json.loads(text).get("timeout", 60.0)) if text.strip() else 60.0
+        except (ValueError, TypeError, AttributeError):
+            return _answer(request, 400, {"error": 'expected a body {"timeout": SECONDS}'})
+        if timeout <= 0:
+            return _answer(request, 400, {"error": f"timeout: expected > 0, got {timeout:g}"})
+        if self.factory.state.shutting_down:
+            return _answer(request, 409, {"error": "the server is shutting down already"})
+
+        def finish(code: int, body: dict[str, Any]) -> None:
+            if not request.finished and not getattr(request, "_disconnected", False):
+                request.write(_answer(request, code, body))
+                request.finish()
+
+        restarted = self.factory.restart(timeout)
+        restarted.addCallbacks(
+            lambda _: finish(200, self.status()),
+            lambda failure: finish(504, {"error": failure.getErrorMessage()}),
+        )
+        return NOT_DONE_YET
+
+
 def control_site(factory: WalSenderFactory) -> Site:
     """The HTTP site of ``serve --control`` for the server ``factory`` serves."""
     # twisted.web is untyped: its resources are zope interfaces mypy cannot check.
     root: Any = Resource()  # type: ignore[no-untyped-call]
-    root.putChild(b"wal", _Wal(factory))
+    wal = _Wal(factory)
+    root.putChild(b"wal", wal)
     root.putChild(b"faults", _Faults(factory))
+    root.putChild(b"restart", _Restart(factory, wal._status))
     site = Site(root)  # type: ignore[no-untyped-call]
     site.displayTracebacks = False
     return site

@@ -19,7 +19,7 @@ from typing import Protocol as TypingProtocol
 
 from twisted.application.internet import StreamServerEndpointService
 from twisted.internet.address import UNIXAddress
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import (
     IHandshakeListener,
@@ -500,11 +500,43 @@ class WalSenderFactory(Factory):
         self.config.next_faults.append(fault)
         return False
 
+    def restart(
+        self, timeout: float, while_down: Callable[[], Any] | None = None
+    ) -> Deferred[None]:
+        """Restart as ``pg_ctl restart -m fast`` does (:meth:`shut_down`, then
+        :meth:`start_again` once every connection has ended); ``while_down`` runs in
+        between (it may return a Deferred: the fixture reopens its port there). Fires
+        when the server takes connections again; TimeoutError if connections are left
+        after ``timeout`` seconds (a client answering without confirming holds a
+        walsender, on PostgreSQL too), the server still shutting down."""
+        done: Deferred[None] = Deferred()
+        deadline = self.clock.seconds() + timeout
+        self.shut_down()
+
+        def down() -> None:
+            if self.protocols:
+                if self.clock.seconds() < deadline:
+                    self.clock.callLater(0.01, down)
+                else:
+                    done.errback(
+                        TimeoutError(
+                            f"the server did not shut down within {timeout:g}s: "
+                            f"{len(self.protocols)} connection(s) left, walsenders waiting "
+                            "for their clients to confirm everything sent"
+                        )
+                    )
+                return
+            ending = maybeDeferred(while_down) if while_down is not None else succeed(None)
+            ending.addCallback(lambda _: self.start_again())
+            ending.chainDeferred(done)
+
+        down()
+        return done
+
     def shut_down(self) -> None:
         """Begin a fast shutdown: new connections get 57P03; open transactions roll back
         (their backends write abort records, which walsenders still decode); then every
-        backend is told (WalSenderSession.shut_down). The server is down once
-        :attr:`protocols` is empty; :meth:`start_again` brings it back."""
+        backend is told (WalSenderSession.shut_down)."""
         self.state.shutting_down = True
         if self.wal_writer is not None:
             self.wal_writer.abort_open()
@@ -514,7 +546,7 @@ class WalSenderFactory(Factory):
 
     def start_again(self) -> None:
         """The shutdown checkpoint is written (the end of WAL moves past its record, and
-        every slot is saved as it is in memory); new connections are taken again."""
+        every slot is saved as the major saves it); new connections are taken again."""
         if self.wal_writer is not None:
             self.wal_writer.checkpoint()
         self.state.restarted()
