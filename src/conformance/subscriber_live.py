@@ -55,6 +55,7 @@ from conformance import subscriber as sub
 
 __all__ = [
     "OPEN_PARTS",
+    "ORIGIN_RACE",
     "RECEIVED",
     "WORKERS_LEFT",
     "Outcome",
@@ -296,6 +297,10 @@ def log_since(log: Path, start: int) -> list[str]:
         f.seek(start)
         return f.read().decode(errors="replace").splitlines()
 
+
+#: The subscriber's own race when its apply worker starts again at once: the worker
+#: that ended (a parallel apply worker, or the leader itself) still holds the origin.
+ORIGIN_RACE: Final = "is already active for PID"
 
 # A log line's prefix (time and process id), which two runs do not share.
 _LOG_PREFIX: Final = re.compile(r"^.*?\[\d+\] ")

@@ -32,8 +32,6 @@ from conformance import subscriber_live as live
 
 __all__ = ["Cell", "Outcome", "cells", "run", "subscriber_errors"]
 
-_RESTART_RACE = "is already active for PID"
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -179,4 +177,4 @@ def subscriber_errors(log: Path, start: int, name: str | None = None) -> list[st
     and the launcher may start the new one before the old one released the replication
     origin (on_shmem_exit), which fails and is started again (seen against either
     publisher)."""
-    return live.error_lines(log, start, name, leave_out=(_RESTART_RACE,))
+    return live.error_lines(log, start, name, leave_out=(live.ORIGIN_RACE,))

@@ -55,6 +55,7 @@ _WHILE_DOWN: tuple[str, ...] = (
     "terminating logical replication worker due to",
     "logical replication parallel apply worker",  # 16+: its worker's follow-up lines
     "lost connection to the logical replication",
+    live.ORIGIN_RACE,
 )
 
 
