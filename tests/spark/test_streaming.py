@@ -324,6 +324,43 @@ def test_the_reader_reconnects_without_losing_or_repeating_a_transaction() -> No
             reader.stop()
 
 
+@pytest.mark.parametrize("major", [16, 17])
+def test_a_server_restart_ends_while_the_reader_runs_and_it_reads_on(major: int) -> None:
+    """The server restarts (fast) while the reader holds nothing back but a transaction
+    is open on the server: it rolls back (WAL that makes no unit), and the walsender waits
+    until its client confirmed everything it sent. The reader confirms the keepalive's
+    position, as PostgreSQL's apply worker does, so the restart ends (a reader confirming
+    only Spark's offsets would hold it for good); then it reconnects and reads on. On 16
+    the slot comes back where it was last saved, before all of it: the reader asks to
+    start after what it holds, so nothing comes twice."""
+    with start_walsender(_items_script(pg_version=major)) as fake:
+        reader = _reader(fake, reconnect_backoff="0.01")
+        try:
+            reader.prepareForTriggerAvailableNow()
+            start = reader.initialOffset()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            assert len(_changes(reader, start, end)) == 8
+            reader.commit(end)
+            fake.wait_confirmed("spark", int(LSN(end["lsn"])))
+            txn = fake.begin()
+            txn.write([insert(ITEMS, id=50, label="never")])
+            starts = _starts(fake)
+            fake.restart(timeout=10)
+            confirmed = fake.slots["spark"].confirmed_flush
+            assert (
+                confirmed > int(LSN(end["lsn"]))
+                if major >= 17
+                else confirmed < int(LSN(start["lsn"]) or 1 << 62)
+            )
+            fake.commit([insert(ITEMS, id=7, label="g")])
+            fake.wait_until(lambda s: _starts(s) == starts + 1)
+            reader.prepareForTriggerAvailableNow()  # a new target: the end of WAL now
+            later = reader.latestOffset(end, ReadAllAvailable())
+            assert [row[:3] for row in _changes(reader, end, later)] == [("insert", 7, "g")]
+        finally:
+            reader.stop()
+
+
 def test_reconnect_attempts_run_out() -> None:
     """A walsender that terminates every stream: the query fails after
     reconnect_attempts more tries, or at the first with reconnect_attempts=0."""

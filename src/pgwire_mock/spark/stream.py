@@ -31,6 +31,9 @@ Where things live:
   log; only then does the pump send a standby status update with ``flush`` = that offset,
   so the slot's ``confirmed_flush_lsn`` never passes what Spark has committed. Keepalives
   asking for a reply, and a status update every ``status_interval`` seconds, repeat it.
+  With nothing held back (every unit committed, no transaction open), it confirms what
+  it received, a keepalive's position included, as PostgreSQL's apply worker does, so
+  that a server shutting down, which waits for that, can end.
 * On restart, Spark hands the checkpoint's offsets back; the stream restarts from the
   slot (whose position is at most the last committed offset) and units at or below the
   requested start are never served, so no transaction is applied twice.
@@ -687,6 +690,13 @@ class _Pump(threading.Thread):
         with self.cond:
             flush, ping = self.committed, self.ping
             self.ping = False
+            if self.held <= flush and self.decoder.open_transactions == 0:
+                # Nothing held back: confirm what was received, a keepalive's position
+                # too, as PostgreSQL's apply worker does without pending transactions
+                # (send_feedback). WAL that makes no unit (a rolled-back transaction, a
+                # checkpoint) is confirmed then, and a fast shutdown, which waits until
+                # the client confirmed everything sent, can end.
+                flush = max(flush, self.received)
         last, when = self.sent
         now = time.monotonic()
         if force or ping or flush != last or now - when >= self.settings.status_interval:
