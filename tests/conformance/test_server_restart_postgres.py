@@ -53,8 +53,9 @@ def test_a_fast_restart_under_a_consumer_is_the_same_on_postgres_and_on_the_fake
     # 14-16 save a logical slot at the shutdown checkpoint only if something besides
     # confirmed_flush moved: the restarted consumer gets what it confirmed again.
     assert real["confirmed_flush_is_last_confirmed"] == (restart_cluster.version >= 17), real
-    assert real["xlogpos_past_last_confirmed"] == 120, real  # the checkpoint's record
+    assert real["xlogpos_a_checkpoint_past_last_confirmed"], real
     assert real["keepalives_after_restart"] == [True, True], real
+    assert real["asked_for_a_reply_again"], real
     streamed = bool(options.get("streaming"))
     assert [m["type"] for m in real["during"][:-3]] == (["StreamAbort"] if streamed else [])
     assert fake == real
