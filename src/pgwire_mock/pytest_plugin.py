@@ -266,7 +266,7 @@ class WalSender:
 
     # --- lifetime -------------------------------------------------------------------------
 
-    def restart(self, timeout: float = 60.0) -> None:
+    def restart(self, timeout: float = 60.0, *, immediate: bool = False) -> None:
         """Restart the server as ``pg_ctl restart -m fast`` does, on the same port.
 
         New connections get FATAL 57P03 at once; transactions still open (:meth:`begin`)
@@ -281,6 +281,12 @@ class WalSender:
         sessions, and the port listens again. A client that keeps
         answering without confirming holds the shutdown forever, on PostgreSQL too:
         TimeoutError after ``timeout`` seconds, the server still shutting down.
+
+        ``immediate=True`` is ``pg_ctl restart -m immediate`` (or a crash): every
+        connection drops at once without a message, transactions still open never end
+        (14-17 stream them again to a streaming client after the restart, without an
+        end; 18 drops them), the end-of-recovery checkpoint's record follows the WAL, and
+        every slot comes back with confirmed_flush as it was last saved, on every major.
         """
 
         def reopen() -> Any:
@@ -291,7 +297,7 @@ class WalSender:
             closing.addCallback(lambda port: setattr(self, "_port", port))
             return closing
 
-        self._call(lambda: self._factory.restart(timeout, reopen))
+        self._call(lambda: self._factory.restart(timeout, reopen, immediate=immediate))
 
     def stop(self) -> None:
         """Drop connections, close the port, stop the reactor and join its thread."""

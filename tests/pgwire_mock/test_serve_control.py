@@ -294,10 +294,9 @@ def test_post_restart_restarts_once_the_client_confirmed_and_answers_the_new_end
 
 def test_post_restart_gives_up_on_a_client_that_never_confirms(served: Served) -> None:
     conn, _ = _streaming_client(served)  # confirms nothing: the walsender waits for it
-    assert served.request("POST", "/restart", "{") == (
-        400,
-        {"error": 'expected a body {"timeout": SECONDS}'},
-    )
+    bad = (400, {"error": 'expected a body {"timeout": SECONDS, "immediate": BOOL}'})
+    assert served.request("POST", "/restart", "{") == bad
+    assert served.request("POST", "/restart", '{"immediate": "yes"}') == bad
     assert served.request("POST", "/restart", '{"timeout": 0}')[0] == 400
     status, answer = served.request("POST", "/restart", '{"timeout": 0.5}')
     assert status == 504 and "did not shut down within 0.5s" in answer["error"], answer
@@ -306,3 +305,15 @@ def test_post_restart_gives_up_on_a_client_that_never_confirms(served: Served) -
         {"error": "the server is shutting down already"},
     )
     conn.close()  # type: ignore[attr-defined]
+
+
+def test_post_restart_immediate_crashes_the_server_at_once(served: Served) -> None:
+    """A client that confirmed nothing does not hold a crash: its connection drops,
+    and the slot is where it was last saved."""
+    conn, _ = _streaming_client(served)
+    status, after = served.request("POST", "/restart", '{"immediate": true}')
+    assert status == 200, after
+    assert after["slots"]["s"]["confirmed_flush"] == "0/1500000"
+    with pytest.raises(ConnectionLostError):
+        for _ in range(5):
+            conn.read_stream(2)  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from pgwire_mock.client import (
     WalData,
 )
 from pgwire_mock.pytest_plugin import WalSender
-from pgwire_mock.script import Script, column, insert
+from pgwire_mock.script import Script, ScriptError, column, insert
 from pgwire_mock.server import RecordingSource
 from pgwire_mock.streamfile import StreamEntry
 
@@ -205,3 +205,33 @@ def test_a_served_recording_restarts_without_a_checkpoint_record(make_walsender:
     server.restart()
     assert server.end_of_wal == end
     ReplicationConnection.connect(server.dsn(), timeout=10).close()
+
+
+def test_an_immediate_restart_drops_everyone_and_slots_fall_back_on_every_major(
+    make_walsender: Make,
+) -> None:
+    """A crash: the stream closes without COPY 0; the open transaction can take no more
+    writes and never ends; confirmed_flush is back where the slot was last saved (17
+    too); a slot created afterwards does not wait for the crashed transaction."""
+    server = make_walsender(_script(17), new_slots="end_of_wal")
+    start = server.slots["s"].confirmed_flush
+    conn, events = _stream(server)
+    end = _commit_and_confirm(server, conn, events, 1)
+    server.wait_confirmed("s", end)
+    txn = server.begin()
+    txn.write([insert(TABLE, id=2, v="y")])
+    server.restart(immediate=True)
+    seen = []
+    with pytest.raises(ConnectionLostError):
+        for event in events:
+            seen.append(event)
+    assert not any(isinstance(e, CommandResult) for e in seen)
+    assert server.slots["s"].confirmed_flush == start
+    assert server.end_of_wal > end
+    assert not txn.open
+    with pytest.raises(ScriptError, match="the transaction has ended"):
+        txn.write([insert(TABLE, id=3, v="z")])
+    creator = ReplicationConnection.connect(server.dsn(), timeout=10)
+    created = creator.create_slot("after_the_crash")
+    assert created.slot_name == "after_the_crash"
+    creator.close()

@@ -64,6 +64,7 @@ from pgwire_mock.script.sizes import (
     SHUTDOWN_CHECKPOINT_RECORD,
 )
 from pgwire_mock.script.wal import (
+    CRASHED,
     OPEN,
     CompiledScript,
     OpenTxn,
@@ -264,6 +265,16 @@ class Compiler(ChangeWriter):
         open_txns = [t for t in self.begun if not t.ended]
         for txn in open_txns:
             self.finish(txn, rollback=True)
+        self.open_named = {n: t for n, t in self.open_named.items() if not t.ended}
+        self.begun = []
+        return len(open_txns)
+
+    def crash_open(self) -> int:
+        """The server crashed: every transaction still open stays as it was written, with
+        no end record ever (:data:`CRASHED`); returns how many there were."""
+        open_txns = [t for t in self.begun if not t.ended]
+        for txn in open_txns:
+            txn.wtxn.kind = CRASHED
         self.open_named = {n: t for n, t in self.open_named.items() if not t.ended}
         self.begun = []
         return len(open_txns)

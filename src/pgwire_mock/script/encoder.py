@@ -65,6 +65,7 @@ from pgwire_mock.script.options import StreamOptions
 from pgwire_mock.script.output_plugin import OutputPlugin
 from pgwire_mock.script.reorder import ReorderBuffer, TxnState
 from pgwire_mock.script.wal import (
+    CRASHED,
     OPEN,
     CompiledScript,
     WChange,
@@ -325,6 +326,10 @@ class _Session:
                     sent = True
             if sent:
                 self.plugin.cleanup(top_xid, commit=False)
+        if txn.kind == CRASHED:
+            # Open when the server crashed: it never ends, and nothing says so (a
+            # running-xacts record later lets the reorder buffer drop it, silently).
+            return
         if txn.kind == "commit":
             if txn.lsn < self.from_lsn:
                 self.forget(txn)

@@ -99,6 +99,10 @@ class LiveWal:
         self._write()
         return aborted
 
+    def crash_open(self) -> int:
+        """Leave every open transaction without an end (a crash); returns how many."""
+        return self._compiler.crash_open()
+
     def checkpoint(self) -> None:
         """Write a shutdown checkpoint's record at the end of WAL."""
         self._compiler.checkpoint()

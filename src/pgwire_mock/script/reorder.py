@@ -35,7 +35,15 @@ from codec.pgoutput import (
 from pgwire_mock.script.events import Send, StreamEvent
 from pgwire_mock.script.options import StreamOptions
 from pgwire_mock.script.output_plugin import OutputPlugin
-from pgwire_mock.script.wal import CompiledScript, WChange, WFinishPrepared, WSubAbort, WTxn, xid_of
+from pgwire_mock.script.wal import (
+    CRASHED,
+    CompiledScript,
+    WChange,
+    WFinishPrepared,
+    WSubAbort,
+    WTxn,
+    xid_of,
+)
 
 __all__ = ["ReorderBuffer", "TxnState"]
 
@@ -257,6 +265,10 @@ class ReorderBuffer:
         never while it runs (``state.live``)."""
         if state.live:
             return False
+        if txn.kind == CRASHED:
+            # No abort record: 14-17 check TransactionIdDidAbort, which says no, and
+            # stream it; 18 truncates what is neither running nor committed (measured).
+            return self.version >= 18
         if txn.kind != "prepare":
             return txn.kind == "abort"
         wal = self.compiled.wal

@@ -198,6 +198,9 @@ class WSubAbort:
 
 OPEN: Final = "open"
 """A transaction's kind until the record that ends it is written."""
+CRASHED: Final = "crashed"
+"""The kind of one that was open when the server crashed (an immediate shutdown): no
+record ever ends it, and CLOG shows it neither running nor committed."""
 
 
 @dataclass(eq=False)

@@ -21,7 +21,7 @@ a fault. The endpoints (JSON answers; positions as ``X/Y``):
     docs/faults.md) and answers, as ``GET /wal`` does, once it takes connections
     again; a body ``{"timeout": 60}`` bounds the wait for walsenders whose clients must
     confirm what they were sent (504 after it, the server still shutting down; 409
-    while a restart is under way).
+    while a restart is under way); ``{"immediate": true}`` is ``-m immediate``, a crash.
 
 It listens on its own endpoint (``tcp:8433:interface=127.0.0.1``), never on the
 PostgreSQL port, and answers on the reactor thread, so what it reads and writes is
@@ -139,9 +139,15 @@ class _Restart(Resource):
         if text is None:
             return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
         try:
-            timeout = float(json.loads(text).get("timeout", 60.0)) if text.strip() else 60.0
+            body = json.loads(text) if text.strip() else {}
+            timeout = float(body.get("timeout", 60.0))
+            immediate = body.get("immediate", False)
+            if not isinstance(immediate, bool):
+                raise TypeError(immediate)
         except (ValueError, TypeError, AttributeError):
-            return _answer(request, 400, {"error": 'expected a body {"timeout": SECONDS}'})
+            return _answer(
+                request, 400, {"error": 'expected a body {"timeout": SECONDS, "immediate": BOOL}'}
+            )
         if timeout <= 0:
             return _answer(request, 400, {"error": f"timeout: expected > 0, got {timeout:g}"})
         if self.factory.state.shutting_down:
@@ -152,7 +158,7 @@ class _Restart(Resource):
                 request.write(_answer(request, code, body))
                 request.finish()
 
-        restarted = self.factory.restart(timeout)
+        restarted = self.factory.restart(timeout, immediate=immediate)
         restarted.addCallbacks(
             lambda _: finish(200, self.status()),
             lambda failure: finish(504, {"error": failure.getErrorMessage()}),

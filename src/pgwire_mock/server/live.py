@@ -86,6 +86,11 @@ class WalWriter:
         finally:
             self._written()
 
+    def crash_open(self) -> int:
+        """The server crashed: open transactions never end (no abort record); returns
+        how many were open."""
+        return self.wal.crash_open()
+
     def checkpoint(self) -> None:
         """The shutdown checkpoint's record: the end of WAL moves past it."""
         try:

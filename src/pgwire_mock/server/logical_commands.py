@@ -264,13 +264,7 @@ class LogicalCommands:
             if self.config.on_status_update is not None:
                 self.config.on_status_update(self.pid, reply)
             if reply.flushed_lsn:
-                # 14-16 leave a moved confirmed_flush unsaved at the shutdown checkpoint.
-                self.state.confirm(
-                    s.slot.name,
-                    reply.flushed_lsn,
-                    self._restart_bound(s.sent_ptr),
-                    saved=self.major >= 17,
-                )
+                self.state.confirm(s.slot.name, reply.flushed_lsn, self._restart_bound(s.sent_ptr))
             if reply.reply_requested:
                 self._keepalive(s, now, reply=False)
             elif s.exhausted:

@@ -501,17 +501,25 @@ class WalSenderFactory(Factory):
         return False
 
     def restart(
-        self, timeout: float, while_down: Callable[[], Any] | None = None
+        self,
+        timeout: float,
+        while_down: Callable[[], Any] | None = None,
+        *,
+        immediate: bool = False,
     ) -> Deferred[None]:
         """Restart as ``pg_ctl restart -m fast`` does (:meth:`shut_down`, then
-        :meth:`start_again` once every connection has ended); ``while_down`` runs in
-        between (it may return a Deferred: the fixture reopens its port there). Fires
-        when the server takes connections again; TimeoutError if connections are left
-        after ``timeout`` seconds (a client answering without confirming holds a
-        walsender, on PostgreSQL too), the server still shutting down."""
+        :meth:`start_again` once every connection has ended), or ``-m immediate``
+        (:meth:`crash`); ``while_down`` runs in between (it may return a Deferred: the
+        fixture reopens its port there). Fires when the server takes connections again;
+        TimeoutError if connections are left after ``timeout`` seconds (a client
+        answering without confirming holds a walsender, on PostgreSQL too), the server
+        still shutting down."""
         done: Deferred[None] = Deferred()
         deadline = self.clock.seconds() + timeout
-        self.shut_down()
+        if immediate:
+            self.crash()
+        else:
+            self.shut_down()
 
         def down() -> None:
             if self.protocols:
@@ -527,7 +535,7 @@ class WalSenderFactory(Factory):
                     )
                 return
             ending = maybeDeferred(while_down) if while_down is not None else succeed(None)
-            ending.addCallback(lambda _: self.start_again())
+            ending.addCallback(lambda _: self.start_again(clean=not immediate))
             ending.chainDeferred(done)
 
         down()
@@ -544,12 +552,27 @@ class WalSenderFactory(Factory):
             protocol.shut_down()
         self._end_detached()
 
-    def start_again(self) -> None:
-        """The shutdown checkpoint is written (the end of WAL moves past its record, and
-        every slot is saved as the major saves it); new connections are taken again."""
+    def crash(self) -> None:
+        """An immediate shutdown (``pg_ctl stop -m immediate``, or the server killed):
+        every connection is dropped at once, without a message (measured on 14-18: the
+        client reads the close), and transactions still open never end."""
+        self.state.shutting_down = True
+        if self.wal_writer is not None:
+            self.wal_writer.crash_open()
+        for protocol in list(self.protocols):
+            transport: Any = protocol.transport
+            if transport is not None:
+                transport.abortConnection()
+        self._end_detached()
+
+    def start_again(self, *, clean: bool = True) -> None:
+        """The shutdown checkpoint (after a crash, the end-of-recovery one) is written:
+        the end of WAL moves past its record, 120 bytes on 14-18. Slots come back as the
+        major saved them: all of memory after a clean shutdown of 17+, else their
+        confirmed_flush as last saved. New connections are taken again."""
         if self.wal_writer is not None:
             self.wal_writer.checkpoint()
-        self.state.restarted()
+        self.state.restarted(saved_at_shutdown=clean and self.config.major >= 17)
         self.log("database system is ready to accept connections (restarted)")
 
     def disconnect_all(self) -> None:

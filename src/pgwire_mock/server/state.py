@@ -155,11 +155,11 @@ class SlotState:
     """Set while the on-disk confirmed_flush lags the one in memory (the ``redeliver``
     fault); None: they are the same, as after every checkpoint."""
     saved_position: tuple[int, int] | None = None
-    """14-16: the confirmed_flush and restart_lsn the slot's file holds while
-    confirmations moved them in memory only (LogicalConfirmReceivedLocation saves the
-    slot only when restart_lsn or catalog_xmin moves, at a running-xacts record the fake
-    does not write), which a clean restart falls back to; 17+ save confirmed_flush at the
-    shutdown checkpoint. None: the file holds what memory does."""
+    """The confirmed_flush and restart_lsn the slot's file holds while confirmations
+    moved them in memory only (LogicalConfirmReceivedLocation saves the slot only when
+    restart_lsn or catalog_xmin moves, at a running-xacts record the fake does not
+    write): what a crash falls back to, and a clean restart on 14-16 (17+ save
+    confirmed_flush at the shutdown checkpoint). None: the file holds what memory does."""
 
     @property
     def logical(self) -> bool:
@@ -415,21 +415,18 @@ class ServerState:
             del self.creating[name]
         self.save_now()  # ReplicationSlotDropPtr removes pg_replslot/<slot> at once
 
-    def confirm(
-        self, name: str, lsn: int, read_upto: int | None = None, *, saved: bool = True
-    ) -> None:
+    def confirm(self, name: str, lsn: int, read_upto: int | None = None) -> None:
         """A status update's flush position moves the slot's confirmed_flush (never back;
         a position beyond the end of WAL is taken as it is, as PostgreSQL takes it).
 
         restart_lsn follows, never past ``read_upto`` (what the walsender has read;
         default the end of WAL): PostgreSQL moves it to a running-xacts record that the
         walsender decoded and the client then confirmed, so it stays at or before both.
-        ``saved=False`` (14-16): the slot's file keeps the positions from before
-        (:attr:`SlotState.saved_position`).
+        The slot's file keeps the positions from before (:attr:`SlotState.saved_position`).
         """
         slot = self.slots.get(name)
         if slot is not None and lsn > slot.confirmed_flush:
-            if not saved and slot.saved_position is None:
+            if slot.saved_position is None:
                 slot.saved_position = (slot.confirmed_flush, slot.restart_lsn)
             slot.confirmed_flush = lsn
             bound = self.wal_lsn if read_upto is None else read_upto
@@ -473,17 +470,17 @@ class ServerState:
             del self.slots[name]
         return names
 
-    def restarted(self) -> None:
-        """The server starts again after a clean shutdown: the shutdown checkpoint wrote
-        every slot as it was in memory (so a ``redeliver`` fault's lag is gone) but, on
-        14-16, one whose confirmations moved only confirmed_flush, which comes back as
-        it was last saved (:attr:`SlotState.saved_position`); RestoreSlotFromDisk marks
-        each inactive since the start."""
+    def restarted(self, *, saved_at_shutdown: bool) -> None:
+        """The server starts again. ``saved_at_shutdown`` (a clean shutdown of 17+): the
+        shutdown checkpoint wrote every slot as it was in memory; otherwise (14-16, or
+        a crash) a slot whose confirmations moved only confirmed_flush comes back as it
+        was last saved (:attr:`SlotState.saved_position`). A ``redeliver`` fault's lag
+        is gone either way; RestoreSlotFromDisk marks each inactive since the start."""
         now = self.clock()
         for slot in self.slots.values():
-            if slot.saved_position is not None:
+            if slot.saved_position is not None and not saved_at_shutdown:
                 slot.confirmed_flush, slot.restart_lsn = slot.saved_position
-                slot.saved_position = None
+            slot.saved_position = None
             slot.persisted_flush = None
             slot.active_pid = None
             slot.inactive_since = now
