@@ -701,6 +701,13 @@ class Cluster(Server):
             raise ProvisionError("cluster is not started")
         self._proc.send_signal(signal.SIGINT)
 
+    def begin_immediate_shutdown(self) -> None:
+        """SIGQUIT, as ``pg_ctl stop -m immediate``: every process quits at once (a
+        crash, recovered from at the next start); :meth:`start_again` starts it."""
+        if self._proc is None:
+            raise ProvisionError("cluster is not started")
+        self._proc.send_signal(signal.SIGQUIT)
+
     def start_again(self, timeout: float = _STOP_TIMEOUT) -> None:
         """Wait until the postmaster has exited (ProvisionError after ``timeout``
         seconds, the server still shutting down), then start it on the same data

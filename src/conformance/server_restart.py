@@ -53,6 +53,7 @@ __all__ = [
     "RestartSide",
     "fake_restart_side",
     "observed",
+    "read_until",
     "real_restart_side",
 ]
 
@@ -71,6 +72,7 @@ class RestartSide:
     slot_positions: Callable[[], tuple[int, int]]  # confirmed_flush, restart_lsn
     begin_shutdown: Callable[[], object]
     start_again: Callable[[], object]
+    crash: Callable[[], object]  # an immediate shutdown, begun; start_again restarts
 
 
 @dataclass
@@ -95,13 +97,13 @@ def run_restart_story(
     consumer = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
     events = consumer.start_replication(side.slot, 0, stream_options)
     side.commit(TRANSACTIONS[0])
-    before = _read_until(events, b"C")
+    before = read_until(events, b"C")
     confirmed = before[-1].wal_start
     consumer.send_status(flush=confirmed)
     txn = side.begin()
     txn.write(OPEN_PARTS[0])
     if options.get("streaming"):
-        before += _read_until(events, b"E")  # a block of it, streamed while it runs
+        before += read_until(events, b"E")  # a block of it, streamed while it runs
     side.begin_shutdown()
     refused = _refused(side.dsn, timeout)
     idle_ended = _ended(idle, timeout)
@@ -129,7 +131,7 @@ def run_restart_story(
         if sum(isinstance(e, Keepalive) for e in after) == 2:
             break
     side.commit(TRANSACTIONS[1])
-    after += _read_until(events, b"C")
+    after += read_until(events, b"C")
     again.close()
     return RestartRun(
         refused,
@@ -144,7 +146,7 @@ def run_restart_story(
     )
 
 
-def _read_until(events: Iterator[object], kind: bytes) -> list[Any]:
+def read_until(events: Iterator[object], kind: bytes) -> list[Any]:
     """The XLogData up to and including the first of ``kind`` (keepalives skipped)."""
     out: list[Any] = []
     for event in events:
@@ -284,6 +286,7 @@ def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[Res
             slot_positions,
             cluster.begin_fast_shutdown,
             cluster.start_again,
+            cluster.begin_immediate_shutdown,
         )
     finally:
         for conn in opened:
@@ -304,17 +307,20 @@ class FakeRestart:
         self._thread: threading.Thread | None = None
         self._failures: list[BaseException] = []
 
-    def _restart(self) -> None:
+    def _restart(self, immediate: bool) -> None:
         try:
-            self.server.restart()
+            self.server.restart(immediate=immediate)
         except BaseException as err:
             self._failures.append(err)
 
-    def begin_shutdown(self) -> None:
-        self._thread = threading.Thread(target=self._restart, daemon=True)
+    def begin_shutdown(self, *, immediate: bool = False) -> None:
+        self._thread = threading.Thread(target=self._restart, args=(immediate,), daemon=True)
         self._thread.start()
         # pg_ctl's signal reaches the postmaster at once: so does this.
         self.server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
+
+    def crash(self) -> None:
+        self.begin_shutdown(immediate=True)
 
     def start_again(self) -> None:
         assert self._thread is not None
@@ -341,6 +347,7 @@ def fake_restart_side(major: int, names: tuple[str, str, str]) -> Iterator[Resta
             lambda: (server.slots[slot].confirmed_flush, server.slots[slot].restart_lsn),
             restart.begin_shutdown,
             restart.start_again,
+            restart.crash,
         )
     finally:
         server.stop()
