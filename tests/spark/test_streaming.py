@@ -628,6 +628,52 @@ def test_a_real_server_streams_into_parquet(
             conn.execute(f"DROP TABLE IF EXISTS {name}")
 
 
+@pytest.mark.postgres
+def test_a_real_server_restart_ends_while_the_reader_runs() -> None:
+    """PostgreSQL 16 restarted fast while the reader holds nothing back and a
+    transaction is open: the shutdown ends (it waits until the reader confirmed what
+    its walsender sent, the rolled-back transaction's WAL included), and the reader
+    reads on without a repeat, though the slot came back where it was created."""
+    reason = provision.opted_out()
+    if reason:
+        pytest.skip(reason)
+    with (
+        provision.Cluster(provision.install(16).installation) as cluster,
+        _pg_table(cluster) as name,
+    ):
+        options = {"dsn": cluster.replication_dsn, "slot": name, "publication": name}
+        reader = PgOutputStreamReader(
+            {**options, "reconnect_backoff": "0.2", "reconnect_attempts": "20"},
+            f"public.{name}",
+            DecodeOptions(),
+            None,
+        )
+        try:
+            with cluster.connect() as conn:
+                conn.execute(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+            reader.prepareForTriggerAvailableNow()
+            start = reader.initialOffset()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            assert len(_changes(reader, start, end)) == 2
+            reader.commit(end)
+            _await(lambda: _slot_state(cluster, name)[1] == int(LSN(end["lsn"])), "the commit")
+            open_txn = cluster.connect()
+            open_txn.execute("BEGIN")
+            open_txn.execute(f"INSERT INTO {name} VALUES (50, 'never')")
+            time.sleep(0.5)  # flushed by the WAL writer, read by the walsender
+            cluster.begin_fast_shutdown()
+            cluster.start_again(timeout=30)  # ProvisionError if the reader held it
+            with contextlib.suppress(Exception):  # the shutdown ended its session
+                open_txn.close()
+            with cluster.connect() as conn:
+                conn.execute(f"INSERT INTO {name} VALUES (7, 'g')")
+            reader.prepareForTriggerAvailableNow()
+            later = reader.latestOffset(end, ReadAllAvailable())
+            assert [row[:3] for row in _changes(reader, end, later)] == [("insert", 7, "g")]
+        finally:
+            reader.stop()
+
+
 @contextlib.contextmanager
 def _pg_table(server: provision.Server) -> Iterator[str]:
     """A fresh table, a publication and a pgoutput slot of one name; dropped after."""
