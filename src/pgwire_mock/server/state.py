@@ -237,7 +237,8 @@ class ServerState:
     clock: Callable[[], float] = field(default=time.time, repr=False)
     """Wall-clock time (Unix seconds) for timestamps the catalogs show."""
     shutting_down: bool = field(default=False, repr=False)
-    """A fast shutdown is under way: new connections get 57P03; never saved."""
+    """A shutdown (fast or immediate) is under way: new connections get 57P03; never
+    saved."""
     _schedule: Callable[[float, Callable[[], None]], object] | None = field(
         default=None, init=False, repr=False
     )
