@@ -138,10 +138,18 @@ class OpenTransaction(Protocol):
 # --- the consumer ---------------------------------------------------------------------------
 
 
+class Stream(Protocol):
+    """Where a consumer streams from: a :class:`Side`, or another story's side."""
+
+    dsn: str
+    slot: str
+    publication: str
+
+
 class Consumer:
     """A psycopg2 logical replication consumer, as CDC consumers are written with it."""
 
-    def __init__(self, side: Side, options: Mapping[str, str], timeout: float) -> None:
+    def __init__(self, side: Stream, options: Mapping[str, str], timeout: float) -> None:
         import psycopg2  # noqa: PLC0415 - a test-time dependency
         from psycopg2 import errors, extras  # noqa: PLC0415
 

@@ -36,7 +36,15 @@ from conformance.live_sides import (
     apply_rows,
     fake_story_server,
 )
-from conformance.live_types import OPEN_PARTS, TRANSACTIONS, OpenTransaction, Row
+from conformance.live_types import (
+    OPEN_PARTS,
+    TRANSACTIONS,
+    Consumer,
+    LiveRun,
+    OpenTransaction,
+    Received,
+    Row,
+)
 from pgwire_mock.client import (
     CommandResult,
     ConnectionLostError,
@@ -144,6 +152,48 @@ def run_restart_story(
         xlogpos,
         after,
     )
+
+
+def run_psycopg2_story(
+    side: RestartSide, options: Mapping[str, str], *, timeout: float = 30.0
+) -> tuple[LiveRun, str]:
+    """The restart with psycopg2 as the consumer (conformance.live_types.Consumer): it
+    applies and acknowledges two commits; the server restarts fast. psycopg2 answers the
+    walsender's reply request with the keepalive's position (it acknowledged the last
+    data it got), so the shutdown goes on, and its next read fails (which error depends on
+    whether its feedback write or its read meets the end first: only the class and
+    SQLSTATE are kept). It connects again and applies what comes, to a new commit. The
+    run, and how psycopg2 saw the end."""
+    import psycopg2  # noqa: PLC0415 - a test-time dependency
+
+    consumer = Consumer(side, options, timeout)
+    side.commit(TRANSACTIONS[0])
+    first = consumer.read(1, acknowledge=True)
+    side.commit(TRANSACTIONS[1])
+    first += consumer.read(1, acknowledge=True)
+    side.begin_shutdown()
+    ended = ""
+    try:
+        consumer.read(1, acknowledge=True)
+    except psycopg2.Error as err:
+        ended = f"{type(err).__name__} {err.pgcode}"
+    consumer.kill()
+    side.start_again()
+    confirmed_at_restart, restart_lsn = side.slot_positions()
+    consumer = Consumer(side, options, timeout)
+    side.commit(TRANSACTIONS[3])
+    after: list[Received] = []
+    while not any(r.payload[:1] == b"I" and b"four" in r.payload for r in after):
+        after += consumer.read(1, acknowledge=True)
+    consumer.kill()
+    # Its last acknowledgement may still be on its way: give it the time it takes.
+    last = max(r.wal_start for r in after)
+    deadline = time.monotonic() + 5
+    while side.slot_positions()[0] < last and time.monotonic() < deadline:
+        time.sleep(0.02)
+    run = LiveRun(first, after, side.slot_positions()[0], restart_lsn)
+    run.confirmed_at_restart = confirmed_at_restart
+    return run, ended
 
 
 def read_until(events: Iterator[object], kind: bytes) -> list[Any]:

@@ -8,12 +8,13 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from conformance import provision
+from conformance import live, provision
 from conformance.live import new_names
 from conformance.server_restart import (
     fake_restart_side,
     observed,
     real_restart_side,
+    run_psycopg2_story,
     run_restart_story,
 )
 
@@ -59,3 +60,24 @@ def test_a_fast_restart_under_a_consumer_is_the_same_on_postgres_and_on_the_fake
     streamed = bool(options.get("streaming"))
     assert [m["type"] for m in real["during"][:-3]] == (["StreamAbort"] if streamed else [])
     assert fake == real
+
+
+@pytest.mark.parametrize("least_and_options", OPTION_SETS[:2], ids=["proto1", "streaming"])
+def test_a_psycopg2_consumer_across_a_fast_restart_is_the_same_on_postgres_and_on_the_fake(
+    restart_cluster: provision.Cluster,
+    least_and_options: tuple[int, Mapping[str, str]],
+) -> None:
+    """psycopg2 acknowledges the last data it got, so it answers the shutdown's reply
+    request with the keepalive's position and the shutdown ends; after the restart 14-16
+    send what it had acknowledged again, 17+ do not."""
+    _, options = least_and_options
+    names = new_names()
+    with real_restart_side(restart_cluster, names) as side:
+        real_run, real_end = run_psycopg2_story(side, options)
+    with fake_restart_side(restart_cluster.version, names) as side:
+        fake_run, fake_end = run_psycopg2_story(side, options)
+    real, fake = live.observed(real_run), live.observed(fake_run)
+    assert real_end.startswith("DatabaseError None"), real_end
+    again = [m["type"] for m in real["after_restart"]["messages"]].count("Commit")
+    assert again == (1 if restart_cluster.version >= 17 else 3), real
+    assert (fake_end, fake) == (real_end, real)
