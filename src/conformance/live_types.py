@@ -201,5 +201,18 @@ class Consumer:
                     self.cur.send_feedback(flush_lsn=message.data_start, force=True)
         return out
 
+    def read_to_the_end(self) -> str:
+        """Read, acknowledging, until the server ends the stream; how psycopg2 reports
+        that end: its error class and SQLSTATE ("" if it never ends within the timeout)."""
+        import psycopg2  # noqa: PLC0415 - a test-time dependency
+
+        try:
+            while True:
+                self.read(1, acknowledge=True)
+        except psycopg2.Error as err:
+            return f"{type(err).__name__} {err.pgcode}"
+        except TimeoutError:
+            return ""
+
     def kill(self) -> None:
         self.conn.close()
