@@ -42,6 +42,14 @@ def subscriber_cluster(
         yield cluster
 
 
+@pytest.fixture(scope="module")
+def own_cluster(pg_server: provision.Server) -> Iterator[provision.Cluster]:
+    """A cluster of pg_server's major for the test module alone: its tests restart or
+    crash it, which ends every connection to it."""
+    with provision.Cluster(provision.install(pg_server.version).installation) as cluster:
+        yield cluster
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "pg_server" in getattr(item, "fixturenames", ()):

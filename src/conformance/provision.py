@@ -605,7 +605,8 @@ class Cluster(Server):
         # The cache sits in root's home, which other users cannot enter (mode 700):
         # give the server user a hard-linked view of the build instead.
         staged = self._require_run_dir() / "pg"
-        _stage(prefix, staged)
+        if not staged.exists():  # staged at the first start; a restart reuses it
+            _stage(prefix, staged)
         return staged
 
     # subprocess arguments that run a child as the server user (None: as ourselves).
@@ -722,8 +723,7 @@ class Cluster(Server):
                 f"PostgreSQL {self.version} did not shut down within {timeout:g}s"
             ) from None
         self._proc = None
-        staged = self._require_run_dir() / "pg"
-        self._launch(staged if staged.exists() else self.installation.prefix, port=self.port)
+        self._launch(self._prefix_for_server(), port=self.port)
 
     def _wait_ready(self) -> bool:
         """True once the postmaster reports ``ready``; False if it exited first."""

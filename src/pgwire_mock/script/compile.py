@@ -27,7 +27,7 @@ extends; the record sizes and the memory they count are in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from pgwire_mock.script.changes import ChangeWriter, count_subxacts, parse_timestamptz
@@ -262,19 +262,18 @@ class Compiler(ChangeWriter):
     def abort_open(self) -> int:
         """Roll back every transaction still open, as a fast shutdown's backends do
         (each writes its abort record); returns how many there were."""
-        open_txns = [t for t in self.begun if not t.ended]
-        for txn in open_txns:
-            self.finish(txn, rollback=True)
-        self.open_named = {n: t for n, t in self.open_named.items() if not t.ended}
-        self.begun = []
-        return len(open_txns)
+        return self._end_open(lambda txn: self.finish(txn, rollback=True))
 
     def crash_open(self) -> int:
         """The server crashed: every transaction still open stays as it was written, with
         no end record ever (:data:`CRASHED`); returns how many there were."""
+        return self._end_open(lambda txn: setattr(txn.wtxn, "kind", CRASHED))
+
+    def _end_open(self, end: Callable[[OpenTxn], object]) -> int:
+        """``end`` each transaction still open (begun or named by a script step)."""
         open_txns = [t for t in self.begun if not t.ended]
         for txn in open_txns:
-            txn.wtxn.kind = CRASHED
+            end(txn)
         self.open_named = {n: t for n, t in self.open_named.items() if not t.ended}
         self.begun = []
         return len(open_txns)
