@@ -273,7 +273,8 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             lambda: FakeOpenTransaction(server, changes),
             lambda gid: server.append(CommitPrepared(gid)),
             lambda gid: server.append(RollbackPrepared(gid)),
-            lambda: None,  # the fake's restart_lsn moves at any confirmation
+            # As on the real side: pg_log_standby_snapshot (16+), else CHECKPOINT.
+            server.log_standby_snapshot if major >= 16 else server.checkpoint,
             client_gone,
         )
     finally:

@@ -41,7 +41,7 @@ from pgwire_mock.script.model import Change, Script, Step, Transaction
 from pgwire_mock.script.wal import OpenTxn
 from pgwire_mock.server.auth import AuthMethod, User
 from pgwire_mock.server.faults import Fault
-from pgwire_mock.server.live import WalWriter
+from pgwire_mock.server.live import LOG_SNAPSHOT_INTERVAL, WalWriter
 from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.protocol import AUTHENTICATION_TIMEOUT, WalSenderFactory, listen
 from pgwire_mock.server.session import SessionConfig
@@ -98,6 +98,7 @@ class WalSender:
         *,
         host: str,
         authentication_timeout: float = AUTHENTICATION_TIMEOUT,
+        snapshot_interval: float = LOG_SNAPSHOT_INTERVAL,
     ) -> None:
         self.config = config
         self._state = state
@@ -113,6 +114,7 @@ class WalSender:
             self._reactor,
             log=self.log.append,
             authentication_timeout=authentication_timeout,
+            snapshot_interval=snapshot_interval,
         )
         self._port: Any = None
         self._thread = threading.Thread(
@@ -222,6 +224,26 @@ class WalSender:
         writer = self._writer()
         return OpenTransaction(self, writer, self._call(lambda: writer.begin(**options)))
 
+    def log_standby_snapshot(self) -> int:
+        """Write a running-xacts record now, as ``SELECT pg_log_standby_snapshot()``
+        (16+) does; returns the new end of WAL. A walsender that decodes it moves its
+        slot's restart_lsn (and catalog_xmin) there once the client confirms the
+        record, saving the slot with the confirmed position: what a restart of 14-16, or
+        a crash, comes back to. The background writer writes one every 15 s of activity
+        (``snapshot_interval``). Raises RuntimeError while a wait_for step holds WAL."""
+        writer = self._writer()
+        if self._call(writer.log_running_xacts) is None:
+            raise RuntimeError("a wait_for step holds the WAL back")
+        return self.end_of_wal
+
+    def checkpoint(self) -> int:
+        """``CHECKPOINT``: a running-xacts record (see :meth:`log_standby_snapshot`),
+        then the checkpoint's record; returns the new end of WAL."""
+        writer = self._writer()
+        if not self._call(writer.online_checkpoint):
+            raise RuntimeError("a wait_for step holds the WAL back")
+        return self.end_of_wal
+
     def _writer(self) -> WalWriter:
         writer = self._factory.wal_writer
         if writer is None:
@@ -278,7 +300,9 @@ class WalSender:
         record is written after the WAL (120 bytes: IDENTIFY_SYSTEM's xlogpos moves past
         the last commit), every slot is saved as the emulated major saves it (14-16:
         confirmed_flush as it was last saved), temporary slots are gone with their
-        sessions, and the port listens again. A client that keeps
+        sessions, and the port listens again (meanwhile ``commit``, ``append``,
+        ``begin`` and an open transaction's writes raise ShuttingDownError, as a
+        session would be refused or ended). A client that keeps
         answering without confirming holds the shutdown forever, on PostgreSQL too:
         TimeoutError after ``timeout`` seconds, the server still shutting down.
 
@@ -430,6 +454,7 @@ def start_walsender(
     new_slots: str = "stream_start",
     host: str = "127.0.0.1",
     authentication_timeout: float = AUTHENTICATION_TIMEOUT,
+    snapshot_interval: float = LOG_SNAPSHOT_INTERVAL,
 ) -> WalSender:
     """Start a fake walsender on a free loopback port; ``stop()`` it when done.
 
@@ -446,7 +471,9 @@ def start_walsender(
     ``--database`` (the first holds the declared slots), ``--max-connections`` and
     ``--max-wal-senders``. ``authentication_timeout``: seconds from connecting to the end
     of authentication before the server closes the connection (0: never), as
-    ``--authentication-timeout``.
+    ``--authentication-timeout``. ``snapshot_interval``: seconds between the background
+    writer's running-xacts records while WAL is written (PostgreSQL's 15; 0: none), as
+    ``--snapshot-interval``; a served script's WAL only.
     """
     source = _source(script) if script is not None else None
     state = ServerState()
@@ -493,7 +520,13 @@ def start_walsender(
         source=source,
         faults=tuple(Fault.parse(f) if isinstance(f, str) else f for f in faults),
     )
-    return WalSender(config, state, host=host, authentication_timeout=authentication_timeout)
+    return WalSender(
+        config,
+        state,
+        host=host,
+        authentication_timeout=authentication_timeout,
+        snapshot_interval=snapshot_interval,
+    )
 
 
 @pytest.fixture

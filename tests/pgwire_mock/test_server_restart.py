@@ -21,6 +21,7 @@ from pgwire_mock.client import (
 from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.script import Script, ScriptError, column, insert
 from pgwire_mock.server import RecordingSource
+from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.streamfile import StreamEntry
 
 TABLE = "public.t"
@@ -235,3 +236,23 @@ def test_an_immediate_restart_drops_everyone_and_slots_fall_back_on_every_major(
     created = creator.create_slot("after_the_crash")
     assert created.slot_name == "after_the_crash"
     creator.close()
+
+
+def test_nothing_is_written_while_the_server_restarts(make_walsender: Make) -> None:
+    """On PostgreSQL a session that would write is refused (57P03) or ended (57P01)
+    meanwhile: the fake's writers get ShuttingDownError, and write again after."""
+    server = make_walsender(script=_script(16))
+    conn, events = _stream(server)
+    _commit_and_confirm(server, conn, events, 1)
+    restarting = _restart_in_background(server, timeout=30)
+    server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
+    for write in (
+        lambda: server.commit([insert(TABLE, id=2, v="x")]),
+        server.begin,
+        server.log_standby_snapshot,
+    ):
+        with pytest.raises(ShuttingDownError, match="the database system is shutting down"):
+            write()
+    conn.close()
+    restarting.join(30)
+    assert server.commit([insert(TABLE, id=3, v="x")]) == server.end_of_wal

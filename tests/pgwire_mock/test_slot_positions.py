@@ -28,17 +28,55 @@ class _Clock:
         return self.now
 
 
-def test_confirmed_flush_only_moves_forward_and_restart_lsn_stays_behind_what_was_read() -> None:
+def test_confirmed_flush_only_moves_forward_and_restart_lsn_only_at_running_xacts() -> None:
     """An older flush leaves the slot alone; a flush beyond the end of WAL is kept as it
-    is, while restart_lsn stops at what the walsender read."""
+    is; restart_lsn moves only to a running-xacts record's candidate (measured on 14 and
+    16: a confirmed commit leaves it at the slot's creation)."""
     state = ServerState(wal_lsn=0x2000000)
     slot = state.create_slot("s", "pgoutput")
-    state.confirm("s", 0x2000100, read_upto=0x2000200)
-    assert (slot.restart_lsn, slot.confirmed_flush) == (0x2000100, 0x2000100)
-    state.confirm("s", 0x2000080, read_upto=0x2000200)
-    assert (slot.restart_lsn, slot.confirmed_flush) == (0x2000100, 0x2000100)
-    state.confirm("s", 0x3000000, read_upto=0x2000200)
-    assert (slot.restart_lsn, slot.confirmed_flush) == (0x2000200, 0x3000000)
+    state.confirm("s", 0x2000100)
+    assert (slot.restart_lsn, slot.confirmed_flush) == (0x2000000, 0x2000100)
+    state.confirm("s", 0x2000080)
+    assert (slot.restart_lsn, slot.confirmed_flush) == (0x2000000, 0x2000100)
+    state.confirm("s", 0x3000000)
+    assert (slot.restart_lsn, slot.confirmed_flush) == (0x2000000, 0x3000000)
+
+
+def test_a_running_xacts_record_moves_restart_lsn_once_confirmed_and_saves_the_slot() -> None:
+    """LogicalIncreaseRestartDecodingForSlot: a record the client has not confirmed
+    leaves a candidate, taken (and the slot saved with the confirmed position) once it
+    is; one already confirmed is taken at once, saved with confirmed_flush then."""
+    state = ServerState(wal_lsn=0x1000)
+    slot = state.create_slot("s", "pgoutput")
+    state.confirm("s", 0x1100)
+    assert slot.saved_position == (0x1000, 0x1000)  # memory only
+    state.running_xacts("s", 0x1200, 0x1200, 740)
+    assert (slot.restart_lsn, slot.catalog_xmin) == (0x1000, None)
+    state.confirm("s", 0x1238)
+    assert (slot.restart_lsn, slot.catalog_xmin, slot.saved_position) == (0x1200, 740, None)
+    state.confirm("s", 0x1300)
+    assert slot.saved_position == (0x1238, 0x1200)
+    # Confirmed before it is read (a keepalive's position): taken at once.
+    state.running_xacts("s", 0x1300, 0x1300, 741)
+    assert (slot.restart_lsn, slot.catalog_xmin, slot.saved_position) == (0x1300, 741, None)
+    state.restarted(saved_at_shutdown=False)
+    assert (slot.confirmed_flush, slot.restart_lsn) == (0x1300, 0x1300)
+
+
+def test_a_candidate_waiting_for_its_confirmation_keeps_later_records_out() -> None:
+    """Only increase if the previous values have been applied: while the first record's
+    candidate waits, a second record's is dropped, so the slot moves to the first."""
+    state = ServerState(wal_lsn=0x1000)
+    slot = state.create_slot("s", "pgoutput")
+    state.running_xacts("s", 0x1100, 0x1100, 740)
+    state.running_xacts("s", 0x1200, 0x1200, 741)
+    state.confirm("s", 0x1300)
+    assert (slot.restart_lsn, slot.catalog_xmin) == (0x1100, 740)
+    # A record whose restart point is not past restart_lsn (a transaction in progress
+    # since before it) moves nothing and saves nothing.
+    state.running_xacts("s", 0x1400, 0x1100, 740)
+    state.confirm("s", 0x1500)
+    assert (slot.restart_lsn, slot.saved_position) == (0x1100, (0x1300, 0x1100))
 
 
 def test_a_temporary_slot_stays_active_for_its_session() -> None:

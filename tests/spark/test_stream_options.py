@@ -220,6 +220,7 @@ def test_available_now_reads_a_slow_backlog_whole() -> None:
     with start_walsender(_script(transactions), faults=["slow:rate=180"]) as fake:
         reader = _reader(fake, reconnect_backoff="0.01")
         began = time.monotonic()
+        committed = fake.end_of_wal
         try:
             rows = _available_now(reader)
         finally:
@@ -227,7 +228,9 @@ def test_available_now_reads_a_slow_backlog_whole() -> None:
         took = time.monotonic() - began
         assert sorted(r["id"] for r in rows) == list(range(transactions))
         assert took > 30, f"the backlog took {took:.1f}s; make the server slower"
-        assert fake.slots["spark"].confirmed_flush == fake.end_of_wal
+        # At least what was committed: the background writer's running-xacts records
+        # (every 15 s) move the end of WAL on meanwhile, as PostgreSQL's do.
+        assert fake.slots["spark"].confirmed_flush >= committed
 
 
 def test_a_caught_up_timeout_that_runs_out_fails_the_query() -> None:

@@ -57,10 +57,13 @@ from pgwire_mock.script.model import (
 )
 from pgwire_mock.script.sizes import (
     ABORT_RECORD,
+    CHECKPOINT_REDO_RECORD,
     COMMIT_RECORD,
     FINISH_PREPARED_RECORD,
     MESSAGE_RECORD,
+    ONLINE_CHECKPOINT_RECORD,
     PREPARE_RECORD,
+    RUNNING_XACTS_RECORD,
     SHUTDOWN_CHECKPOINT_RECORD,
 )
 from pgwire_mock.script.wal import (
@@ -68,6 +71,7 @@ from pgwire_mock.script.wal import (
     OPEN,
     CompiledScript,
     OpenTxn,
+    RunningXacts,
     SubTxn,
     WalItem,
     WChange,
@@ -282,6 +286,34 @@ class Compiler(ChangeWriter):
         """A shutdown checkpoint's record at the end of WAL: nothing to decode, but the
         end of WAL moves past it (120 bytes on 14-18, measured)."""
         self.record(SHUTDOWN_CHECKPOINT_RECORD)
+        self._moved()
+
+    def log_running_xacts(self) -> RunningXacts:
+        """An xl_running_xacts record at the end of WAL (LogStandbySnapshot), listing the
+        transactions in progress; nothing to decode, but it is where a slot's
+        restart_lsn and catalog_xmin may move (:class:`RunningXacts`)."""
+        compiled = self.compiled
+        xids = compiled.running_xids()
+        oldest = compiled.oldest_running_lsn()
+        start, end = self.record(RUNNING_XACTS_RECORD + 4 * len(xids))
+        restart = (
+            start
+            if oldest is None
+            else max((r.lsn for r in compiled.snapshots if r.lsn <= oldest), default=None)
+        )
+        record = RunningXacts(start, end, restart, min(xids, default=self.next_xid))
+        compiled.snapshots.append(record)
+        self._moved()
+        return record
+
+    def online_checkpoint(self) -> None:
+        """CHECKPOINT: on 17+ the redo point's record, then a running-xacts record and
+        the checkpoint's own (176 bytes in all when nothing is running on 14 and 15,
+        208 on 17 and 18, measured)."""
+        if self.pg_version >= 17:
+            self.record(CHECKPOINT_REDO_RECORD)
+        self.log_running_xacts()
+        self.record(ONLINE_CHECKPOINT_RECORD)
         self._moved()
 
     def _moved(self) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from pgwire_mock.script.compile import Compiler
 from pgwire_mock.script.model import Change, Script, Step, WaitFor
-from pgwire_mock.script.wal import CompiledScript, OpenTxn, WMarker
+from pgwire_mock.script.wal import CompiledScript, OpenTxn, RunningXacts, WMarker
 
 __all__ = ["LiveWal"]
 
@@ -107,6 +107,24 @@ class LiveWal:
         """Write a shutdown checkpoint's record at the end of WAL."""
         self._compiler.checkpoint()
         self._write()
+
+    def log_running_xacts(self) -> RunningXacts | None:
+        """Write a running-xacts record at the end of WAL; None (nothing written) while
+        a wait_for step holds compiled records back, which must come first."""
+        if self.held is not None:
+            return None
+        record = self._compiler.log_running_xacts()
+        self._write()
+        return record
+
+    def online_checkpoint(self) -> bool:
+        """CHECKPOINT's records (a running-xacts record and the checkpoint); False, as
+        :meth:`log_running_xacts`, while a wait holds records back."""
+        if self.held is not None:
+            return False
+        self._compiler.online_checkpoint()
+        self._write()
+        return True
 
     def release(self) -> None:
         """The held wait_for step's condition holds: write on, to the next one."""

@@ -23,6 +23,7 @@ from pgwire_mock.script.wal import Row, TableVersion
 __all__ = [
     "ABORT_RECORD",
     "CHANGE_STRUCT",
+    "CHECKPOINT_REDO_RECORD",
     "COMMIT_RECORD",
     "DDL_CHANGE_MEMORY",
     "DDL_RECORDS",
@@ -31,7 +32,9 @@ __all__ = [
     "HEAP_RECORD",
     "HEAP_TUPLE_DATA",
     "MESSAGE_RECORD",
+    "ONLINE_CHECKPOINT_RECORD",
     "PREPARE_RECORD",
+    "RUNNING_XACTS_RECORD",
     "SHUTDOWN_CHECKPOINT_RECORD",
     "TRUNCATE_RECORD",
     "change_memory",
@@ -53,6 +56,11 @@ FINISH_PREPARED_RECORD: Final = 64
 # XLOG_CHECKPOINT_SHUTDOWN: a 24-byte header, 2 for the data, CheckPoint's 88 (14-18:
 # pg_current_wal_lsn() moves by 120 across a clean restart with nothing else written).
 SHUTDOWN_CHECKPOINT_RECORD: Final = 114
+ONLINE_CHECKPOINT_RECORD: Final = 114  # CHECKPOINT: the same CheckPoint struct
+CHECKPOINT_REDO_RECORD: Final = 30  # 17+: XLOG_CHECKPOINT_REDO, the wal_level (an int)
+# XLOG_RUNNING_XACTS: the header, 2 for the data, xl_running_xacts' 24, then 4 per xid
+# listed (56 bytes with none or one running, measured on 14-18).
+RUNNING_XACTS_RECORD: Final = 50
 # ReorderBuffer memory accounting (reorderbuffer.c, ReorderBufferChangeSize).
 CHANGE_STRUCT: Final = 80
 HEAP_TUPLE_DATA: Final = 24

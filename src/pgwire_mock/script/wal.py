@@ -21,6 +21,7 @@ __all__ = [
     "OpenTxn",
     "PublishedTable",
     "Row",
+    "RunningXacts",
     "SubTxn",
     "TableVersion",
     "WChange",
@@ -243,6 +244,22 @@ class OpenTxn:
         return self.wtxn.kind != OPEN
 
 
+@dataclass(frozen=True, slots=True)
+class RunningXacts:
+    """An xl_running_xacts record (LogStandbySnapshot): written at a slot's creation,
+    by ``pg_log_standby_snapshot()`` and CHECKPOINT, and by the background writer every
+    15 s of activity. Decoding one is the only time a logical slot's restart_lsn and
+    catalog_xmin move (SnapBuildProcessRunningXacts), once the client confirms ``lsn``."""
+
+    lsn: int  # where it starts: the position a slot's restart_lsn may take
+    end_lsn: int
+    restart_lsn: int | None
+    """Where decoding could restart to see every transaction in progress: this record
+    with none in progress, else the last running-xacts record before the oldest one's
+    first record (ReorderBufferTXN.restart_decoding_lsn); None if there is none."""
+    xmin: int  # oldestRunningXid: the slot's next catalog_xmin
+
+
 @dataclass(eq=False)
 class WFinishPrepared:
     txn: WTxn
@@ -307,6 +324,8 @@ class CompiledScript:
     end yet."""
     prepares: list[WTxn] = field(default_factory=list)
     """The transactions ended by PREPARE TRANSACTION, in WAL order."""
+    snapshots: list[RunningXacts] = field(default_factory=list)
+    """The running-xacts records written, in WAL order (they decode to nothing)."""
 
     def written_end(self) -> int:
         """Where the written WAL ends: a live WAL's wait_for step holds back what
@@ -339,3 +358,12 @@ class CompiledScript:
         up), and SnapBuildProcessRunningXacts takes restart_lsn from the oldest there."""
         held = (*self.in_progress(), *self.prepared_unfinished())
         return min((t.first_lsn for t in held), default=None)
+
+    def running_xids(self) -> list[int]:
+        """The xids a running-xacts record written now lists: the transactions in
+        progress and the prepared ones not yet finished (top-level and subtransactions)."""
+        xids: set[int | None] = set()
+        for txn in (*self.in_progress(), *self.prepared_unfinished()):
+            xids.update(i.sub.xid for i in txn.items if isinstance(i, WChange))
+            xids.add(txn.top.xid)
+        return sorted(x for x in xids if x is not None)

@@ -246,7 +246,7 @@ class CatalogViews:
                 lambda s: None if s.active_pid is None else str(s.active_pid),
             ),
             (Column("xmin", "xid"), lambda s: None),
-            (Column("catalog_xmin", "xid"), lambda s: "750" if s.logical else None),
+            (Column("catalog_xmin", "xid"), _catalog_xmin),
             (Column("restart_lsn", "pg_lsn"), lambda s: _lsn(s.restart_lsn)),
             (Column("confirmed_flush_lsn", "pg_lsn"), lambda s: _lsn(s.confirmed_flush)),
             (Column("wal_status"), self.state.wal_status),
@@ -364,3 +364,12 @@ class CatalogViews:
                     row += (None, None)
                 rows.append(row)
         return columns, rows
+
+
+def _catalog_xmin(slot: SlotState) -> str | None:
+    """A logical slot's catalog_xmin: what its creation's or a later running-xacts
+    record set, or a stand-in for a slot declared by a script or recording, whose
+    xids the fake does not know (PostgreSQL's is never NULL for a logical slot)."""
+    if not slot.logical:
+        return None
+    return str(slot.catalog_xmin if slot.catalog_xmin is not None else 750)

@@ -8,12 +8,19 @@ server's end of WAL (IDENTIFY_SYSTEM, ``pg_current_wal_lsn()``, idle keepalives)
 the walsenders waiting at the old end, so they stream the new transactions at once, as
 PostgreSQL's walsenders do when WAL is flushed. It also writes transactions that stay
 open (``begin``, ``write``, ``finish``): each change reaches the WAL when it is given.
+
+It is the background writer too: 15 s after it starts, and then whenever 15 s have passed
+and WAL was written since (checked at its next wake-up, 200 ms after a write that follows
+a quiet spell), it writes a running-xacts record (LogStandbySnapshot,
+LOG_SNAPSHOT_INTERVAL_MS), the record at which logical slots' restart_lsn moves and
+their state is saved (measured on 16: records at start + 15.0 s, 0.23 s after a write
+that came 15 s later, and 15.0 s after that).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.state import ServerState
@@ -21,9 +28,22 @@ from pgwire_mock.server.state import ServerState
 if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
     from pgwire_mock.script.live import LiveWal
     from pgwire_mock.script.model import Change, Step, WaitFor
-    from pgwire_mock.script.wal import OpenTxn
+    from pgwire_mock.script.wal import OpenTxn, RunningXacts
 
-__all__ = ["WalWriter"]
+__all__ = ["BGWRITER_DELAY", "LOG_SNAPSHOT_INTERVAL", "ShuttingDownError", "WalWriter"]
+
+#: Seconds between the background writer's running-xacts records (LOG_SNAPSHOT_INTERVAL_MS).
+LOG_SNAPSHOT_INTERVAL: Final = 15.0
+#: bgwriter_delay: how soon after a write the background writer, woken, looks again.
+BGWRITER_DELAY: Final = 0.2
+
+
+class ShuttingDownError(RuntimeError):
+    """WAL written while the server restarts: on PostgreSQL the session that would
+    write it is refused (57P03) or ended (57P01) meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__("the database system is shutting down")
 
 
 class WalWriter:
@@ -36,6 +56,7 @@ class WalWriter:
         clock: Any,
         wake: Callable[[], None],
         log: Callable[[str], None],
+        snapshot_interval: float = LOG_SNAPSHOT_INTERVAL,
     ) -> None:
         self.wal = wal
         self.state = state
@@ -44,6 +65,11 @@ class WalWriter:
         self._log = log
         self._held_since: float | None = None
         self._timer: Any = None
+        #: Seconds between the background writer's running-xacts records; 0: none.
+        self.snapshot_interval = snapshot_interval
+        self._snapshot_timer: Any = None
+        self._last_snapshot = 0.0
+        self._written_since_snapshot = False
 
     @property
     def end_lsn(self) -> int:
@@ -51,7 +77,9 @@ class WalWriter:
 
     def append(self, steps: Iterable[Step]) -> int:
         """Write ``steps`` (after any held back); returns the end of WAL. ScriptError for
-        a step that does not fit the script: the steps before it are written."""
+        a step that does not fit the script: the steps before it are written;
+        ShuttingDownError while the server restarts."""
+        self._refuse_while_down()
         try:
             self.wal.append(steps)
         finally:
@@ -61,10 +89,12 @@ class WalWriter:
 
     def begin(self, **options: Any) -> OpenTxn:
         """A transaction that stays open (LiveWal.begin's options)."""
+        self._refuse_while_down()
         return self.wal.begin(**options)
 
     def write(self, txn: OpenTxn, changes: Sequence[Change]) -> int:
         """Write an open transaction's changes now; returns the end of WAL."""
+        self._refuse_while_down()
         try:
             return self.wal.write(txn, changes)
         finally:
@@ -73,6 +103,7 @@ class WalWriter:
     def finish(self, txn: OpenTxn, **how: Any) -> int:
         """End an open transaction (LiveWal.finish's rollback, prepare, commit_time);
         returns the end of the record that ends it."""
+        self._refuse_while_down()
         try:
             return self.wal.finish(txn, **how)
         finally:
@@ -97,6 +128,60 @@ class WalWriter:
             self.wal.checkpoint()
         finally:
             self._written()
+
+    def log_running_xacts(self) -> RunningXacts | None:
+        """A running-xacts record at the end of WAL, as ``pg_log_standby_snapshot()``
+        (16+) and a logical slot's creation write; None, nothing written, while a
+        wait_for step holds WAL back. ShuttingDownError while the server restarts."""
+        self._refuse_while_down()
+        record = self.wal.log_running_xacts()
+        if record is not None:
+            self._written(important=False)
+        return record
+
+    def online_checkpoint(self) -> bool:
+        """CHECKPOINT's records: a running-xacts record, then the checkpoint; False while
+        a wait_for step holds WAL back. ShuttingDownError while the server restarts."""
+        self._refuse_while_down()
+        written = self.wal.online_checkpoint()
+        if written:
+            self._written()
+        return written
+
+    def _refuse_while_down(self) -> None:
+        if self.state.shutting_down:
+            raise ShuttingDownError
+
+    def start_bgwriter(self) -> None:
+        """The server (re)starts: the background writer's first running-xacts record
+        is due in :attr:`snapshot_interval` seconds, written or not (its last record's
+        position starts invalid, so the condition holds once)."""
+        self._last_snapshot = self.clock.seconds()
+        self._written_since_snapshot = True
+        self._cancel_snapshot()
+        self._schedule_snapshot()
+
+    def _schedule_snapshot(self) -> None:
+        if self.snapshot_interval <= 0 or self._snapshot_timer is not None:
+            return
+        now = self.clock.seconds()
+        delay = max(self._last_snapshot + self.snapshot_interval - now, BGWRITER_DELAY)
+        self._snapshot_timer = self.clock.callLater(delay, self._bgwriter)
+
+    def _bgwriter(self) -> None:
+        self._snapshot_timer = None
+        if self.state.shutting_down or not self._written_since_snapshot:
+            return
+        if self.log_running_xacts() is None:  # a wait holds WAL back: the next wake-up
+            self._snapshot_timer = self.clock.callLater(BGWRITER_DELAY, self._bgwriter)
+            return
+        self._last_snapshot = self.clock.seconds()
+        self._written_since_snapshot = False
+
+    def _cancel_snapshot(self) -> None:
+        if self._snapshot_timer is not None and self._snapshot_timer.active():
+            self._snapshot_timer.cancel()
+        self._snapshot_timer = None
 
     def check(self) -> None:
         """Write on past every wait_for step whose condition holds now."""
@@ -164,9 +249,13 @@ class WalWriter:
             self._timer.cancel()
         self._timer = None
 
-    def _written(self) -> None:
+    def _written(self, *, important: bool = True) -> None:
         self.state.advance_wal(self.wal.end_lsn)
+        if important:  # a running-xacts record alone does not call for another
+            self._written_since_snapshot = True
+            self._schedule_snapshot()
         self._wake()
 
     def stop(self) -> None:
         self._cancel()
+        self._cancel_snapshot()

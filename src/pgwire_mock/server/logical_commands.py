@@ -19,6 +19,7 @@ XLogData, :mod:`pgwire_mock.server.fault_injection` applies its faults.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -43,6 +44,7 @@ from pgwire_mock.server.state import ServerState, SlotState, StateError
 from pgwire_mock.server.versions import error
 
 if TYPE_CHECKING:
+    from pgwire_mock.script.wal import RunningXacts
     from pgwire_mock.server.session import SessionConfig
 
 __all__ = ["LogicalCommands", "LogicalStream"]
@@ -66,6 +68,8 @@ class LogicalStream:
     faults: ActiveFaults = field(default_factory=ActiveFaults)
     caught_up: bool = False  # reached the end of WAL once: pg_stat_replication 'streaming'
     first_wait: bool = True  # nothing read yet (LogicalCommands._first_wait)
+    running_xacts_read: int = 0
+    """How many of the served WAL's running-xacts records this walsender has read."""
 
 
 class LogicalCommands:
@@ -156,6 +160,10 @@ class LogicalCommands:
             events=events,
             sent_ptr=slot.confirmed_flush,
             last_reply=now,
+            # Decoding starts at restart_lsn: the records from there are read again.
+            running_xacts_read=bisect_left(
+                self._running_xacts(), slot.restart_lsn, key=lambda r: r.lsn
+            ),
         )
         self._last_stream = self._stream
         self.phase = Phase.STREAMING
@@ -224,6 +232,7 @@ class LogicalCommands:
         # the keepalive at the start said confirmed_flush, this one the end of WAL.
         s.sent_ptr = self.state.wal_lsn
         s.caught_up = True
+        self._read_running_xacts(s)
         if self.config.idle_keepalive_interval > 0 and not s.faults.shutdown:
             s.next_idle = now + self.config.idle_keepalive_interval
         self._maybe_idle_keepalive(s, now)
@@ -264,7 +273,8 @@ class LogicalCommands:
             if self.config.on_status_update is not None:
                 self.config.on_status_update(self.pid, reply)
             if reply.flushed_lsn:
-                self.state.confirm(s.slot.name, reply.flushed_lsn, self._restart_bound(s.sent_ptr))
+                self._read_running_xacts(s)
+                self.state.confirm(s.slot.name, reply.flushed_lsn)
             if reply.reply_requested:
                 self._keepalive(s, now, reply=False)
             elif s.exhausted:
@@ -273,15 +283,23 @@ class LogicalCommands:
         elif isinstance(reply, HotStandbyFeedback):
             pass  # accepted; a logical slot's xmin is not emulated
 
-    def _restart_bound(self, read_upto: int) -> int:
-        """How far the slot's restart_lsn may move: not past what the walsender read,
-        nor past the first record of a transaction of a live script still in progress
-        (decoding must start there to see it whole)."""
+    def _running_xacts(self) -> list[RunningXacts]:
+        """The running-xacts records of the served live WAL (none for a recording)."""
         source = self.config.source
         if not isinstance(source, ScriptSource) or source.wal is None:
-            return read_upto
-        oldest = source.wal.compiled.oldest_running_lsn()
-        return read_upto if oldest is None else min(read_upto, oldest)
+            return []
+        return source.wal.compiled.snapshots
+
+    def _read_running_xacts(self, s: LogicalStream) -> None:
+        """SnapBuildProcessRunningXacts for each running-xacts record the walsender has
+        read since the last call (its sentPtr is past it): the slot's candidates."""
+        records = self._running_xacts()
+        while s.running_xacts_read < len(records):
+            record = records[s.running_xacts_read]
+            if record.end_lsn > s.sent_ptr:
+                return
+            s.running_xacts_read += 1
+            self.state.running_xacts(s.slot.name, record.lsn, record.restart_lsn, record.xmin)
 
     def _on_copy_done(self, _: CopyDone) -> None:
         if self._physical is not None:

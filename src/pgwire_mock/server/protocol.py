@@ -32,7 +32,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer  # type: ignore[import-untyped]  # no stubs shipped
 
 from pgwire_mock.server.faults import Fault
-from pgwire_mock.server.live import WalWriter
+from pgwire_mock.server.live import LOG_SNAPSHOT_INTERVAL, WalWriter
 from pgwire_mock.server.session import Phase, SessionConfig, WalSenderSession
 from pgwire_mock.server.state import ServerState
 
@@ -410,6 +410,7 @@ class WalSenderFactory(Factory):
         log: Callable[[str], None] | None = None,
         save_interval: float = SAVE_INTERVAL,
         authentication_timeout: float = AUTHENTICATION_TIMEOUT,
+        snapshot_interval: float = LOG_SNAPSHOT_INTERVAL,
     ) -> None:
         self.config = config
         self.state = state
@@ -433,12 +434,17 @@ class WalSenderFactory(Factory):
         wal = getattr(config.source, "wal", None)
         #: Writes a served script's live WAL (None: a recording, or nothing served).
         self.wal_writer = (
-            WalWriter(wal, state, clock, self._wal_written, self.log) if wal is not None else None
+            WalWriter(wal, state, clock, self._wal_written, self.log, snapshot_interval)
+            if wal is not None
+            else None
         )
+        if self.wal_writer is not None:
+            config.log_running_xacts = self.wal_writer.log_running_xacts
 
     def startFactory(self) -> None:  # noqa: N802 - Twisted's name
         self._stopping = False
         if self.wal_writer is not None:
+            self.wal_writer.start_bgwriter()
             self.wal_writer.check()  # a script may start with a wait_for step
 
     def stopFactory(self) -> None:  # noqa: N802 - Twisted's name
@@ -572,6 +578,7 @@ class WalSenderFactory(Factory):
         confirmed_flush as last saved. New connections are taken again."""
         if self.wal_writer is not None:
             self.wal_writer.checkpoint()
+            self.wal_writer.start_bgwriter()
         self.state.restarted(saved_at_shutdown=clean and self.config.major >= 17)
         self.log("database system is ready to accept connections (restarted)")
 

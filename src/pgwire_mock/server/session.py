@@ -38,7 +38,7 @@ import secrets
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from codec import DecodeError
 from codec.replication import StandbyStatusUpdate
@@ -99,6 +99,9 @@ from pgwire_mock.server.sql_result import CannedAnswer
 from pgwire_mock.server.startup import StartupHandling
 from pgwire_mock.server.state import ServerState, WalSenderStatus
 from pgwire_mock.server.versions import VERSIONS, error
+
+if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
+    from pgwire_mock.script.wal import RunningXacts
 
 __all__ = [
     "TRANSITIONS",
@@ -181,6 +184,9 @@ class SessionConfig:
     """Applied to the next stream that starts, then forgotten (run-time injection)."""
     on_status_update: Callable[[int, StandbyStatusUpdate], None] | None = None
     """Told (pid, update) of every standby status update a session reads."""
+    log_running_xacts: Callable[[], RunningXacts | None] | None = None
+    """Writes a running-xacts record at the end of the served live WAL, as a logical
+    slot's creation does (the factory's WalWriter); None: the source cannot grow."""
     random_bytes: Callable[[int], bytes] = secrets.token_bytes
     max_message_size: int = 1 << 30
 

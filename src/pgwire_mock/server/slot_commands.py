@@ -23,6 +23,7 @@ from pgwire_mock.server.grammar import (
     format_lsn,
     parse_bool,
 )
+from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.server.physical import redo_pointer_of, timeline_of_point
 from pgwire_mock.server.source import ScriptSource
 from pgwire_mock.server.state import (
@@ -35,6 +36,7 @@ from pgwire_mock.server.state import (
 from pgwire_mock.server.versions import VersionFacts, error
 
 if TYPE_CHECKING:
+    from pgwire_mock.script.wal import RunningXacts
     from pgwire_mock.server.catalog import CatalogQueries
     from pgwire_mock.server.session import SessionConfig
 
@@ -56,6 +58,8 @@ class _SlotCreation:
     reserve_wal: bool
     waiting: list[object] = field(default_factory=list)
     first_round: bool = True
+    catalog_xmin: int | None = None  # the oldest running xid of its first record
+    logging: bool = False  # writing its record, which wakes the sessions again
 
 
 class SlotCommands:
@@ -177,10 +181,23 @@ class SlotCommands:
                     two_phase=two_phase,
                     failover=failover,
                 )
+                # ReplicationSlotReserveWal: restart_lsn where WAL ends, then a
+                # running-xacts record listing what the builder waits for.
+                record = self._log_running_xacts()
+                creation.catalog_xmin = record.xmin if record is not None else None
                 self._log(f"slot {command.slot_name} waits for transactions in progress")
                 self._slot_creation = creation
                 return
         self._create(creation)
+
+    def _log_running_xacts(self) -> RunningXacts | None:
+        """A running-xacts record at the end of a served live WAL (None: a recording,
+        or a server shutting down, whose walsenders are about to end)."""
+        write = self.config.log_running_xacts
+        try:
+            return write() if write is not None else None
+        except ShuttingDownError:
+            return None
 
     def _in_progress(self) -> list[object]:
         """The transactions of a live script in progress: written, their end not yet;
@@ -199,8 +216,17 @@ class SlotCommands:
         if creation is None:
             return
         running = {id(t) for t in self._in_progress()}
-        if any(id(t) in running for t in creation.waiting):
+        if creation.logging or any(id(t) in running for t in creation.waiting):
             return
+        # SnapBuildWaitSnapshot: once they ended, another running-xacts record; the
+        # slot is consistent at its end unless it lists transactions begun meanwhile
+        # (measured on 16: restart_lsn at the first record, consistent_point the end of
+        # the one after the commit).
+        creation.logging = True
+        try:
+            self._log_running_xacts()
+        finally:
+            creation.logging = False
         if self.client_gone or self._held.startswith(_TERMINATE):
             # The backend reads WAL again, and while it waits for WAL it reads what the
             # client sent meanwhile (WalSndWaitForWal, ProcessRepliesIfAny): a Terminate,
@@ -242,6 +268,17 @@ class SlotCommands:
 
     def _create(self, creation: _SlotCreation) -> None:
         command, snapshot = creation.command, creation.snapshot
+        restart_at, catalog_xmin = None, creation.catalog_xmin
+        if (
+            command.kind == "logical"
+            and self.state.new_slot_lsn is None
+            and command.slot_name not in self.state.creating
+        ):
+            # Nothing to wait for: one running-xacts record, restart_lsn at its start,
+            # the consistent point at its end (56 bytes on 14-18).
+            record = self._log_running_xacts()
+            if record is not None:
+                restart_at, catalog_xmin = record.lsn, record.xmin
         try:
             slot = self.state.create_slot(
                 command.slot_name,
@@ -253,6 +290,8 @@ class SlotCommands:
                 database=self.database,
                 reserve_wal=creation.reserve_wal,
                 reserve_at=redo_pointer_of(self.config.source),
+                restart_at=restart_at,
+                catalog_xmin=catalog_xmin,
             )
         except SlotExistsError:
             raise error(self.major, "slot_already_exists", slot=command.slot_name) from None

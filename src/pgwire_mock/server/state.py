@@ -156,10 +156,17 @@ class SlotState:
     fault); None: they are the same, as after every checkpoint."""
     saved_position: tuple[int, int] | None = None
     """The confirmed_flush and restart_lsn the slot's file holds while confirmations
-    moved them in memory only (LogicalConfirmReceivedLocation saves the slot only when
-    restart_lsn or catalog_xmin moves, at a running-xacts record the fake does not
-    write): what a crash falls back to, and a clean restart on 14-16 (17+ save
-    confirmed_flush at the shutdown checkpoint). None: the file holds what memory does."""
+    moved confirmed_flush in memory only (LogicalConfirmReceivedLocation saves the slot
+    only when restart_lsn or catalog_xmin moves, at a running-xacts record): what a
+    crash falls back to, and a clean restart on 14-16 (17+ save confirmed_flush at the
+    shutdown checkpoint). None: the file holds what memory does."""
+    catalog_xmin: int | None = None
+    """pg_replication_slots.catalog_xmin: the oldest running xid of the last
+    running-xacts record that moved it; None where the served WAL has no xids."""
+    candidate_xmin: tuple[int, int] | None = None
+    """(record, xmin): a catalog_xmin taken once the client confirms the record."""
+    candidate_restart: tuple[int, int] | None = None
+    """(record, restart_lsn): a restart_lsn taken once the client confirms the record."""
 
     @property
     def logical(self) -> bool:
@@ -189,6 +196,8 @@ _NOT_SAVED: Final = (
     "persisted_flush",
     "saved_position",
     "inactive_since",
+    "candidate_xmin",
+    "candidate_restart",
 )
 
 
@@ -297,13 +306,17 @@ class ServerState:
         database: str | None = None,
         reserve_wal: bool = False,
         reserve_at: int | None = None,
+        restart_at: int | None = None,
+        catalog_xmin: int | None = None,
     ) -> SlotState:
         """A new slot, released as CREATE_REPLICATION_SLOT leaves it. A logical slot
         starts at the end of WAL; a physical one reserves WAL only with ``reserve_wal``
         (else restart_lsn stays invalid, 0), from ``reserve_at`` when given (the redo
-        pointer). A temporary slot stays acquired by the session that made it
-        (``ReplicationSlotRelease`` keeps its active_pid). A slot :meth:`reserve_slot`
-        made while the command waited becomes this one, its restart_lsn kept."""
+        pointer). A logical slot's restart_lsn is ``restart_at`` when given (the start
+        of the running-xacts record its creation wrote). A temporary slot stays
+        acquired by the session that made it (``ReplicationSlotRelease`` keeps its
+        active_pid). A slot :meth:`reserve_slot` made while the command waited becomes
+        this one, its restart_lsn kept."""
         reserved = self.creating.get(name)
         if name in self.slots or (reserved is not None and reserved.active_pid != owner_pid):
             raise SlotExistsError(name)
@@ -314,13 +327,20 @@ class ServerState:
             plugin=plugin,
             database=(database or self.database) if plugin is not None else None,
             confirmed_flush=start if plugin is not None else 0,
-            restart_lsn=(start if reserved is None else reserved.restart_lsn)
+            restart_lsn=(
+                reserved.restart_lsn
+                if reserved is not None
+                else start
+                if restart_at is None
+                else restart_at
+            )
             if plugin is not None
             else (start if reserve_at is None else reserve_at)
             if reserve_wal
             else 0,
             two_phase=two_phase,
             two_phase_at=start if two_phase else None,
+            catalog_xmin=catalog_xmin if plugin is not None else None,
             temporary=temporary,
             failover=failover,
             active_pid=owner_pid if temporary else None,
@@ -416,22 +436,57 @@ class ServerState:
             del self.creating[name]
         self.save_now()  # ReplicationSlotDropPtr removes pg_replslot/<slot> at once
 
-    def confirm(self, name: str, lsn: int, read_upto: int | None = None) -> None:
+    def confirm(self, name: str, lsn: int) -> None:
         """A status update's flush position moves the slot's confirmed_flush (never back;
-        a position beyond the end of WAL is taken as it is, as PostgreSQL takes it).
-
-        restart_lsn follows, never past ``read_upto`` (what the walsender has read;
-        default the end of WAL): PostgreSQL moves it to a running-xacts record that the
-        walsender decoded and the client then confirmed, so it stays at or before both.
-        The slot's file keeps the positions from before (:attr:`SlotState.saved_position`).
-        """
+        a position beyond the end of WAL is taken as it is, as PostgreSQL takes it), in
+        memory (:attr:`SlotState.saved_position`) unless it reaches a candidate a
+        running-xacts record left (:meth:`running_xacts`): then restart_lsn or
+        catalog_xmin moves and the slot is saved (LogicalConfirmReceivedLocation)."""
         slot = self.slots.get(name)
         if slot is not None and lsn > slot.confirmed_flush:
             if slot.saved_position is None:
                 slot.saved_position = (slot.confirmed_flush, slot.restart_lsn)
             slot.confirmed_flush = lsn
-            bound = self.wal_lsn if read_upto is None else read_upto
-            slot.restart_lsn = max(slot.restart_lsn, min(lsn, bound))
+            self._take_candidates(slot)
+            self.save()
+
+    def running_xacts(self, name: str, lsn: int, restart_lsn: int | None, xmin: int) -> None:
+        """The walsender decoding slot ``name`` read a running-xacts record at ``lsn``:
+        a catalog_xmin (LogicalIncreaseXminForSlot) and a restart_lsn
+        (LogicalIncreaseRestartDecodingForSlot) to take once the client confirms
+        ``lsn`` — at once if it has — each only if it moves the slot forward and no
+        earlier candidate waits for its confirmation."""
+        slot = self.slots.get(name)
+        if slot is None or slot.plugin is None:
+            return
+        confirmed = lsn <= slot.confirmed_flush
+        if slot.catalog_xmin is not None and xmin <= slot.catalog_xmin:
+            pass
+        elif confirmed or slot.candidate_xmin is None:
+            slot.candidate_xmin = (lsn, xmin)
+        if restart_lsn is None or restart_lsn <= slot.restart_lsn:
+            pass
+        elif confirmed or slot.candidate_restart is None:
+            slot.candidate_restart = (lsn, restart_lsn)
+        if confirmed:
+            self._take_candidates(slot)
+
+    def _take_candidates(self, slot: SlotState) -> None:
+        """The candidates the confirmed position reached become the slot's, which is
+        saved with its confirmed_flush."""
+        saved = False
+        flush = slot.confirmed_flush
+        xmin = slot.candidate_xmin
+        if xmin is not None and xmin[0] <= flush and slot.catalog_xmin != xmin[1]:
+            slot.catalog_xmin = xmin[1]
+            slot.candidate_xmin = None
+            saved = True
+        if slot.candidate_restart is not None and slot.candidate_restart[0] <= flush:
+            slot.restart_lsn = slot.candidate_restart[1]
+            slot.candidate_restart = None
+            saved = True
+        if saved:
+            slot.saved_position = None  # ReplicationSlotSave: the file is memory now
             self.save()
 
     def wal_status(self, slot: SlotState) -> str | None:
@@ -482,6 +537,7 @@ class ServerState:
             if slot.saved_position is not None and not saved_at_shutdown:
                 slot.confirmed_flush, slot.restart_lsn = slot.saved_position
             slot.saved_position = None
+            slot.candidate_xmin = slot.candidate_restart = None
             slot.persisted_flush = None
             slot.active_pid = None
             slot.inactive_since = now
