@@ -277,6 +277,15 @@ def add_serve_command(
         "as PostgreSQL's authentication_timeout (default 60; 0: never)",
     )
     timing.add_argument(
+        "--snapshot-interval",
+        type=_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="write a running-xacts record this long after the last one once WAL was "
+        "written since, as PostgreSQL's background writer does: where logical slots' "
+        "restart_lsn moves and their state is saved (default 15; 0: never; a script only)",
+    )
+    timing.add_argument(
         "--wal-sender-timeout",
         type=_seconds,
         default=60.0,
@@ -535,6 +544,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tls=tls,
         log=_log,
         authentication_timeout=args.authentication_timeout,
+        snapshot_interval=args.snapshot_interval,
     )
     status = {"code": 0}
 

@@ -317,3 +317,33 @@ def test_post_restart_immediate_crashes_the_server_at_once(served: Served) -> No
     with pytest.raises(ConnectionLostError):
         for _ in range(5):
             conn.read_stream(2)  # type: ignore[attr-defined]
+
+
+def test_post_snapshot_writes_a_running_xacts_record_that_moves_the_slot(served: Served) -> None:
+    """A record the client has confirmed the start of moves restart_lsn there at once
+    (the same rules against real 14-18: tests/conformance/test_slot_saves_postgres.py)."""
+    conn, commit = _streaming_client(served)
+    conn.send_status(flush=commit.wal_start)  # type: ignore[attr-defined]
+    time.sleep(0.2)
+    before = served.request("GET", "/wal")[1]
+    assert before["slots"]["s"]["restart_lsn"] == "0/1500000", before
+    status, after = served.request("POST", "/snapshot", "")
+    assert status == 200, after
+    end = int(LSN.parse(before["end_lsn"]))
+    assert after["end_lsn"] == str(LSN(end + 56)), after
+    assert after["slots"]["s"]["restart_lsn"] == before["end_lsn"], after
+    status, after = served.request("POST", "/snapshot", '{"checkpoint": true}')
+    assert (status, after["end_lsn"]) == (200, str(LSN(end + 56 + 176))), after
+    bad = (400, {"error": 'expected a body {"checkpoint": BOOL}'})
+    assert served.request("POST", "/snapshot", '{"checkpoint": 1}') == bad
+    assert served.request("POST", "/snapshot", "[") == bad
+    conn.close()  # type: ignore[attr-defined]
+
+
+def test_a_recording_takes_no_snapshot() -> None:
+    server = Served(GOLDEN / "pg16" / "messages.v2-stream.jsonl")
+    try:
+        status, answer = server.request("POST", "/snapshot", "")
+        assert status == 409 and "not a script" in answer["error"]
+    finally:
+        server.stop()

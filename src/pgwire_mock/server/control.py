@@ -11,10 +11,17 @@ a fault. The endpoints (JSON answers; positions as ``X/Y``):
     a body of script steps (YAML or JSON, as in a script's ``steps``: one step, a list,
     or ``{"steps": [...]}``) written now; answers the new end of WAL. 400 with the
     script's one-line error for a step that does not fit (the steps before it are
-    written); 409 when the served stream is a recording;
+    written); 409 when the served stream is a recording, or while the server restarts;
 ``POST /faults``
     a body ``NAME[:ARGS]`` as ``--fault`` takes it, applied to the newest streaming
     connection now (``"applied": true``) or else to the next one that starts.
+
+``POST /snapshot``
+    writes a running-xacts record now, as ``SELECT pg_log_standby_snapshot()`` does (a
+    body ``{"checkpoint": true}``: CHECKPOINT's records) and answers as ``GET /wal``
+    does: a walsender that decodes it moves its slot's restart_lsn there once the
+    client confirms it, and saves the slot; 409 when the served stream is a recording
+    or a wait_for step holds the WAL back.
 
 ``POST /restart``
     restarts the server as ``pg_ctl restart -m fast`` does (``WalSender.restart``:
@@ -39,6 +46,7 @@ from twisted.web.server import NOT_DONE_YET, Site
 
 from pgwire_mock.server.faults import Fault, FaultError
 from pgwire_mock.server.grammar import format_lsn
+from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.server.protocol import WalSenderFactory
 
 __all__ = ["control_site"]
@@ -84,6 +92,8 @@ class _Wal(Resource):
             writer.append(loads_steps(text, source="POST /wal"))
         except ScriptError as err:
             return _answer(request, 400, {"error": str(err), **self._status()})
+        except ShuttingDownError as err:
+            return _answer(request, 409, {"error": str(err)})
         return _answer(request, 200, self._status())
 
     def _status(self) -> dict[str, Any]:
@@ -124,6 +134,37 @@ class _Faults(Resource):
         except FaultError as err:
             return _answer(request, 400, {"error": str(err)})
         return _answer(request, 200, {"applied": applied})
+
+
+class _Snapshot(Resource):
+    isLeaf = True  # noqa: N815 - Twisted's name
+
+    def __init__(self, factory: WalSenderFactory, status: Callable[[], dict[str, Any]]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.factory = factory
+        self.status = status
+
+    def render_POST(self, request: Any) -> bytes:  # noqa: N802 - Twisted's name
+        text = _body(request)
+        if text is None:
+            return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
+        try:
+            body = json.loads(text) if text.strip() else {}
+            checkpoint = body.get("checkpoint", False)
+            if not isinstance(checkpoint, bool):
+                raise TypeError(checkpoint)
+        except (ValueError, TypeError, AttributeError):
+            return _answer(request, 400, {"error": 'expected a body {"checkpoint": BOOL}'})
+        writer = self.factory.wal_writer
+        if writer is None:
+            return _answer(request, 409, {"error": "the served stream is not a script"})
+        try:
+            written = writer.online_checkpoint() if checkpoint else writer.log_running_xacts()
+        except ShuttingDownError as err:
+            return _answer(request, 409, {"error": str(err)})
+        if not written:
+            return _answer(request, 409, {"error": "a wait_for step holds the WAL back"})
+        return _answer(request, 200, self.status())
 
 
 class _Restart(Resource):
@@ -173,6 +214,7 @@ def control_site(factory: WalSenderFactory) -> Site:
     wal = _Wal(factory)
     root.putChild(b"wal", wal)
     root.putChild(b"faults", _Faults(factory))
+    root.putChild(b"snapshot", _Snapshot(factory, wal._status))
     root.putChild(b"restart", _Restart(factory, wal._status))
     site = Site(root)  # type: ignore[no-untyped-call]
     site.displayTracebacks = False
