@@ -81,6 +81,12 @@ class RestartSide:
     begin_shutdown: Callable[[], object]
     start_again: Callable[[], object]
     crash: Callable[[], object]  # an immediate shutdown, begun; start_again restarts
+    log_running_xacts: Callable[[], object]
+    """pg_log_standby_snapshot() (16+), else CHECKPOINT: a running-xacts record."""
+    wal_end: Callable[[], int]  # pg_current_wal_insert_lsn()
+    settle: Callable[[], object]
+    """Return once the background writer has just written its running-xacts record, so
+    that it writes none for the next 15 s."""
 
 
 @dataclass
@@ -320,6 +326,30 @@ def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[Res
         assert row is not None
         return int(row[0]), int(row[1])
 
+    def log_running_xacts() -> None:
+        with cluster.connect() as conn:
+            conn.execute(
+                "SELECT pg_log_standby_snapshot()" if cluster.version >= 16 else "CHECKPOINT"
+            )
+
+    def wal_end() -> int:
+        with cluster.connect() as conn:
+            row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def settle() -> None:
+        # A write (an xid's commit record), then the background writer's record: at
+        # its next wake-up if its last is 15 s old, else 15 s after that one.
+        with cluster.connect() as conn:
+            conn.execute("SELECT txid_current()")
+        written = wal_end()
+        deadline = time.monotonic() + 20
+        while wal_end() == written:
+            if time.monotonic() > deadline:
+                raise AssertionError("the background writer wrote no running-xacts record")
+            time.sleep(0.05)
+
     try:
         yield RestartSide(
             dsn,
@@ -331,6 +361,9 @@ def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[Res
             cluster.begin_fast_shutdown,
             cluster.start_again,
             cluster.begin_immediate_shutdown,
+            log_running_xacts,
+            wal_end,
+            settle,
         )
     finally:
         for conn in opened:
@@ -392,6 +425,10 @@ def fake_restart_side(major: int, names: tuple[str, str, str]) -> Iterator[Resta
             restart.begin_shutdown,
             restart.start_again,
             restart.crash,
+            server.log_standby_snapshot if major >= 16 else server.checkpoint,
+            lambda: server.end_of_wal,
+            # Its background writer's first record comes 15 s after it started.
+            lambda: None,
         )
     finally:
         server.stop()
