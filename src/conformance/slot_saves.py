@@ -20,7 +20,8 @@ consumer:
 4. a transaction stays open across a third record: decoding must start before it, so the
    slot stays; it commits;
 5. the server restarts fast (the client confirms everything the shutdown asks for), or
-   crashes;
+   crashes with a transaction left open (two more records then: the crashed
+   transaction, never ended, holds restart_lsn at neither);
 6. the client comes back and reads to a new commit.
 
 Each step's slot positions are named by the story's points they equal (``c0``: T0's
@@ -114,6 +115,9 @@ def run_saves_story(
     run.points["c3"] = _commit_end(events)
 
     if crash:
+        # A transaction left open never ends; after the restart it is not running, and
+        # does not hold restart_lsn (measured on 14-18).
+        side.begin().write(OPEN_PARTS[1])
         side.crash()
     else:
         side.begin_shutdown()
@@ -129,6 +133,13 @@ def run_saves_story(
 
     again = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
     events = again.start_replication(side.slot, 0, stream_options)
+    if crash:
+        run.after += _read_to_commit(events)  # the transaction committed at c3, again
+        for name in ("r4", "r5"):
+            record(name)
+            again.send_status(flush=run.points[f"{name}_end"])
+            _confirmed(side, run.points[f"{name}_end"])
+            run.slot[f"6_record_{name}_after_the_crash"] = side.slot_positions()
     side.commit((("insert", 5, "five"),))
     while not any(b"five" in e.payload for e in run.after):
         run.after += read_until(events, b"C")
@@ -138,6 +149,16 @@ def run_saves_story(
 
 def _is_commit(event: WalData) -> bool:
     return event.payload[:1] in _COMMITS
+
+
+def _read_to_commit(events: Iterator[object]) -> list[WalData]:
+    out: list[WalData] = []
+    for event in events:
+        if isinstance(event, WalData):
+            out.append(event)
+            if _is_commit(event):
+                return out
+    raise AssertionError("the stream ended before a commit")
 
 
 def _commit(events: Iterator[object]) -> tuple[int, int]:

@@ -22,7 +22,8 @@ def test_slots_move_and_are_saved_at_running_xacts_records_on_postgres_and_on_th
     """A confirmed commit leaves restart_lsn where it was; a record the client confirmed
     moves it there at once, one it has not waits for the confirmation; a transaction
     open across a record holds it; a fast restart of 14-16 and any crash bring the
-    slot back to the confirmation a record last saved."""
+    slot back to the confirmation a record last saved; a transaction the crash left
+    open holds nothing after it."""
     major = own_cluster.version
     for options, crash in STORIES:
         names = new_names()
@@ -39,6 +40,8 @@ def test_slots_move_and_are_saved_at_running_xacts_records_on_postgres_and_on_th
         assert slot["4_record_inside_an_open_transaction"] == ["r3_end", "r2"], real
         kept = major >= 17 and not crash
         assert slot["5_after_the_restart"] == (["c3", "r2"] if kept else ["r2", "r2"]), real
+        if crash:
+            assert slot["6_record_r4_after_the_crash"] == ["r5", "r4"], real
         assert real["records_follow_commits"] == [True, True], real
         assert real["record_sizes"] == [56 if major >= 16 else 176] * 3, real
         assert fake == real, (options, crash)
