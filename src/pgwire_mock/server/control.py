@@ -136,7 +136,37 @@ class _Faults(Resource):
         return _answer(request, 200, {"applied": applied})
 
 
-class _Snapshot(Resource):
+class _RefusedError(Exception):
+    """A request answered with an error before it is acted on (the answer's bytes)."""
+
+    def __init__(self, answer: bytes) -> None:
+        super().__init__()
+        self.answer = answer
+
+
+def _options(request: Any, expected: str, **defaults: bool | float) -> dict[str, Any]:
+    """The fields of a JSON object body, a missing one its default, each of its
+    default's type; _RefusedError (413, or 400 naming ``expected``) for anything else."""
+    text = _body(request)
+    if text is None:
+        raise _RefusedError(_answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"}))
+    try:
+        body = json.loads(text) if text.strip() else {}
+        options: dict[str, Any] = {}
+        for key, default in defaults.items():
+            value = body.get(key, default)
+            if isinstance(default, bool) and not isinstance(value, bool):
+                raise TypeError(value)
+            options[key] = value if isinstance(default, bool) else float(value)
+    except (ValueError, TypeError, AttributeError):
+        answer = _answer(request, 400, {"error": f"expected a body {expected}"})
+        raise _RefusedError(answer) from None
+    return options
+
+
+class _Answering(Resource):
+    """A POST endpoint that answers with the server's status, as GET /wal does."""
+
     isLeaf = True  # noqa: N815 - Twisted's name
 
     def __init__(self, factory: WalSenderFactory, status: Callable[[], dict[str, Any]]) -> None:
@@ -144,17 +174,13 @@ class _Snapshot(Resource):
         self.factory = factory
         self.status = status
 
+
+class _Snapshot(_Answering):
     def render_POST(self, request: Any) -> bytes:  # noqa: N802 - Twisted's name
-        text = _body(request)
-        if text is None:
-            return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
         try:
-            body = json.loads(text) if text.strip() else {}
-            checkpoint = body.get("checkpoint", False)
-            if not isinstance(checkpoint, bool):
-                raise TypeError(checkpoint)
-        except (ValueError, TypeError, AttributeError):
-            return _answer(request, 400, {"error": 'expected a body {"checkpoint": BOOL}'})
+            checkpoint = _options(request, '{"checkpoint": BOOL}', checkpoint=False)["checkpoint"]
+        except _RefusedError as refused:
+            return refused.answer
         writer = self.factory.wal_writer
         if writer is None:
             return _answer(request, 409, {"error": "the served stream is not a script"})
@@ -167,28 +193,15 @@ class _Snapshot(Resource):
         return _answer(request, 200, self.status())
 
 
-class _Restart(Resource):
-    isLeaf = True  # noqa: N815 - Twisted's name
-
-    def __init__(self, factory: WalSenderFactory, status: Callable[[], dict[str, Any]]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.factory = factory
-        self.status = status
-
+class _Restart(_Answering):
     def render_POST(self, request: Any) -> Any:  # noqa: N802 - Twisted's name
-        text = _body(request)
-        if text is None:
-            return _answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"})
         try:
-            body = json.loads(text) if text.strip() else {}
-            timeout = float(body.get("timeout", 60.0))
-            immediate = body.get("immediate", False)
-            if not isinstance(immediate, bool):
-                raise TypeError(immediate)
-        except (ValueError, TypeError, AttributeError):
-            return _answer(
-                request, 400, {"error": 'expected a body {"timeout": SECONDS, "immediate": BOOL}'}
+            options = _options(
+                request, '{"timeout": SECONDS, "immediate": BOOL}', timeout=60.0, immediate=False
             )
+        except _RefusedError as refused:
+            return refused.answer
+        timeout, immediate = options["timeout"], options["immediate"]
         if timeout <= 0:
             return _answer(request, 400, {"error": f"timeout: expected > 0, got {timeout:g}"})
         if self.factory.state.shutting_down:
