@@ -575,7 +575,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         where = f"{getattr(address, 'host', '')}:{getattr(address, 'port', '')}"
         _log(
             f"control interface on http://{where} "
-            "(POST /wal, GET /wal, POST /faults, POST /restart)"
+            "(POST /wal, GET /wal, POST /faults, POST /snapshot, POST /restart)"
         )
 
     try:
