@@ -4,6 +4,12 @@ against the fake, with running-xacts records written by ``pg_log_standby_snapsho
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from codec.values import LSN
 from conformance import provision
 from conformance.live import new_names
 from conformance.live_sides import fake_story_server
@@ -47,36 +53,55 @@ def test_slots_move_and_are_saved_at_running_xacts_records_on_postgres_and_on_th
         assert fake == real, (options, crash)
 
 
-def test_checkpoint_and_a_standby_snapshot_write_as_much_on_postgres_as_on_the_fake(
+def test_checkpoint_and_a_standby_snapshot_are_the_same_sql_on_postgres_and_on_the_fake(
     own_cluster: provision.Cluster,
 ) -> None:
-    """CHECKPOINT's records (17+ begin with the redo point's) and, on 16+,
-    pg_log_standby_snapshot()'s: the end of WAL moves as far on both."""
-    major = own_cluster.version
-    commands = ["CHECKPOINT"] + (["SELECT pg_log_standby_snapshot()"] if major >= 16 else [])
-    real: dict[str, int] = {}
-    with own_cluster.connect() as conn:
-        conn.autocommit = True
-
-        def end() -> int:
-            return int(conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()[0])
-
-        for command in commands:
-            moved = []
-            for _ in range(3):  # the least: the background writer may add its record
-                conn.execute("SELECT txid_current()")
-                before = end()
-                conn.execute(command)
-                moved.append(end() - before)
-            real[command] = min(moved)
-    server, _ = fake_story_server(major, new_names())
+    """``CHECKPOINT`` (17+ begin with the redo point's record) and ``SELECT
+    pg_log_standby_snapshot()`` (16+; 14/15 answer 42883) on a replication connection:
+    the same answers, and the end of WAL moves as far on both."""
+    real = _sql_answers(own_cluster.replication_dsn, None)
+    server, _ = fake_story_server(own_cluster.version, new_names())
     try:
-        fake: dict[str, int] = {}
-        for command in commands:
-            before = server.end_of_wal
-            write = server.checkpoint if command == "CHECKPOINT" else server.log_standby_snapshot
-            fake[command] = write() - before
+        fake = _sql_answers(server.dsn(), lambda: server.end_of_wal)
     finally:
         server.stop()
-    assert real["CHECKPOINT"] == (208 if major >= 17 else 176), real
+    checkpoint = real["CHECKPOINT"]
+    assert checkpoint[:2] == ("CHECKPOINT", 208 if own_cluster.version >= 17 else 176), real
     assert fake == real
+
+
+def _sql_answers(dsn: str, end_of_wal: Callable[[], int] | None) -> dict[str, tuple[Any, ...]]:
+    """Each statement's tag, how far it moved the end of WAL (the least of three: the
+    background writer may add a record) and its rows, or its error's fields."""
+    out: dict[str, tuple[Any, ...]] = {}
+    with psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+
+        def end() -> int:
+            if end_of_wal is not None:
+                return end_of_wal()
+            # PostgreSQL's: where the next record goes (pg_current_wal_lsn() waits for
+            # the WAL writer's flush), read on a connection of its own.
+            with psycopg.connect(dsn.replace("replication=database", "")) as other:
+                row = other.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
+                assert row is not None
+                return int(row[0])
+
+        for statement in ("CHECKPOINT", "SELECT pg_log_standby_snapshot()"):
+            moved, shape = [], ()
+            for _ in range(3):
+                before = end()
+                try:
+                    cur = conn.execute(statement)
+                except psycopg.Error as err:
+                    diag = err.diag
+                    shape = (diag.sqlstate, diag.message_primary, diag.message_hint)
+                    shape += (diag.statement_position, diag.source_file, diag.source_function)
+                    break
+                after = end()
+                moved.append(after - before)
+                rows = cur.fetchall() if cur.description else []
+                columns = [(c.name, c.type_code) for c in cur.description or []]
+                # pg_log_standby_snapshot() answers where its record ends.
+                shape = (cur.statusmessage, columns, [int(LSN.parse(r[0])) == after for r in rows])
+            out[statement] = (shape[0], min(moved, default=None), *shape[1:])
+    return out

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
+import psycopg
+import pytest
 from twisted.internet.task import Clock
 
+from codec.values import LSN
 from pgwire_mock.client import ReplicationConnection
 from pgwire_mock.pytest_plugin import WalSender
 from pgwire_mock.script import Script, column, insert
@@ -18,6 +22,7 @@ from pgwire_mock.server.live import WalWriter
 from pgwire_mock.server.state import ServerState
 
 TABLE = "public.t"
+GOLDEN = Path(__file__).parent.parent / "data" / "golden"
 
 
 def _script() -> Script:
@@ -111,3 +116,21 @@ def test_a_slot_creation_waiting_for_a_transaction_writes_a_record_before_and_af
     conn.close()
     assert result == [committed + 56], (result, committed)
     assert server.slots["s"].restart_lsn == reserved_at
+
+
+def test_the_sql_functions_write_to_a_script_and_are_refused_for_a_recording(
+    make_walsender: Callable[..., WalSender],
+) -> None:
+    """``SELECT pg_log_standby_snapshot()`` answers its record's end; a recording cannot
+    grow, so both statements get 0A000 naming why (compared with real 14-18 in
+    tests/conformance/test_slot_saves_postgres.py)."""
+    server = make_walsender(script=_script())
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        row = conn.execute("SELECT pg_log_standby_snapshot()").fetchone()
+        assert row is not None and int(LSN.parse(row[0])) == server.end_of_wal
+        conn.execute("CHECKPOINT")
+    recording = make_walsender(script=GOLDEN / "pg16" / "messages.v2-stream.jsonl")
+    with psycopg.connect(recording.dsn(), autocommit=True) as conn:
+        for statement in ("CHECKPOINT", "SELECT pg_log_standby_snapshot()"):
+            with pytest.raises(psycopg.errors.FeatureNotSupported, match="cannot run"):
+                conn.execute(statement)

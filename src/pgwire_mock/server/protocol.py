@@ -440,6 +440,7 @@ class WalSenderFactory(Factory):
         )
         if self.wal_writer is not None:
             config.log_running_xacts = self.wal_writer.log_running_xacts
+            config.checkpoint = self.wal_writer.online_checkpoint
 
     def startFactory(self) -> None:  # noqa: N802 - Twisted's name
         self._stopping = False

@@ -13,6 +13,8 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
 * ``SELECT version()`` (the emulated release's text), ``pg_current_wal_lsn()``,
   ``pg_is_in_recovery()``, ``current_database()``, ``current_user`` / ``session_user`` /
   ``user``, ``current_setting('n')``, ``pg_backend_pid()``, ``SELECT <integer>``;
+* ``SELECT pg_log_standby_snapshot()`` (16+; 14/15 have no such function) and
+  ``CHECKPOINT``, which write their records to a served script's live WAL;
 * ``SELECT cols|*|count(*|1|col) FROM pg_replication_slots | pg_stat_replication |
   pg_publication | pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared
   state and the live walsenders;
@@ -29,15 +31,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pgwire_mock.server.catalog_views import CATALOG_SELECT, CatalogViews
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
+from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.server.sql_result import CannedAnswer, Column, Result
 from pgwire_mock.server.sql_text import LITERAL, check_syntax, normalize
 from pgwire_mock.server.state import PublicationState, ServerState
 from pgwire_mock.server.versions import VERSIONS
+
+if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
+    from pgwire_mock.script.wal import RunningXacts
 
 __all__ = ["SqlLayer", "gucs_for"]
 
@@ -107,8 +113,14 @@ class SqlLayer:
         user: str = "postgres",
         database: str = "postgres",
         pid: int = 0,
+        log_running_xacts: Callable[[], RunningXacts | None] | None = None,
+        checkpoint: Callable[[], bool] | None = None,
     ) -> None:
         self.major = major
+        # What writes WAL for pg_log_standby_snapshot() and CHECKPOINT (a live WAL).
+        self._log_running_xacts = log_running_xacts
+        self._write_checkpoint = checkpoint
+        self._statement = ""
         self.state = state
         self.canned = {normalize(k): v for k, v in (canned or {}).items()}
         self.settings = dict(settings or gucs_for(major, 60000))
@@ -155,6 +167,11 @@ class SqlLayer:
                 ),
                 self._current_setting,
             ),
+            (
+                re.compile(r"select ((?:pg_catalog\.)?pg_log_standby_snapshot) ?\( ?\)", re.I),
+                self._log_standby_snapshot,
+            ),
+            (re.compile(r"checkpoint", re.I), self._checkpoint),
             (re.compile(r"select (-?[0-9]{1,9})", re.I), self._select_int),
             (CATALOG_SELECT, self._select_catalog),
             (
@@ -173,6 +190,7 @@ class SqlLayer:
     def execute(self, statement: str, *, in_transaction: bool) -> Result:
         """Run one statement; raises ServerError."""
         self._in_transaction = in_transaction
+        self._statement = statement
         text = normalize(statement)
         canned = self.canned.get(text)
         if canned is not None:
@@ -290,6 +308,43 @@ class SqlLayer:
             ((format_lsn(self.state.wal_lsn),),),
         )
 
+    def _log_standby_snapshot(self, match: re.Match[str]) -> Result:
+        """pg_log_standby_snapshot() (16+): a running-xacts record; its end."""
+        name = match.group(1).lower()
+        if self.major < 16:
+            raise ServerError(
+                "ERROR",
+                "42883",
+                f"function {name}() does not exist",
+                None,
+                "No function matches the given name and argument types. "
+                "You might need to add explicit type casts.",
+                position=self._statement.lower().find(name) + 1,
+                file="parse_func.c",
+                line=636,
+                routine="ParseFuncOrColumn",
+            )
+        try:
+            record = self._log_running_xacts() if self._log_running_xacts is not None else None
+        except ShuttingDownError as err:
+            raise ServerError("ERROR", "57P03", str(err)) from None
+        if record is None:
+            raise _cannot_write("pg_log_standby_snapshot()")
+        return Result(
+            "SELECT 1",
+            (Column("pg_log_standby_snapshot", "pg_lsn"),),
+            ((format_lsn(record.end_lsn),),),
+        )
+
+    def _checkpoint(self, _: re.Match[str]) -> Result:
+        try:
+            written = self._write_checkpoint is not None and self._write_checkpoint()
+        except ShuttingDownError as err:
+            raise ServerError("ERROR", "57P03", str(err)) from None
+        if not written:
+            raise _cannot_write("CHECKPOINT")
+        return Result("CHECKPOINT")
+
     def _select_int(self, match: re.Match[str]) -> Result:
         return Result("SELECT 1", (Column("?column?", "int4"),), ((str(int(match.group(1))),),))
 
@@ -350,3 +405,13 @@ class SqlLayer:
         del self.state.publications[name]
         self.state.save()
         return Result("DROP PUBLICATION")
+
+
+def _cannot_write(what: str) -> ServerError:
+    return ServerError(
+        "ERROR",
+        "0A000",
+        f"pgwire-mock cannot run {what} here",
+        "The served stream is a recording, or a wait_for step holds the WAL back.",
+        "Serve a script to have WAL written while clients stream.",
+    )

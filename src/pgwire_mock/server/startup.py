@@ -303,6 +303,8 @@ class StartupHandling:
             user=self.user,
             database=self.database,
             pid=self.pid,
+            log_running_xacts=self.config.log_running_xacts,
+            checkpoint=self.config.checkpoint,
         )
         tables = self.config.source if isinstance(self.config.source, ServedTables) else None
         source = self.config.source
