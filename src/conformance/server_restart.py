@@ -393,8 +393,13 @@ class FakeRestart:
     def begin_shutdown(self, *, immediate: bool = False) -> None:
         self._thread = threading.Thread(target=self._restart, args=(immediate,), daemon=True)
         self._thread.start()
-        # pg_ctl's signal reaches the postmaster at once: so does this.
-        self.server.wait_until(lambda s: s.with_state(lambda state: state.shutting_down), 10)
+        # pg_ctl's signal reaches the postmaster at once: so does this. A restart whose
+        # clients had confirmed everything may be over before the first look.
+        thread = self._thread
+        self.server.wait_until(
+            lambda s: not thread.is_alive() or s.with_state(lambda state: state.shutting_down),
+            10,
+        )
 
     def crash(self) -> None:
         self.begin_shutdown(immediate=True)
