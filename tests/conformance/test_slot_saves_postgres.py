@@ -95,7 +95,8 @@ def _sql_answers(dsn: str, end_of_wal: Callable[[], int] | None) -> dict[str, tu
                 except psycopg.Error as err:
                     diag = err.diag
                     shape = (diag.sqlstate, diag.message_primary, diag.message_hint)
-                    shape += (diag.statement_position, diag.source_file, diag.source_function)
+                    shape += (diag.statement_position, diag.source_file, diag.source_line)
+                    shape += (diag.source_function,)
                     break
                 after = end()
                 moved.append(after - before)
