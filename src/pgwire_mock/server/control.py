@@ -204,7 +204,7 @@ class _Restart(_Answering):
         timeout, immediate = options["timeout"], options["immediate"]
         if timeout <= 0:
             return _answer(request, 400, {"error": f"timeout: expected > 0, got {timeout:g}"})
-        if self.factory.state.shutting_down:
+        if not self.factory.state.accepts_connections:
             return _answer(request, 409, {"error": "the server is shutting down already"})
 
         def finish(code: int, body: dict[str, Any]) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "AUTHENTICATION_TIMEOUT",
     "CHUNK_SIZE",
     "SAVE_INTERVAL",
+    "SHUTDOWN_MODES",
     "TLSFiles",
     "WalSenderFactory",
     "WalSenderProtocol",
@@ -58,6 +59,10 @@ AUTHENTICATION_TIMEOUT: Final = 60.0
 """PostgreSQL's ``authentication_timeout`` default, in seconds."""
 SAVE_INTERVAL: Final = 0.1
 """Seconds between writes of a state file (``ServerState.coalesce_saves``)."""
+SHUTDOWN_MODES: Final = ("smart", "fast", "immediate")
+"""``pg_ctl stop -m``'s modes, weakest first: what SIGTERM, SIGINT and SIGQUIT ask for."""
+_POLL: Final = 0.01
+"""Seconds between looks at the connections left while the server stops."""
 _CHUNKS_PER_TURN: Final = 16
 """Pulls before yielding to the reactor, so one fast stream cannot starve the others."""
 
@@ -426,6 +431,9 @@ class WalSenderFactory(Factory):
         #: waiting for transactions): woken by WAL writes until they end.
         self.detached: list[WalSenderSession] = []
         self._stopping = False
+        self._stop_mode: str | None = None  # a signal's shutdown under way (stop())
+        #: Fires once a :meth:`stop` has ended every connection.
+        self.stop_deferred: Deferred[None] = Deferred()
         #: Connections accepted so far.
         self.connections = 0
         if tls is not None:
@@ -529,24 +537,55 @@ class WalSenderFactory(Factory):
             self.shut_down()
 
         def down() -> None:
-            if self.protocols:
-                if self.clock.seconds() < deadline:
-                    self.clock.callLater(0.01, down)
-                else:
-                    done.errback(
-                        TimeoutError(
-                            f"the server did not shut down within {timeout:g}s: "
-                            f"{len(self.protocols)} connection(s) left, walsenders waiting "
-                            "for their clients to confirm everything sent"
-                        )
+            if not self.protocols:
+                ending = maybeDeferred(while_down) if while_down is not None else succeed(None)
+                ending.addCallback(lambda _: self.start_again(clean=not immediate))
+                ending.chainDeferred(done)
+            elif self.clock.seconds() < deadline:
+                self.clock.callLater(_POLL, down)
+            else:
+                done.errback(
+                    TimeoutError(
+                        f"the server did not shut down within {timeout:g}s: "
+                        f"{len(self.protocols)} connection(s) left, walsenders waiting "
+                        "for their clients to confirm everything sent"
                     )
-                return
-            ending = maybeDeferred(while_down) if while_down is not None else succeed(None)
-            ending.addCallback(lambda _: self.start_again(clean=not immediate))
-            ending.chainDeferred(done)
+                )
 
         down()
         return done
+
+    def stop(self, mode: str) -> Deferred[None]:
+        """Stop as the postmaster does on a signal (``pmdie``): ``smart`` (SIGTERM)
+        refuses new connections and lets everything else go on until the last regular
+        session ends, then goes on as ``fast`` (SIGINT, :meth:`shut_down`);
+        ``immediate`` (SIGQUIT) is :meth:`crash`. A stronger mode than the one under
+        way takes over, a weaker one changes nothing. Fires once every connection has
+        ended (a walsender whose client never confirms holds it until the replication
+        timeout, as on PostgreSQL)."""
+        rank = SHUTDOWN_MODES.index(mode)
+        if self._stop_mode is not None and rank <= SHUTDOWN_MODES.index(self._stop_mode):
+            return self.stop_deferred
+        first = self._stop_mode is None
+        self._stop_mode = mode
+        if mode == "immediate":
+            self.crash()
+        elif mode == "fast":
+            self.shut_down()
+        else:
+            self.state.smart_shutdown = True
+        if first:
+            self._wait_stopped()
+        return self.stop_deferred
+
+    def _wait_stopped(self) -> None:
+        if self._stop_mode == "smart" and not self.state.regular_backends:
+            self._stop_mode = "fast"
+            self.shut_down()
+        if self.protocols or self._stop_mode == "smart":
+            self.clock.callLater(_POLL, self._wait_stopped)
+        else:
+            self.stop_deferred.callback(None)
 
     def shut_down(self) -> None:
         """Begin a fast shutdown: new connections get 57P03; open transactions roll back

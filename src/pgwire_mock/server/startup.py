@@ -172,7 +172,7 @@ class StartupHandling:
             f"connection: user={user} database={self.database} replication={self.replication}"
             f" application_name={self.application_name!r}"
         )
-        if self.state.shutting_down:  # canAcceptConnections: CAC_SHUTDOWN
+        if not self.state.accepts_connections:  # canAcceptConnections: CAC_SHUTDOWN
             self._fatal(error(self.major, "shutting_down"))
             return
         if not self._admit():

@@ -248,6 +248,9 @@ class ServerState:
     shutting_down: bool = field(default=False, repr=False)
     """A shutdown (fast or immediate) is under way: new connections get 57P03; never
     saved."""
+    smart_shutdown: bool = field(default=False, repr=False)
+    """A smart shutdown waits for the regular sessions to end: new connections get
+    57P03, everything else goes on (WAL is written, walsenders stream); never saved."""
     _schedule: Callable[[float, Callable[[], None]], object] | None = field(
         default=None, init=False, repr=False
     )
@@ -257,6 +260,16 @@ class ServerState:
     _save_pending: bool = field(default=False, init=False, repr=False)
 
     # --- sessions --------------------------------------------------------------------
+
+    @property
+    def accepts_connections(self) -> bool:
+        """False from the start of any shutdown (canAcceptConnections: CAC_SHUTDOWN)."""
+        return not (self.shutting_down or self.smart_shutdown)
+
+    @property
+    def regular_backends(self) -> int:
+        """Backends that are not walsenders: what a smart shutdown waits for."""
+        return sum(not walsender for walsender in self.backends.values())
 
     def allocate_pid(self) -> int:
         self.next_pid += 1
@@ -541,7 +554,7 @@ class ServerState:
             slot.persisted_flush = None
             slot.active_pid = None
             slot.inactive_since = now
-        self.shutting_down = False
+        self.shutting_down = self.smart_shutdown = False
         self.save_now()
 
     def release_all(self, pid: int) -> None:
