@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -49,8 +50,15 @@ replayed byte for byte, so a client asking for another proto_version or binary t
 recording was made with is refused (0A000), as the Python API refuses it; scripts
 (.yaml/.yml/.json) are encoded for each client's pgoutput options. Slots created by
 clients start where the source's WAL starts, so a new slot sees the whole stream;
-confirmed positions persist with --state-file, and a restarted server resumes from them
-as PostgreSQL does.
+confirmed positions persist with --state-file (every confirmation: PostgreSQL keeps
+what its last running-xacts record saved, docs/clients.md), and a restarted server
+resumes from them.
+
+Signals stop it as they stop PostgreSQL's postmaster: SIGTERM a smart shutdown (new
+connections refused, the rest goes on until the last regular session ends), SIGINT
+(Ctrl-C) a fast one (sessions end with 57P01, each streaming walsender once its client
+confirmed all it was sent, or at --wal-sender-timeout), SIGQUIT (Ctrl-\\) an
+immediate one (every connection dropped). A later, stronger signal takes over.
 """
 
 
@@ -614,9 +622,47 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     for index, (pending, _, _) in enumerate(listeners):
         pending.addCallbacks(partial(settled, index, True), partial(settled, index, False))
+    reactor.callWhenRunning(_stop_on_signals, reactor, factory, stop)
     reactor.run()
     state.save_now()
     return status["code"]
+
+
+# What the postmaster's signal handler (pmdie) makes of each signal.
+_SHUTDOWN_SIGNALS: Final = {
+    signal.SIGTERM: "smart",
+    signal.SIGINT: "fast",
+    signal.SIGQUIT: "immediate",
+}
+
+
+def _stop_on_signals(reactor: Any, factory: Any, stop: Callable[[], None]) -> None:
+    """Replace the reactor's own SIGTERM and SIGINT handlers (which stop it at once,
+    dropping every connection as a crash does) with PostgreSQL's shutdown modes; the
+    process ends once every connection has."""
+
+    def requested(mode: str) -> None:
+        _log(f"received {mode} shutdown request")
+        if mode == "smart" and factory.state.regular_backends:
+            _log(
+                f"waiting for {factory.state.regular_backends} session(s) to end "
+                "(SIGINT: fast shutdown, SIGQUIT: immediate)"
+            )
+        elif mode == "fast" and factory.protocols:
+            _log(
+                "walsenders end once their clients confirm all they were sent "
+                "(SIGQUIT: immediate shutdown)"
+            )
+        factory.stop(mode)
+
+    def stopped(_: object) -> None:
+        _log("database system is shut down")
+        stop()
+
+    factory.stop_deferred.addCallback(stopped)
+    for signum, mode in _SHUTDOWN_SIGNALS.items():
+        # A signal handler may only hand over to the reactor's thread.
+        signal.signal(signum, lambda *_, mode=mode: reactor.callFromThread(requested, mode))
 
 
 def _listen_control(reactor: Any, description: str, factory: Any) -> Any:
