@@ -695,33 +695,40 @@ class Cluster(Server):
         with self.connect() as conn:
             self.full_version = str(_scalar(conn, "SHOW server_version"))
 
-    def begin_fast_shutdown(self) -> None:
-        """SIGINT, as ``pg_ctl stop -m fast``: the server shuts down while this returns;
-        :meth:`start_again` waits for the end and starts it again."""
+    def send_signal(self, signum: int) -> None:
+        """Signal the postmaster: ``pg_ctl stop`` sends SIGTERM (smart), SIGINT (fast) or
+        SIGQUIT (immediate). The server stops while this returns; :meth:`exit_status`
+        waits for it, :meth:`start_again` starts it again."""
         if self._proc is None:
             raise ProvisionError("cluster is not started")
-        self._proc.send_signal(signal.SIGINT)
+        self._proc.send_signal(signum)
+
+    def begin_fast_shutdown(self) -> None:
+        """SIGINT, as ``pg_ctl stop -m fast``."""
+        self.send_signal(signal.SIGINT)
 
     def begin_immediate_shutdown(self) -> None:
         """SIGQUIT, as ``pg_ctl stop -m immediate``: every process quits at once (a
-        crash, recovered from at the next start); :meth:`start_again` starts it."""
+        crash, recovered from at the next start)."""
+        self.send_signal(signal.SIGQUIT)
+
+    def exit_status(self, timeout: float = _STOP_TIMEOUT) -> int:
+        """The postmaster's exit status once it has stopped (ProvisionError after
+        ``timeout`` seconds, still running)."""
         if self._proc is None:
             raise ProvisionError("cluster is not started")
-        self._proc.send_signal(signal.SIGQUIT)
+        try:
+            return self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ProvisionError(
+                f"PostgreSQL {self.version} did not shut down within {timeout:g}s"
+            ) from None
 
     def start_again(self, timeout: float = _STOP_TIMEOUT) -> None:
         """Wait until the postmaster has exited (ProvisionError after ``timeout``
         seconds, the server still shutting down), then start it on the same data
         directory and port."""
-        proc = self._proc
-        if proc is None:
-            raise ProvisionError("cluster is not started")
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ProvisionError(
-                f"PostgreSQL {self.version} did not shut down within {timeout:g}s"
-            ) from None
+        self.exit_status(timeout)
         self._proc = None
         self._launch(self._prefix_for_server(), port=self.port)
 

@@ -4,15 +4,11 @@ errors, and a control endpoint that cannot listen stops the server with one line
 
 from __future__ import annotations
 
-import json
-import re
 import select
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +17,7 @@ import pytest
 from psycopg2 import extras
 
 from codec.values import LSN
+from conformance.serve_process import ServeProcess
 from pgwire_mock.client import ConnectionLostError, ReplicationConnection, WalData
 
 SCRIPT = """\
@@ -37,60 +34,9 @@ steps:
 GOLDEN = Path(__file__).parent.parent / "data" / "golden"
 
 
-class Served:
+class Served(ServeProcess):
     def __init__(self, script: Path, *extra: str) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pgwire_mock.serve",
-                "--port",
-                "0",
-                "--script",
-                str(script),
-                "--control",
-                "tcp:0:interface=127.0.0.1",
-                *extra,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stderr is not None
-        self.log: list[str] = []
-        ports: dict[str, int] = {}
-        deadline = time.monotonic() + 20
-        while len(ports) < 2 and time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            for key, pattern in (
-                ("pg", r"listening on 127\.0\.0\.1:(\d+)"),
-                ("http", r"control interface on http://127\.0\.0\.1:(\d+)"),
-            ):
-                match = re.search(pattern, line)
-                if match:
-                    ports[key] = int(match.group(1))
-        if len(ports) < 2:
-            self.process.kill()
-            raise RuntimeError("serve did not start: " + "".join(self.log))
-        self.port, self.http = ports["pg"], ports["http"]
-
-    def request(self, method: str, path: str, body: str | None = None) -> tuple[int, dict]:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.http}{path}",
-            data=None if body is None else body.encode(),
-            method=method,
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=10) as answer:
-                return answer.status, json.loads(answer.read())
-        except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read())
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.communicate(timeout=10)
+        super().__init__(["--script", str(script), *extra])
 
 
 @pytest.fixture

@@ -1,0 +1,91 @@
+"""``pgwire-mock serve`` in a process of its own, with ``--control``: what a test outside
+Python sees (stories that signal or restart the process, the control interface)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["ServeProcess"]
+
+
+class ServeProcess:
+    """``python -m pgwire_mock.serve --port 0 ARGS --control tcp:0:...``, started: its
+    ports read off the log lines that announce them."""
+
+    def __init__(self, args: Sequence[str], *, timeout: float = 20.0) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pgwire_mock.serve",
+                "--port",
+                "0",
+                *args,
+                "--control",
+                "tcp:0:interface=127.0.0.1",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stderr is not None
+        self.log: list[str] = []
+        ports: dict[str, int] = {}
+        deadline = time.monotonic() + timeout
+        while len(ports) < 2 and time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            for key, pattern in (
+                ("pg", r"listening on 127\.0\.0\.1:(\d+)"),
+                ("http", r"control interface on http://127\.0\.0\.1:(\d+)"),
+            ):
+                match = re.search(pattern, line)
+                if match:
+                    ports[key] = int(match.group(1))
+        if len(ports) < 2:
+            self.process.kill()
+            raise RuntimeError("serve did not start: " + "".join(self.log))
+        self.port, self.http = ports["pg"], ports["http"]
+
+    def dsn(self, *, replication: bool = False) -> str:
+        dsn = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+        return dsn + " replication=database" if replication else dsn
+
+    def request(self, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
+        """The control interface's status and JSON answer."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http}{path}",
+            data=None if body is None else body.encode(),
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def wait(self, timeout: float) -> int:
+        """The exit status, once the process has ended (its log kept)."""
+        _, rest = self.process.communicate(timeout=timeout)
+        self.log.append(rest)
+        return int(self.process.returncode)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """A fast shutdown (SIGINT), then a kill if it takes longer than ``timeout``."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(2)  # SIGINT
+        try:
+            self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()

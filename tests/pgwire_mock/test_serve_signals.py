@@ -1,0 +1,100 @@
+"""``pgwire-mock serve`` stops on SIGTERM, SIGINT and SIGQUIT as the postmaster does
+(smart, fast, immediate; compared with PostgreSQL in
+tests/conformance/test_server_stop_postgres.py): here, what that comparison cannot wait
+for — a shutdown held by a session or by a client that never confirms, and a stronger
+signal taking over."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conformance.serve_process import ServeProcess
+from pgwire_mock.client import ConnectionLostError, ReplicationConnection, ServerError, WalData
+
+SCRIPT = """\
+format_version: 1
+server: {pg_version: 16}
+tables:
+  - name: public.t
+    columns: [{name: id, type: int4, key: true}, {name: v, type: text}]
+publications: [{name: pub, tables: [public.t]}]
+slots: [{name: s}]
+steps:
+  - transaction: [{insert: public.t, values: {id: 1, v: a}}]
+"""
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServeProcess]:
+    path = tmp_path / "live.yaml"
+    path.write_text(SCRIPT)
+    server = ServeProcess(["--script", str(path)])
+    yield server
+    if server.process.poll() is None:
+        server.process.kill()
+        server.process.communicate()
+
+
+def _refused(served: ServeProcess) -> str | None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            ReplicationConnection.connect(served.dsn(replication=True), timeout=5).close()
+        except ServerError as err:
+            return err.get("C")
+        time.sleep(0.02)
+    return None
+
+
+def _still_running(served: ServeProcess, seconds: float) -> bool:
+    time.sleep(seconds)
+    return served.process.poll() is None
+
+
+def test_sigterm_waits_for_the_regular_sessions_and_sigint_ends_them(
+    served: ServeProcess,
+) -> None:
+    session = psycopg.connect(served.dsn(), autocommit=True)
+    served.process.send_signal(signal.SIGTERM)
+    assert _refused(served) == "57P03"
+    assert _still_running(served, 0.5)
+    assert session.execute("SELECT 1").fetchone() == (1,)  # smart: sessions go on
+    served.process.send_signal(signal.SIGINT)  # fast takes over
+    with pytest.raises(psycopg.errors.AdminShutdown):
+        for _ in range(100):
+            session.execute("SELECT 1")
+            time.sleep(0.05)
+    session.close()
+    assert served.wait(10) == 0
+    log = "".join(served.log)
+    assert "received smart shutdown request" in log
+    assert "waiting for 1 session(s) to end" in log
+    assert "received fast shutdown request" in log
+    assert "database system is shut down" in log
+
+
+def test_a_fast_shutdown_waits_for_a_client_that_never_confirms_until_sigquit(
+    served: ServeProcess,
+) -> None:
+    consumer = ReplicationConnection.connect(
+        served.dsn(replication=True), timeout=10, auto_reply=False
+    )
+    events = consumer.start_replication("s", 0, {"proto_version": "1", "publication_names": "pub"})
+    assert any(isinstance(e, WalData) and e.payload[:1] == b"C" for e in events)
+    served.process.send_signal(signal.SIGINT)
+    assert _still_running(served, 1.0)  # the walsender waits for its confirmation
+    served.process.send_signal(signal.SIGTERM)  # weaker: changes nothing
+    assert _still_running(served, 0.3)
+    served.process.send_signal(signal.SIGQUIT)
+    assert served.wait(10) == 0
+    with pytest.raises(ConnectionLostError):
+        for _ in events:
+            pass
+    consumer.close()
+    assert "received immediate shutdown request" in "".join(served.log)
