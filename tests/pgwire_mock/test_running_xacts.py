@@ -15,7 +15,7 @@ from twisted.internet.task import Clock
 from codec.values import LSN
 from pgwire_mock.client import ReplicationConnection
 from pgwire_mock.pytest_plugin import WalSender
-from pgwire_mock.script import Script, column, insert
+from pgwire_mock.script import Script, ScriptError, column, insert, savepoint
 from pgwire_mock.script.live import LiveWal
 from pgwire_mock.script.model import Transaction
 from pgwire_mock.server.live import WalWriter
@@ -134,3 +134,32 @@ def test_the_sql_functions_write_to_a_script_and_are_refused_for_a_recording(
         for statement in ("CHECKPOINT", "SELECT pg_log_standby_snapshot()"):
             with pytest.raises(psycopg.errors.FeatureNotSupported, match="cannot run"):
                 conn.execute(statement)
+
+
+def test_a_record_lists_each_xid_of_the_open_transactions_once() -> None:
+    """50 bytes and 4 per xid listed (measured on 14-18): the open transaction's own
+    and its subtransactions' that wrote, each once however many changes it wrote, and
+    none of a write that failed."""
+    wal = LiveWal(_script())
+    txn = wal.begin()
+    wal.write(txn, [insert(TABLE, id=i, v="a") for i in range(3)])
+    sizes = []
+
+    def record_size() -> int:
+        record = wal.log_running_xacts()
+        assert record is not None
+        sizes.append(record.end_lsn - record.lsn)
+        return len(wal.compiled.running_xids())
+
+    assert record_size() == 1
+    wal.write(txn, [savepoint("a"), insert(TABLE, id=10, v="b"), insert(TABLE, id=11, v="c")])
+    assert record_size() == 2
+    with pytest.raises(ScriptError):  # no such table: nothing of the write is kept
+        wal.write(txn, [savepoint("b"), insert(TABLE, id=20, v="d"), insert("public.nope", id=1)])
+    assert record_size() == 2
+    other = wal.begin()
+    wal.write(other, [insert(TABLE, id=30, v="f")])
+    assert record_size() == 3
+    wal.finish(txn)
+    assert record_size() == 1
+    assert sizes == [56, 64, 64, 64, 56]

@@ -228,6 +228,22 @@ class WTxn:
     may come between its own: a walsender reads it by LSN, as the WAL grows."""
     finished_at: int | None = None
     """A prepared one's COMMIT or ROLLBACK PREPARED record (its start), once compiled."""
+    _sub_xids: set[int] = field(default_factory=set, repr=False)
+    _sub_xids_read: int = field(default=0, repr=False)
+
+    def xids(self) -> set[int]:
+        """Its xid and those of its subtransactions that wrote a change. Each change is
+        looked at once: a running-xacts record asks again every 15 s of an open
+        transaction's life. (A failed write takes back only changes added since the
+        last call, so what was read stays true.)"""
+        if self._sub_xids_read > len(self.items):  # cannot happen; start again if so
+            self._sub_xids, self._sub_xids_read = set(), 0
+        for item in self.items[self._sub_xids_read :]:
+            if isinstance(item, WChange) and item.sub.xid is not None:
+                self._sub_xids.add(item.sub.xid)
+        self._sub_xids_read = len(self.items)
+        top = self.top.xid
+        return self._sub_xids if top is None else self._sub_xids | {top}
 
 
 @dataclass(eq=False)
@@ -362,8 +378,7 @@ class CompiledScript:
     def running_xids(self) -> list[int]:
         """The xids a running-xacts record written now lists: the transactions in
         progress and the prepared ones not yet finished (top-level and subtransactions)."""
-        xids: set[int | None] = set()
+        xids: set[int] = set()
         for txn in (*self.in_progress(), *self.prepared_unfinished()):
-            xids.update(i.sub.xid for i in txn.items if isinstance(i, WChange))
-            xids.add(txn.top.xid)
-        return sorted(x for x in xids if x is not None)
+            xids |= txn.xids()
+        return sorted(xids)
