@@ -240,7 +240,7 @@ class WalSender:
         """``CHECKPOINT``: a running-xacts record (see :meth:`log_standby_snapshot`),
         then the checkpoint's record; returns the new end of WAL."""
         writer = self._writer()
-        if not self._call(writer.online_checkpoint):
+        if self._call(writer.online_checkpoint) is None:
             raise RuntimeError("a wait_for step holds the WAL back")
         return self.end_of_wal
 

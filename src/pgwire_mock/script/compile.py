@@ -306,15 +306,16 @@ class Compiler(ChangeWriter):
         self._moved()
         return record
 
-    def online_checkpoint(self) -> None:
-        """CHECKPOINT: on 17+ the redo point's record, then a running-xacts record and
-        the checkpoint's own (176 bytes in all when nothing is running on 14 and 15,
-        208 on 17 and 18, measured)."""
+    def online_checkpoint(self) -> RunningXacts:
+        """CHECKPOINT: on 17+ the redo point's record, then a running-xacts record (which
+        it returns) and the checkpoint's own (176 bytes in all when nothing is running
+        on 14 and 15, 208 on 17 and 18, measured)."""
         if self.pg_version >= 17:
             self.record(CHECKPOINT_REDO_RECORD)
-        self.log_running_xacts()
+        running = self.log_running_xacts()
         self.record(ONLINE_CHECKPOINT_RECORD)
         self._moved()
+        return running
 
     def _moved(self) -> None:
         # The end of WAL moved outside a step (once the script is compiled).

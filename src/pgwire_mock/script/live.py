@@ -117,14 +117,14 @@ class LiveWal:
         self._write()
         return record
 
-    def online_checkpoint(self) -> bool:
-        """CHECKPOINT's records (a running-xacts record and the checkpoint); False, as
-        :meth:`log_running_xacts`, while a wait holds records back."""
+    def online_checkpoint(self) -> RunningXacts | None:
+        """CHECKPOINT's records (a running-xacts record, returned, and the checkpoint);
+        None, as :meth:`log_running_xacts`, while a wait holds records back."""
         if self.held is not None:
-            return False
-        self._compiler.online_checkpoint()
+            return None
+        record = self._compiler.online_checkpoint()
         self._write()
-        return True
+        return record
 
     def release(self) -> None:
         """The held wait_for step's condition holds: write on, to the next one."""

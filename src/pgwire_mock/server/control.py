@@ -188,7 +188,7 @@ class _Snapshot(_Answering):
             written = writer.online_checkpoint() if checkpoint else writer.log_running_xacts()
         except ShuttingDownError as err:
             return _answer(request, 409, {"error": str(err)})
-        if not written:
+        if written is None:
             return _answer(request, 409, {"error": "a wait_for step holds the WAL back"})
         return _answer(request, 200, self.status())
 

@@ -139,14 +139,15 @@ class WalWriter:
             self._written(important=False)
         return record
 
-    def online_checkpoint(self) -> bool:
-        """CHECKPOINT's records: a running-xacts record, then the checkpoint; False while
-        a wait_for step holds WAL back. ShuttingDownError while the server restarts."""
+    def online_checkpoint(self) -> RunningXacts | None:
+        """CHECKPOINT's records: a running-xacts record (returned), then the checkpoint;
+        None while a wait_for step holds WAL back. ShuttingDownError while the server
+        restarts."""
         self._refuse_while_down()
-        written = self.wal.online_checkpoint()
-        if written:
+        record = self.wal.online_checkpoint()
+        if record is not None:
             self._written()
-        return written
+        return record
 
     def _refuse_while_down(self) -> None:
         if self.state.shutting_down:

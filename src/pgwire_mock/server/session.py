@@ -187,7 +187,7 @@ class SessionConfig:
     log_running_xacts: Callable[[], RunningXacts | None] | None = None
     """Writes a running-xacts record at the end of the served live WAL, as a logical
     slot's creation does (the factory's WalWriter); None: the source cannot grow."""
-    checkpoint: Callable[[], bool] | None = None
+    checkpoint: Callable[[], RunningXacts | None] | None = None
     """Writes CHECKPOINT's records at the end of the served live WAL (False: a wait_for
     step holds it back); None: the source cannot grow."""
     random_bytes: Callable[[int], bytes] = secrets.token_bytes

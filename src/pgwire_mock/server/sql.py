@@ -114,7 +114,7 @@ class SqlLayer:
         database: str = "postgres",
         pid: int = 0,
         log_running_xacts: Callable[[], RunningXacts | None] | None = None,
-        checkpoint: Callable[[], bool] | None = None,
+        checkpoint: Callable[[], RunningXacts | None] | None = None,
     ) -> None:
         self.major = major
         # What writes WAL for pg_log_standby_snapshot() and CHECKPOINT (a live WAL).
@@ -338,10 +338,10 @@ class SqlLayer:
 
     def _checkpoint(self, _: re.Match[str]) -> Result:
         try:
-            written = self._write_checkpoint is not None and self._write_checkpoint()
+            written = self._write_checkpoint() if self._write_checkpoint is not None else None
         except ShuttingDownError as err:
             raise ServerError("ERROR", "57P03", str(err)) from None
-        if not written:
+        if written is None:
             raise _cannot_write("CHECKPOINT")
         return Result("CHECKPOINT")
 
