@@ -196,15 +196,16 @@ def run_psycopg2_story(
     return run, ended
 
 
-def read_until(events: Iterator[object], kind: bytes) -> list[Any]:
-    """The XLogData up to and including the first of ``kind`` (keepalives skipped)."""
+def read_until(events: Iterator[object], *kinds: bytes) -> list[Any]:
+    """The XLogData up to and including the first of any of ``kinds`` (message type
+    bytes; keepalives skipped)."""
     out: list[Any] = []
     for event in events:
         if isinstance(event, WalData):
             out.append(event)
-            if event.payload[:1] == kind:
+            if event.payload[:1] in kinds:
                 return out
-    raise AssertionError(f"the stream ended before a {kind!r} message")
+    raise AssertionError(f"the stream ended before a {' or '.join(map(repr, kinds))} message")
 
 
 def _refused(dsn: str, timeout: float) -> dict[str, str | None]:

@@ -77,14 +77,14 @@ def run_saves_story(
         _keepalive_at(events, end)
 
     side.commit(TRANSACTIONS[0])
-    run.points["c0"] = _commit_end(events)
+    run.points["c0"] = _commit(events)[1]
     consumer.send_status(flush=run.points["c0"])
     _confirmed(side, run.points["c0"])
     record("r1")
     run.slot["1_record_after_a_confirmed_commit"] = side.slot_positions()
 
     side.commit(TRANSACTIONS[1])
-    run.points["c1"] = _commit_end(events)
+    run.points["c1"] = _commit(events)[1]
     consumer.send_status(flush=run.points["c1"])
     _confirmed(side, run.points["c1"])
     run.slot["2_commit_confirmed"] = side.slot_positions()
@@ -112,7 +112,7 @@ def run_saves_story(
     _confirmed(side, run.points["r3_end"])
     run.slot["4_record_inside_an_open_transaction"] = side.slot_positions()
     txn.commit()
-    run.points["c3"] = _commit_end(events)
+    run.points["c3"] = _commit(events)[1]
 
     if crash:
         # A transaction left open never ends; after the restart it is not running, and
@@ -134,7 +134,7 @@ def run_saves_story(
     again = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
     events = again.start_replication(side.slot, 0, stream_options)
     if crash:
-        run.after += _read_to_commit(events)  # the transaction committed at c3, again
+        run.after += read_until(events, *_COMMITS)  # the transaction committed at c3, again
         for name in ("r4", "r5"):
             record(name)
             again.send_status(flush=run.points[f"{name}_end"])
@@ -151,16 +151,6 @@ def _is_commit(event: WalData) -> bool:
     return event.payload[:1] in _COMMITS
 
 
-def _read_to_commit(events: Iterator[object]) -> list[WalData]:
-    out: list[WalData] = []
-    for event in events:
-        if isinstance(event, WalData):
-            out.append(event)
-            if _is_commit(event):
-                return out
-    raise AssertionError("the stream ended before a commit")
-
-
 def _commit(events: Iterator[object]) -> tuple[int, int]:
     """Read to the next commit (Commit or Stream Commit): where the transaction's end
     record starts and ends (commit_lsn, end_lsn)."""
@@ -169,10 +159,6 @@ def _commit(events: Iterator[object]) -> tuple[int, int]:
             commit: Any = Decoder().decode(event.payload)
             return int(commit.commit_lsn), int(commit.end_lsn)
     raise AssertionError("the stream ended before a commit")
-
-
-def _commit_end(events: Iterator[object]) -> int:
-    return _commit(events)[1]
 
 
 def _keepalive_at(events: Iterator[object], lsn: int) -> None:
