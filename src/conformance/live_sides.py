@@ -33,25 +33,35 @@ def new_names() -> tuple[str, str, str]:
     return f"live_{tag}", f"live_pub_{tag}", f"live_slot_{tag}"
 
 
+def create_story_objects(conn: Any, names: tuple[str, str, str]) -> Any:
+    """The story's table (id int key, v text), a publication of it and a pgoutput slot,
+    made on a real server through ``conn``; the table's SQL identifier."""
+    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
+
+    table, publication, slot = names
+    ident = sql.Identifier(table)
+    conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
+    conn.execute(
+        sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
+    )
+    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    return ident
+
+
 @contextmanager
 def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
     """A table, publication and slot on a real server (``conformance.provision.Server``);
     transactions committed in SQL. Everything is dropped afterwards."""
     from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
 
-    table, publication, slot = names
+    _, publication, slot = names
     # The fake's scripts run with the least logical_decoding_work_mem, so the big
     # transaction streams in blocks on both sides.
     dsn = conninfo.make_conninfo(
         server.replication_dsn, options="-c logical_decoding_work_mem=64kB"
     )
-    ident = sql.Identifier(table)
     with server.connect() as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
-        conn.execute(
-            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
-        )
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        ident = create_story_objects(conn, names)
 
         def commit(rows: Sequence[Row]) -> None:
             with conn.transaction():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -17,10 +18,11 @@ __all__ = ["ServeProcess"]
 
 
 class ServeProcess:
-    """``python -m pgwire_mock.serve --port 0 ARGS --control tcp:0:...``, started: its
+    """``python -m pgwire_mock.serve --port 0 ARGS [--control tcp:0:...]``, started: its
     ports read off the log lines that announce them."""
 
-    def __init__(self, args: Sequence[str], *, timeout: float = 20.0) -> None:
+    def __init__(self, args: Sequence[str], *, control: bool = True, timeout: float = 20.0) -> None:
+        wanted = ("pg", "http") if control else ("pg",)
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -29,8 +31,7 @@ class ServeProcess:
                 "--port",
                 "0",
                 *args,
-                "--control",
-                "tcp:0:interface=127.0.0.1",
+                *(["--control", "tcp:0:interface=127.0.0.1"] if control else []),
             ],
             stderr=subprocess.PIPE,
             text=True,
@@ -39,7 +40,7 @@ class ServeProcess:
         self.log: list[str] = []
         ports: dict[str, int] = {}
         deadline = time.monotonic() + timeout
-        while len(ports) < 2 and time.monotonic() < deadline:
+        while len(ports) < len(wanted) and time.monotonic() < deadline:
             line = self.process.stderr.readline()
             if not line:
                 break
@@ -51,14 +52,16 @@ class ServeProcess:
                 match = re.search(pattern, line)
                 if match:
                     ports[key] = int(match.group(1))
-        if len(ports) < 2:
+        if len(ports) < len(wanted):
             self.process.kill()
             raise RuntimeError("serve did not start: " + "".join(self.log))
-        self.port, self.http = ports["pg"], ports["http"]
+        self.port, self.http = ports["pg"], ports.get("http")
 
-    def dsn(self, *, replication: bool = False) -> str:
-        dsn = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-        return dsn + " replication=database" if replication else dsn
+    def dsn(self, **params: str) -> str:
+        """A libpq DSN for user postgres and database postgres, with ``params``
+        (``replication="database"``, say)."""
+        extra = "".join(f" {key}={value}" for key, value in params.items())
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres{extra}"
 
     def request(self, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
         """The control interface's status and JSON answer."""
@@ -79,13 +82,15 @@ class ServeProcess:
         self.log.append(rest)
         return int(self.process.returncode)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """A fast shutdown (SIGINT), then a kill if it takes longer than ``timeout``."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(2)  # SIGINT
-        try:
-            self.process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.communicate()
+    def stop(self, timeout: float = 10.0) -> str:
+        """A fast shutdown (SIGINT), then a kill if it takes longer than ``timeout``;
+        the whole log."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                _, rest = self.process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                _, rest = self.process.communicate()
+            self.log.append(rest or "")
+        return "".join(self.log)

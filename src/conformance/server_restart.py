@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from codec.pgoutput import Decoder
 from conformance.live_observed import plain_message
@@ -34,6 +34,7 @@ from conformance.live_sides import (
     FakeOpenTransaction,
     RealOpenTransaction,
     apply_rows,
+    create_story_objects,
     fake_story_server,
 )
 from conformance.live_types import (
@@ -59,10 +60,16 @@ __all__ = [
     "FakeRestart",
     "RestartRun",
     "RestartSide",
+    "StorySide",
+    "begin_story",
+    "error_fields",
     "fake_restart_side",
+    "idle_connection_end",
     "observed",
+    "plain_events",
     "read_until",
     "real_restart_side",
+    "refused_connection",
 ]
 
 _FIELDS = "SVCMFLR"  # severity (both), SQLSTATE, message, file, line, routine
@@ -92,7 +99,7 @@ class RestartSide:
 @dataclass
 class RestartRun:
     refused: dict[str, str | None]  # a new connection during the shutdown
-    idle_ended: dict[str, str | None]  # the idle connection's next command
+    idle_ended: dict[str, str | None] | str  # the idle connection's next command
     before: list[WalData]  # what the consumer read before the shutdown
     during: list[object]  # events from the shutdown to the end of the stream
     confirmed: int  # the last flush position the consumer sent
@@ -102,25 +109,48 @@ class RestartRun:
     after: list[object]  # the restarted stream, to its first commit
 
 
-def run_restart_story(
-    side: RestartSide, options: Mapping[str, str], *, timeout: float = 30.0
-) -> RestartRun:
-    """The story of the module docstring, on one side."""
-    stream_options = {**options, "publication_names": side.publication}
+class StorySide(Protocol):
+    """What :func:`begin_story` needs of a side (RestartSide, server_stop.StopSide)."""
+
+    @property
+    def dsn(self) -> str: ...
+    @property
+    def slot(self) -> str: ...
+    @property
+    def publication(self) -> str: ...
+    @property
+    def commit(self) -> Callable[[Sequence[Row]], object]: ...
+
+
+def begin_story(
+    side: StorySide, stream_options: Mapping[str, str], timeout: float
+) -> tuple[ReplicationConnection, ReplicationConnection, Iterator[object], list[WalData]]:
+    """How the stories of a server stopping begin: an idle replication connection, and
+    a consumer streaming from the side's slot (``auto_reply`` off) that read the first
+    transaction and confirmed its commit. (idle, consumer, its events, what it read)"""
     idle = ReplicationConnection.connect(side.dsn, timeout=timeout)
     consumer = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
     events = consumer.start_replication(side.slot, 0, stream_options)
     side.commit(TRANSACTIONS[0])
     before = read_until(events, b"C")
-    confirmed = before[-1].wal_start
-    consumer.send_status(flush=confirmed)
+    consumer.send_status(flush=before[-1].wal_start)
+    return idle, consumer, events, before
+
+
+def run_restart_story(
+    side: RestartSide, options: Mapping[str, str], *, timeout: float = 30.0
+) -> RestartRun:
+    """The story of the module docstring, on one side."""
+    stream_options = {**options, "publication_names": side.publication}
+    idle, consumer, events, before = begin_story(side, stream_options, timeout)
+    confirmed = int(before[-1].wal_start)
     txn = side.begin()
     txn.write(OPEN_PARTS[0])
     if options.get("streaming"):
         before += read_until(events, b"E")  # a block of it, streamed while it runs
     side.begin_shutdown()
-    refused = _refused(side.dsn, timeout)
-    idle_ended = _ended(idle, timeout)
+    refused = refused_connection(side.dsn, timeout)
+    idle_ended = idle_connection_end(idle, timeout)
     during: list[object] = []
     try:
         for event in events:
@@ -208,37 +238,65 @@ def read_until(events: Iterator[object], *kinds: bytes) -> list[Any]:
     raise AssertionError(f"the stream ended before a {' or '.join(map(repr, kinds))} message")
 
 
-def _refused(dsn: str, timeout: float) -> dict[str, str | None]:
-    """The error a connection gets once the shutdown has begun (a connection made
-    before the server read its signal is let in: try again)."""
+def refused_connection(dsn: str, timeout: float) -> dict[str, str | None]:
+    """The error a new connection gets once a shutdown has begun (one made before the
+    server read its signal is let in, or let in and ended by it: try again);
+    ``{"closed": "no server"}`` if the server is gone (an immediate shutdown's may be
+    gone already, or still refusing for the few milliseconds it takes to end)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             ReplicationConnection.connect(dsn, timeout=timeout).close()
         except ServerError as err:
-            return _fields(err)
+            if err.get("C") != "57P01":
+                return error_fields(err)
+        except (ConnectionLostError, OSError):
+            return {"closed": "no server"}
         time.sleep(0.02)
     raise AssertionError("new connections were still let in")
 
 
-def _ended(idle: ReplicationConnection, timeout: float) -> dict[str, str | None]:
+def idle_connection_end(idle: ReplicationConnection, timeout: float) -> dict[str, str | None] | str:
     """The error the idle connection's next command gets once its walsender is told to
-    stop (PostgreSQL tells walsenders after the other backends have exited)."""
+    stop (PostgreSQL tells walsenders after the other backends have exited), or
+    ``"closed"`` if it was dropped without one."""
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             try:
                 idle.identify_system()
             except ServerError as err:
-                return _fields(err)
+                return error_fields(err)
+            except ConnectionLostError:
+                return "closed"
             time.sleep(0.02)
     finally:
         idle.close()
     raise AssertionError("the idle connection was not ended")
 
 
-def _fields(err: ServerError) -> dict[str, str | None]:
+def error_fields(err: ServerError) -> dict[str, str | None]:
+    """An ErrorResponse's fields two servers share: severity (both), SQLSTATE, message,
+    source file, line and routine."""
     return {code: err.get(code) for code in _FIELDS}
+
+
+def plain_events(events: Sequence[object]) -> list[Any]:
+    """A stream's events as two servers share them: messages without xids, LSNs and
+    times, its end, and the close; keepalives left out (how many, and where, is the
+    walsender's timing)."""
+    decoder = Decoder()
+    out: list[Any] = []
+    for event in events:
+        if isinstance(event, WalData):
+            out.append(plain_message(decoder.decode(event.payload)))
+        elif isinstance(event, StreamEnded):
+            out.append(f"StreamEnded(by_server={event.by_server})")
+        elif isinstance(event, CommandResult):
+            out.append(event.command_tag)
+        elif event == "closed":
+            out.append(event)
+    return out
 
 
 def observed(run: RestartRun) -> dict[str, Any]:
@@ -249,18 +307,7 @@ def observed(run: RestartRun) -> dict[str, Any]:
         "idle_ended": run.idle_ended,
         "before": [plain_message(decoder.decode(e.payload)) for e in run.before],
     }
-    during: list[Any] = []
-    for event in run.during:
-        if isinstance(event, WalData):
-            during.append(plain_message(decoder.decode(event.payload)))
-        elif isinstance(event, StreamEnded):
-            during.append(f"StreamEnded(by_server={event.by_server})")
-        elif isinstance(event, CommandResult):
-            during.append(event.command_tag)
-        elif event == "closed":
-            during.append(event)
-        # Keepalives: how many, and where, is the walsender's timing.
-    out["during"] = during
+    out["during"] = plain_events(run.during)
     # Once at least, then again after each of the three answers that fell short.
     out["asked_for_a_reply_again"] = (
         sum(isinstance(e, Keepalive) and e.reply_requested for e in run.during) >= 4
@@ -295,17 +342,12 @@ def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[Res
     (``conformance.provision.Cluster``: the restart ends every other connection)."""
     from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
 
-    table, publication, slot = names
-    ident = sql.Identifier(table)
+    _, publication, slot = names
     dsn = conninfo.make_conninfo(
         cluster.replication_dsn, options="-c logical_decoding_work_mem=64kB"
     )
     with cluster.connect() as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
-        conn.execute(
-            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
-        )
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        ident = create_story_objects(conn, names)
     opened: list[Any] = []
 
     def commit(rows: Sequence[Row]) -> None:

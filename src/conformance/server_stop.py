@@ -27,17 +27,21 @@ from typing import Any
 
 from codec.pgoutput import Decoder
 from conformance.live_observed import plain_message
-from conformance.live_sides import apply_rows
+from conformance.live_sides import apply_rows, create_story_objects
 from conformance.live_types import TRANSACTIONS, Row
 from conformance.serve_process import ServeProcess
-from conformance.server_restart import read_until
+from conformance.server_restart import (
+    begin_story,
+    error_fields,
+    idle_connection_end,
+    plain_events,
+    read_until,
+    refused_connection,
+)
 from pgwire_mock.client import (
-    CommandResult,
     ConnectionLostError,
     Keepalive,
-    ReplicationConnection,
     ServerError,
-    StreamEnded,
     WalData,
 )
 
@@ -57,7 +61,6 @@ MODES: Mapping[str, signal.Signals] = {
     "fast": signal.SIGINT,
     "immediate": signal.SIGQUIT,
 }
-_FIELDS = "SVCMFLR"  # severity (both), SQLSTATE, message, file, line, routine
 
 
 @dataclass
@@ -91,17 +94,12 @@ def run_stop_story(
 ) -> StopRun:
     """The story of the module docstring, on one side."""
     stream_options = {**options, "publication_names": side.publication}
-    idle = ReplicationConnection.connect(side.dsn, timeout=timeout)
-    consumer = ReplicationConnection.connect(side.dsn, timeout=timeout, auto_reply=False)
-    events = consumer.start_replication(side.slot, 0, stream_options)
-    side.commit(TRANSACTIONS[0])
-    before = read_until(events, b"C")
-    consumer.send_status(flush=before[-1].wal_start)
+    idle, consumer, events, before = begin_story(side, stream_options, timeout)
     if mode != "smart":  # read, not confirmed: the walsender waits for it
         side.commit(TRANSACTIONS[1])
         before += read_until(events, b"C")
     side.send_signal(MODES[mode])
-    refused = _refused(side.dsn, timeout)
+    refused = refused_connection(side.dsn, timeout)
     meanwhile: dict[str, Any] = {}
     if mode == "smart":
         meanwhile["idle_answers"] = idle.identify_system().dbname
@@ -114,7 +112,7 @@ def run_stop_story(
         session_end: dict[str, str | None] | str = "closed by the client"
     else:
         session_end = _session_end(side.session, timeout)
-    idle_end = _idle_end(idle, timeout)
+    idle_end = idle_connection_end(idle, timeout)
     during: list[object] = []
     try:
         for event in events:
@@ -130,9 +128,10 @@ def run_stop_story(
 
 
 def _fields(err: Any) -> dict[str, str | None]:
+    """:func:`error_fields` of our client's error or of psycopg's."""
     if isinstance(err, ServerError):
-        return {code: err.get(code) for code in _FIELDS}
-    diag = err.diag  # psycopg's
+        return error_fields(err)
+    diag = err.diag
     return {
         "S": diag.severity_nonlocalized or diag.severity,
         "V": diag.severity_nonlocalized,
@@ -142,24 +141,6 @@ def _fields(err: Any) -> dict[str, str | None]:
         "L": diag.source_line,
         "R": diag.source_function,
     }
-
-
-def _refused(dsn: str, timeout: float) -> dict[str, str | None]:
-    """The error a new connection gets once the signal has arrived (one made before
-    the server read it is let in: try again)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            ReplicationConnection.connect(dsn, timeout=timeout).close()
-        except ServerError as err:
-            if err.get("C") != "57P01":  # let in, then ended by the shutdown: again
-                return _fields(err)
-        except (ConnectionLostError, OSError):
-            # An immediate shutdown's server may be gone already, or still refusing
-            # (57P03) for the few milliseconds it takes to end its connections.
-            return {"closed": "no server"}
-        time.sleep(0.02)
-    raise AssertionError("new connections were still let in")
 
 
 def _session_end(session: Any, timeout: float) -> dict[str, str | None] | str:
@@ -182,36 +163,9 @@ def _session_end(session: Any, timeout: float) -> dict[str, str | None] | str:
     raise AssertionError("the regular session was not ended")
 
 
-def _idle_end(idle: ReplicationConnection, timeout: float) -> dict[str, str | None] | str:
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            try:
-                idle.identify_system()
-            except ServerError as err:
-                return _fields(err)
-            except ConnectionLostError:
-                return "closed"
-            time.sleep(0.02)
-    finally:
-        idle.close()
-    raise AssertionError("the idle connection was not ended")
-
-
 def observed(run: StopRun) -> dict[str, Any]:
     """What the clients of ``run`` can rely on, equal on any two conforming servers."""
     decoder = Decoder()
-    during: list[Any] = []
-    for event in run.during:
-        if isinstance(event, WalData):
-            during.append(plain_message(decoder.decode(event.payload)))
-        elif isinstance(event, StreamEnded):
-            during.append(f"StreamEnded(by_server={event.by_server})")
-        elif isinstance(event, CommandResult):
-            during.append(event.command_tag)
-        elif event == "closed":
-            during.append(event)
-        # Keepalives: how many, and where, is the walsender's timing.
     refused: Any = run.refused
     if run.mode == "immediate":  # gone, or refusing while it went (timing): the same
         refused = "not let in" if "closed" in refused or refused.get("C") == "57P03" else refused
@@ -221,7 +175,7 @@ def observed(run: StopRun) -> dict[str, Any]:
         "session_end": run.session_end,
         "idle_end": run.idle_end,
         "before": [plain_message(decoder.decode(e.payload)) for e in run.before],
-        "during": during,
+        "during": plain_events(run.during),
         "asked_for_a_reply": any(
             isinstance(e, Keepalive) and e.reply_requested for e in run.during
         ),
@@ -236,16 +190,9 @@ def observed(run: StopRun) -> dict[str, Any]:
 def real_stop_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[StopSide]:
     """The story's table, publication and slot on a cluster of its own
     (``conformance.provision.Cluster``), which the story stops."""
-    from psycopg import sql  # noqa: PLC0415 - a test-time dependency
-
-    table, publication, slot = names
-    ident = sql.Identifier(table)
+    _, publication, slot = names
     with cluster.connect() as conn:
-        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
-        conn.execute(
-            sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
-        )
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        ident = create_story_objects(conn, names)
     session = cluster.connect()
 
     def commit(rows: Sequence[Row]) -> None:
@@ -301,7 +248,7 @@ def fake_stop_side(major: int, names: tuple[str, str, str]) -> Iterator[StopSide
 
         try:
             yield StopSide(
-                served.dsn(replication=True),
+                served.dsn(replication="database"),
                 slot,
                 publication,
                 session,

@@ -8,10 +8,8 @@ real captured stream; the clients are the real programs: Debian's ``pg_recvlogic
 from __future__ import annotations
 
 import json
-import re
 import select
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 from psycopg2 import extras
 
 from codec.values import LSN
+from conformance.serve_process import ServeProcess
 from pgwire_mock.server import MAJORS
 
 GOLDEN = Path(__file__).parent.parent / "data" / "golden"
@@ -29,51 +28,10 @@ RECORDING = "streaming.v2-stream"
 PUBLICATION = "pgwm_streaming"
 
 
-class FakeServer:
+class FakeServer(ServeProcess):
     def __init__(self, major: int, recording: Path, *extra: str) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pgwire_mock.serve",
-                "--port",
-                "0",
-                "--pg-version",
-                str(major),
-                "--script",
-                str(recording),
-                *extra,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stderr is not None
-        self.log: list[str] = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-            if match:
-                self.port = int(match.group(1))
-                return
-        self.process.kill()
-        raise RuntimeError("fake server did not start: " + "".join(self.log))
-
-    def dsn(self, **params: str) -> str:
-        extra = " ".join(f"{k}={v}" for k, v in params.items())
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres {extra}"
-
-    def stop(self) -> str:
-        self.process.terminate()
-        try:
-            _, err = self.process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            _, err = self.process.communicate()
-        return "".join(self.log) + (err or "")
+        args = ["--pg-version", str(major), "--script", str(recording), *extra]
+        super().__init__(args, control=False)
 
 
 def recording(major: int) -> tuple[Path, list[tuple[int, bytes]]]:

@@ -13,21 +13,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from test_serve_control import SCRIPT
 
 from conformance.serve_process import ServeProcess
 from pgwire_mock.client import ConnectionLostError, ReplicationConnection, ServerError, WalData
-
-SCRIPT = """\
-format_version: 1
-server: {pg_version: 16}
-tables:
-  - name: public.t
-    columns: [{name: id, type: int4, key: true}, {name: v, type: text}]
-publications: [{name: pub, tables: [public.t]}]
-slots: [{name: s}]
-steps:
-  - transaction: [{insert: public.t, values: {id: 1, v: a}}]
-"""
 
 
 @pytest.fixture
@@ -45,7 +34,7 @@ def _refused(served: ServeProcess) -> str | None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            ReplicationConnection.connect(served.dsn(replication=True), timeout=5).close()
+            ReplicationConnection.connect(served.dsn(replication="database"), timeout=5).close()
         except ServerError as err:
             return err.get("C")
         time.sleep(0.02)
@@ -83,7 +72,7 @@ def test_a_fast_shutdown_waits_for_a_client_that_never_confirms_until_sigquit(
     served: ServeProcess,
 ) -> None:
     consumer = ReplicationConnection.connect(
-        served.dsn(replication=True), timeout=10, auto_reply=False
+        served.dsn(replication="database"), timeout=10, auto_reply=False
     )
     events = consumer.start_replication("s", 0, {"proto_version": "1", "publication_names": "pub"})
     assert any(isinstance(e, WalData) and e.payload[:1] == b"C" for e in events)
