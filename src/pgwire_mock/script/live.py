@@ -9,18 +9,35 @@ commit or rollback when it ends, so a consumer can stop and restart in the middl
 Every walsender streams the same compiled WAL, each from its own start point; one that
 reaches the end of what is written waits there
 (:class:`~pgwire_mock.script.events.EndOfWal`) until more is.
+
+A :attr:`LiveWal.journal` hears of every change as an operation that
+:meth:`LiveWal.replay` repeats on the same script to build the same WAL again (``serve``
+keeps them beside its state file, so that a server started again has the WAL the last
+one wrote).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from pgwire_mock.script.compile import Compiler
+from pgwire_mock.script.loader import step_from_dict, step_to_dict
 from pgwire_mock.script.model import Change, Script, Step, WaitFor
 from pgwire_mock.script.wal import CompiledScript, OpenTxn, RunningXacts, WMarker
 
 __all__ = ["LiveWal"]
+
+# What a journal records besides steps: LiveWal's methods that write records of their own.
+_RECORDS: Final = (
+    "release",
+    "abort_open",
+    "crash_open",
+    "checkpoint",
+    "log_running_xacts",
+    "online_checkpoint",
+)
 
 
 class LiveWal:
@@ -34,7 +51,33 @@ class LiveWal:
         self._compiler = Compiler.start(script)
         self.compiled: CompiledScript = self._compiler.compiled
         self.compiled.live = True
+        #: Told of every change to the WAL as a JSON-able operation (:meth:`replay`).
+        self.journal: Callable[[dict[str, Any]], None] | None = None
         self._write()
+
+    def replay(self, operations: Iterable[Mapping[str, Any]]) -> None:
+        """Do again, in order, what a journal was told (ScriptError for an operation
+        that does not fit this script: the journal was another script's)."""
+        journal, self.journal = self.journal, None
+        try:
+            for i, operation in enumerate(operations):
+                if "append" in operation:
+                    step = step_from_dict(operation["append"], f"journal[{i}]")
+                    self._compiler.append(step)
+                    self._write()
+                elif operation.get("do") in _RECORDS:
+                    getattr(self, operation["do"])()
+                # Anything else marks a moment (serve's clean stop): nothing written.
+        finally:
+            self.journal = journal
+
+    def _note(self, operation: dict[str, Any]) -> None:
+        if self.journal is not None:
+            self.journal(operation)
+
+    def _refuse_journaled(self) -> None:
+        if self.journal is not None:
+            raise RuntimeError("a journaled WAL takes open transactions as steps (begin, write)")
 
     @property
     def end_lsn(self) -> int:
@@ -60,6 +103,8 @@ class LiveWal:
         ones before it stay), write what no wait holds back; returns :attr:`end_lsn`."""
         for step in steps:
             self._compiler.append(step)
+            if self.journal is not None:
+                self.journal({"append": step_to_dict(step, self.compiled)})
         self._write()
         return self.end_lsn
 
@@ -67,7 +112,9 @@ class LiveWal:
         self, *, stream: str = "auto", origin: str | None = None, origin_lsn: int | None = None
     ) -> OpenTxn:
         """A transaction that stays open: :meth:`write` adds its changes, :meth:`finish`
-        ends it."""
+        ends it. (Not while journaled: a journal keeps steps, and ``begin`` steps open
+        transactions too.)"""
+        self._refuse_journaled()
         return self._compiler.begin(stream=stream, origin=origin, origin_lsn=origin_lsn)
 
     def write(self, txn: OpenTxn, changes: Sequence[Change]) -> int:
@@ -75,6 +122,7 @@ class LiveWal:
         ScriptError (and nothing written) for one that does not fit. While a wait_for
         step holds the WAL back, they are written when it is released, as what follows
         it is."""
+        self._refuse_journaled()
         self._compiler.write(txn, changes)
         return self.end_lsn
 
@@ -89,6 +137,7 @@ class LiveWal:
         """Commit, roll back or prepare (as ``prepare``) an open transaction; returns the
         end of the record that ends it (what a consumer confirms once it applied it), or
         the end of WAL if it wrote nothing."""
+        self._refuse_journaled()
         self._compiler.finish(txn, rollback=rollback, prepare=prepare, commit_time=commit_time)
         self._write()
         return txn.wtxn.end_lsn or self.end_lsn
@@ -97,16 +146,22 @@ class LiveWal:
         """Roll back every open transaction (a fast shutdown); returns how many."""
         aborted = self._compiler.abort_open()
         self._write()
+        if aborted:
+            self._note({"do": "abort_open"})
         return aborted
 
     def crash_open(self) -> int:
         """Leave every open transaction without an end (a crash); returns how many."""
-        return self._compiler.crash_open()
+        crashed = self._compiler.crash_open()
+        if crashed:
+            self._note({"do": "crash_open"})
+        return crashed
 
     def checkpoint(self) -> None:
         """Write a shutdown checkpoint's record at the end of WAL."""
         self._compiler.checkpoint()
         self._write()
+        self._note({"do": "checkpoint"})
 
     def log_running_xacts(self) -> RunningXacts | None:
         """Write a running-xacts record at the end of WAL; None (nothing written) while
@@ -115,6 +170,7 @@ class LiveWal:
             return None
         record = self._compiler.log_running_xacts()
         self._write()
+        self._note({"do": "log_running_xacts"})
         return record
 
     def online_checkpoint(self) -> RunningXacts | None:
@@ -124,6 +180,7 @@ class LiveWal:
             return None
         record = self._compiler.online_checkpoint()
         self._write()
+        self._note({"do": "online_checkpoint"})
         return record
 
     def release(self) -> None:
@@ -131,6 +188,7 @@ class LiveWal:
         if self.held is not None:
             self.compiled.available += 1
             self._write()
+            self._note({"do": "release"})
 
     def _write(self) -> None:
         compiled = self.compiled

@@ -53,7 +53,14 @@ from pgwire_mock.script.model import (
 from pgwire_mock.script.types import ColumnType, convert, is_plain, to_plain
 from pgwire_mock.script.wal import CompiledScript
 
-__all__ = ["dump_script", "load_script", "loads_script", "loads_steps"]
+__all__ = [
+    "dump_script",
+    "load_script",
+    "loads_script",
+    "loads_steps",
+    "step_from_dict",
+    "step_to_dict",
+]
 
 T = TypeVar("T")
 
@@ -113,6 +120,17 @@ def loads_steps(text: str, *, source: str = "<steps>") -> list[Step]:
         return [_step(step, f"steps[{i}]") for i, step in enumerate(raw)]
     except ScriptError as err:
         raise err.located(source) from None
+
+
+def step_from_dict(data: object, where: str = "step") -> Step:
+    """One step from its YAML/JSON form (what :func:`step_to_dict` gives)."""
+    return _step(data, where)
+
+
+def step_to_dict(step: Step, compiled: CompiledScript | None) -> dict[str, Any]:
+    """The YAML/JSON form of one step; ``compiled`` (the script it joins) gives the
+    column types of values the form cannot hold as they are."""
+    return _step_dict(step, _Plain(compiled))
 
 
 def _parse(text: str, source: str, json_only: bool) -> object:
