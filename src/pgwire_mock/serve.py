@@ -29,6 +29,7 @@ from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
 from pgwire_mock.server.sql_result import OID, CannedAnswer, Column
 from pgwire_mock.server.state import PublicationState, ServerState, SlotState
 from pgwire_mock.server.versions import MAJORS
+from pgwire_mock.server.wal_journal import JournalError, WalJournal, journal_path
 
 __all__ = ["add_serve_command", "build_server", "cmd_cert", "cmd_serve", "write_certificate"]
 
@@ -217,7 +218,8 @@ def add_serve_command(
         "--state-file",
         metavar="FILE",
         type=Path,
-        help="keep slots and publications in this JSON file",
+        help="keep slots and publications in this JSON file, and a served script's WAL "
+        "in FILE.wal, so that a server started again on it has both",
     )
     who = serve.add_argument_group("authentication and TLS")
     who.add_argument(
@@ -447,8 +449,11 @@ def _canned(path: Path) -> dict[str, CannedAnswer]:
     return answers
 
 
-def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, str]:
-    """Config, state and endpoint description from parsed options; raises ServeError."""
+def build_server(
+    args: argparse.Namespace,
+) -> tuple[SessionConfig, ServerState, str, WalJournal | None]:
+    """Config, state, endpoint description and the journal of a served script's WAL
+    (with --state-file) from parsed options; raises ServeError."""
     source: RecordingSource | ScriptSource | PhysicalRecording | None = None
     if args.script is not None:
         try:
@@ -485,6 +490,12 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
     except ValueError as err:
         raise ServeError(str(err)) from None
     fresh = args.state_file is None or not args.state_file.exists()
+    journal = None
+    if args.state_file is not None and isinstance(source, ScriptSource) and source.wal is not None:
+        try:
+            journal = WalJournal.open(journal_path(args.state_file), source.wal, fresh=fresh)
+        except (JournalError, OSError) as err:
+            raise ServeError(f"--state-file {args.state_file}: {err}") from None
     state.declare_databases(args.database)
     if args.database:
         state.database = args.database[0]
@@ -518,7 +529,12 @@ def build_server(args: argparse.Namespace) -> tuple[SessionConfig, ServerState, 
         faults=tuple(getattr(args, "fault", ())),
     )
     endpoint = args.listen or f"tcp:{args.port}:interface={args.host}"
-    return config, state, endpoint
+    if fresh and journal is not None:
+        try:
+            state.save_now()  # the state file and its journal are one server's from now on
+        except OSError as err:
+            raise ServeError(f"--state-file {args.state_file}: {err.strerror}") from None
+    return config, state, endpoint, journal
 
 
 def _log(line: str) -> None:
@@ -528,7 +544,7 @@ def _log(line: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        config, state, endpoint = build_server(args)
+        config, state, endpoint, journal = build_server(args)
     except ServeError as err:
         print(f"pgwire-mock serve: {err}", file=sys.stderr)
         return 1
@@ -622,9 +638,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     for index, (pending, _, _) in enumerate(listeners):
         pending.addCallbacks(partial(settled, index, True), partial(settled, index, False))
-    reactor.callWhenRunning(_stop_on_signals, reactor, factory, stop)
+
+    def stopped(clean: bool) -> None:
+        if clean and factory.wal_writer is not None:
+            factory.wal_writer.checkpoint()  # the shutdown checkpoint's record
+        if clean and journal is not None:
+            journal.stopped()
+        _log("database system is shut down")
+        stop()
+
+    reactor.callWhenRunning(_stop_on_signals, reactor, factory, stopped)
     reactor.run()
     state.save_now()
+    if journal is not None:
+        if status["code"]:  # it never listened: nothing to recover from next time
+            journal.stopped()
+        journal.close()
     return status["code"]
 
 
@@ -636,10 +665,11 @@ _SHUTDOWN_SIGNALS: Final = {
 }
 
 
-def _stop_on_signals(reactor: Any, factory: Any, stop: Callable[[], None]) -> None:
+def _stop_on_signals(reactor: Any, factory: Any, stopped: Callable[[bool], None]) -> None:
     """Replace the reactor's own SIGTERM and SIGINT handlers (which stop it at once,
-    dropping every connection as a crash does) with PostgreSQL's shutdown modes; the
-    process ends once every connection has."""
+    dropping every connection as a crash does) with PostgreSQL's shutdown modes;
+    ``stopped`` hears, once every connection has ended, whether the server stopped
+    cleanly (smart or fast: not immediate)."""
 
     def requested(mode: str) -> None:
         _log(f"received {mode} shutdown request")
@@ -655,11 +685,7 @@ def _stop_on_signals(reactor: Any, factory: Any, stop: Callable[[], None]) -> No
             )
         factory.stop(mode)
 
-    def stopped(_: object) -> None:
-        _log("database system is shut down")
-        stop()
-
-    factory.stop_deferred.addCallback(stopped)
+    factory.stop_deferred.addCallback(lambda _: stopped(factory.stop_mode != "immediate"))
     for signum, mode in _SHUTDOWN_SIGNALS.items():
         # A signal handler may only hand over to the reactor's thread.
         signal.signal(signum, lambda *_, mode=mode: reactor.callFromThread(requested, mode))

@@ -578,6 +578,11 @@ class WalSenderFactory(Factory):
             self._wait_stopped()
         return self.stop_deferred
 
+    @property
+    def stop_mode(self) -> str | None:
+        """The mode of the shutdown :meth:`stop` began (None before one)."""
+        return self._stop_mode
+
     def _wait_stopped(self) -> None:
         if self._stop_mode == "smart" and not self.state.regular_backends:
             self._stop_mode = "fast"
