@@ -27,7 +27,7 @@ from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
 from pgwire_mock.server.sql_result import OID, CannedAnswer, Column
-from pgwire_mock.server.state import PublicationState, ServerState, SlotState
+from pgwire_mock.server.state import SLOT_SAVES, PublicationState, ServerState, SlotState
 from pgwire_mock.server.versions import MAJORS
 from pgwire_mock.server.wal_journal import JournalError, WalJournal, journal_path
 
@@ -220,6 +220,15 @@ def add_serve_command(
         type=Path,
         help="keep slots and publications in this JSON file, and a served script's WAL "
         "in FILE.wal, so that a server started again on it has both",
+    )
+    what.add_argument(
+        "--slot-saves",
+        choices=SLOT_SAVES,
+        default=SLOT_SAVES[0],
+        help="what --state-file keeps of a logical slot: every confirmation (the default), "
+        "or what PostgreSQL's slot file holds: the positions of the last running-xacts "
+        "record the client confirmed, and on 17+ the confirmed_flush of a clean stop; a "
+        "server started again then sends again what PostgreSQL's would",
     )
     who = serve.add_argument_group("authentication and TLS")
     who.add_argument(
@@ -489,6 +498,7 @@ def build_server(
         state = ServerState.load(args.state_file) if args.state_file else ServerState()
     except ValueError as err:
         raise ServeError(str(err)) from None
+    state.slot_saves = args.slot_saves
     fresh = args.state_file is None or not args.state_file.exists()
     journal = None
     if args.state_file is not None and isinstance(source, ScriptSource) and source.wal is not None:
@@ -640,8 +650,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pending.addCallbacks(partial(settled, index, True), partial(settled, index, False))
 
     def stopped(clean: bool) -> None:
+        if clean:  # the shutdown checkpoint: its record, and the slots it saves
+            state.shutdown_checkpoint(saves_confirmed=config.major >= 17)
         if clean and factory.wal_writer is not None:
-            factory.wal_writer.checkpoint()  # the shutdown checkpoint's record
+            factory.wal_writer.checkpoint()
         if clean and journal is not None:
             journal.stopped()
         _log("database system is shut down")

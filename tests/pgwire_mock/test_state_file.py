@@ -125,3 +125,33 @@ def test_serve_refuses_a_state_file_in_a_missing_directory(tmp_path: Path) -> No
     assert result.stderr.splitlines() == [
         f"pgwire-mock serve: --state-file {missing}: directory {missing.parent} does not exist"
     ]
+
+
+@pytest.mark.parametrize(
+    ("slot_saves", "saves_confirmed", "kept"),
+    [
+        ("every-confirmation", False, (0x1600000, 0x1500000)),
+        ("postgresql", False, (0x1500100, 0x1500000)),  # 14-16, or a crash
+        ("postgresql", True, (0x1600000, 0x1500000)),  # 17+ at a clean stop
+    ],
+)
+def test_slot_saves_postgresql_keeps_what_postgresqls_slot_file_holds(
+    tmp_path: Path, slot_saves: str, saves_confirmed: bool, kept: tuple[int, int]
+) -> None:
+    """A confirmation that reaches no running-xacts record moves confirmed_flush in
+    memory only: with ``postgresql`` the file keeps the slot's last save, unless a 17+
+    clean shutdown's checkpoint writes memory (the restart differential against real
+    14-18: tests/conformance/test_serve_restart_postgres.py)."""
+    path = tmp_path / "state.json"
+    state = ServerState.load(path)
+    state.slot_saves = slot_saves
+    state.wal_lsn = 0x1500000
+    state.create_slot("s", "pgoutput")
+    state.confirm("s", 0x1500100)
+    state.running_xacts("s", 0x1500100, None, 700)  # a record reached: saved there
+    state.confirm("s", 0x1600000)  # in memory only
+    if saves_confirmed:
+        state.shutdown_checkpoint(saves_confirmed=True)
+    state.save_now()
+    slot = ServerState.load(path).slots["s"]
+    assert (slot.confirmed_flush, slot.restart_lsn) == kept

@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_DATABASES",
     "DEFAULT_SYSTEM_IDENTIFIER",
     "INVALIDATION_CAUSES",
+    "SLOT_SAVES",
     "PublicationState",
     "ServerState",
     "SlotActiveError",
@@ -190,6 +191,9 @@ class PublicationState:
 
 # SlotState fields the state file leaves out: the session's, and positions that live
 # only until the server restarts.
+SLOT_SAVES: Final = ("every-confirmation", "postgresql")
+"""What a state file may keep of a logical slot (``ServerState.slot_saves``)."""
+
 _NOT_SAVED: Final = (
     "active_pid",
     "owner_pid",
@@ -245,6 +249,10 @@ class ServerState:
     never saved."""
     clock: Callable[[], float] = field(default=time.time, repr=False)
     """Wall-clock time (Unix seconds) for timestamps the catalogs show."""
+    slot_saves: str = field(default="every-confirmation", repr=False)
+    """What the state file keeps of a logical slot (:data:`SLOT_SAVES`): every
+    confirmation, or ``postgresql``: what PostgreSQL's slot file holds
+    (:attr:`SlotState.saved_position` while there is one). Not saved itself."""
     shutting_down: bool = field(default=False, repr=False)
     """A shutdown (fast or immediate) is under way: new connections get 57P03; never
     saved."""
@@ -539,6 +547,14 @@ class ServerState:
             del self.slots[name]
         return names
 
+    def shutdown_checkpoint(self, *, saves_confirmed: bool) -> None:
+        """A clean shutdown's checkpoint: on 17+ (``saves_confirmed``) it writes every
+        logical slot whose confirmed_flush moved (CheckPointReplicationSlots with
+        is_shutdown); 14-16 write only slots a running-xacts record already saved."""
+        if saves_confirmed:
+            for slot in self.slots.values():
+                slot.saved_position = None
+
     def restarted(self, *, saved_at_shutdown: bool) -> None:
         """The server starts again. ``saved_at_shutdown`` (a clean shutdown of 17+): the
         shutdown checkpoint wrote every slot as it was in memory; otherwise (14-16, or
@@ -593,10 +609,7 @@ class ServerState:
             "slots": [
                 {
                     **{k: v for k, v in asdict(s).items() if k not in _NOT_SAVED},
-                    # What is on disk: the lagging position while a crash is pending.
-                    "confirmed_flush": (
-                        s.confirmed_flush if s.persisted_flush is None else s.persisted_flush
-                    ),
+                    **self._on_disk(s),
                 }
                 for s in self.slots.values()
                 if not s.temporary
@@ -605,6 +618,17 @@ class ServerState:
                 {**asdict(p), "tables": list(p.tables)} for p in self.publications.values()
             ],
         }
+
+    def _on_disk(self, slot: SlotState) -> dict[str, int]:
+        """The positions the state file keeps of ``slot``: PostgreSQL's slot file's
+        with ``slot_saves`` postgresql; else the lagging confirmed_flush while a
+        ``redeliver`` crash is pending, or memory's."""
+        if self.slot_saves == "postgresql" and slot.saved_position is not None:
+            confirmed_flush, restart_lsn = slot.saved_position
+            return {"confirmed_flush": confirmed_flush, "restart_lsn": restart_lsn}
+        if slot.persisted_flush is not None:
+            return {"confirmed_flush": slot.persisted_flush}
+        return {}
 
     def coalesce_saves(
         self,
