@@ -19,6 +19,8 @@ __all__ = [
     "FakeOpenTransaction",
     "RealOpenTransaction",
     "apply_rows",
+    "create_story_objects",
+    "drop_slot",
     "fake_side",
     "fake_story_server",
     "new_names",
@@ -123,7 +125,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                 "SELECT gid FROM pg_prepared_xacts WHERE gid = %s", (f"{slot}_gid",)
             ).fetchall():
                 conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
-            _drop_slot(conn, slot)
+            drop_slot(conn, slot)
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
 
@@ -193,7 +195,8 @@ class FakeOpenTransaction:
         self.txn.prepare(gid)
 
 
-def _drop_slot(conn: Any, slot: str) -> None:
+def drop_slot(conn: Any, slot: str) -> None:
+    """Drop ``slot``, waiting (up to 10 s) for a walsender that still holds it to exit."""
     deadline = time.monotonic() + 10
     while True:
         try:

@@ -35,6 +35,7 @@ from conformance.live_sides import (
     RealOpenTransaction,
     apply_rows,
     create_story_objects,
+    drop_slot,
     fake_story_server,
 )
 from conformance.live_types import (
@@ -412,7 +413,7 @@ def real_restart_side(cluster: Any, names: tuple[str, str, str]) -> Iterator[Res
         for conn in opened:
             conn.close()
         with cluster.connect() as conn:
-            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            drop_slot(conn, slot)  # the last consumer's walsender may still hold it
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
 

@@ -15,7 +15,6 @@ one drops every connection. The server process exits (status 0 on 14-18, each mo
 
 from __future__ import annotations
 
-import json
 import signal
 import tempfile
 import time
@@ -30,6 +29,7 @@ from conformance.live_observed import plain_message
 from conformance.live_sides import apply_rows, create_story_objects
 from conformance.live_types import TRANSACTIONS, Row
 from conformance.serve_process import ServeProcess
+from conformance.serve_sides import row_steps, write_script
 from conformance.server_restart import (
     begin_story,
     error_fields,
@@ -220,30 +220,14 @@ def fake_stop_side(major: int, names: tuple[str, str, str]) -> Iterator[StopSide
     written over its control interface."""
     import psycopg  # noqa: PLC0415 - a test-time dependency
 
-    from pgwire_mock.script import Script, column, dump_script  # noqa: PLC0415
-
     table, publication, slot = names
-    name = f"public.{table}"
-    script = (
-        Script(pg_version=major)
-        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
-        .publication(publication, tables=[name])
-        .slot(slot)
-    )
-    changes: dict[str, Callable[[int, str], dict[str, Any]]] = {
-        "insert": lambda key, value: {"insert": name, "values": {"id": key, "v": value}},
-        "update": lambda key, value: {"update": name, "values": {"id": key, "v": value}},
-        "delete": lambda key, _value: {"delete": name, "key": {"id": key}},
-    }
     with tempfile.TemporaryDirectory(prefix="pgwire-mock-stop-") as directory:
-        path = Path(directory) / "script.yaml"
-        path.write_text(dump_script(script))
-        served = ServeProcess(["--script", str(path), "--new-slots", "end-of-wal"])
+        script = write_script(Path(directory), major, names)
+        served = ServeProcess(["--script", str(script), "--new-slots", "end-of-wal"])
         session = psycopg.connect(served.dsn(), autocommit=True)
 
         def commit(rows: Sequence[Row]) -> None:
-            step = [{"transaction": [changes[kind](key, value) for kind, key, value in rows]}]
-            status, answer = served.request("POST", "/wal", json.dumps(step))
+            status, answer = served.request("POST", "/wal", row_steps(table, rows))
             assert status == 200, answer
 
         try:
