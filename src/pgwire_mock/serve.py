@@ -51,9 +51,9 @@ replayed byte for byte, so a client asking for another proto_version or binary t
 recording was made with is refused (0A000), as the Python API refuses it; scripts
 (.yaml/.yml/.json) are encoded for each client's pgoutput options. Slots created by
 clients start where the source's WAL starts, so a new slot sees the whole stream;
-confirmed positions persist with --state-file (every confirmation: PostgreSQL keeps
-what its last running-xacts record saved, docs/clients.md), and a restarted server
-resumes from them.
+--state-file keeps the slots (every confirmation; with --slot-saves postgresql what
+PostgreSQL's slot file holds) and a served script's WAL, and a server started again on
+it resumes from them (docs/clients.md).
 
 Signals stop it as they stop PostgreSQL's postmaster: SIGTERM a smart shutdown (new
 connections refused, the rest goes on until the last regular session ends), SIGINT
@@ -494,18 +494,18 @@ def build_server(
         raise ServeError(
             f"--state-file {args.state_file}: directory {args.state_file.parent} does not exist"
         )
+    fresh = args.state_file is None or not args.state_file.exists()
+    journal = None
+    if args.state_file is not None and isinstance(source, ScriptSource) and source.wal is not None:
+        try:  # first: its lock keeps a second server off the state file too
+            journal = WalJournal.open(journal_path(args.state_file), source.wal, fresh=fresh)
+        except (JournalError, OSError) as err:
+            raise ServeError(f"--state-file {args.state_file}: {err}") from None
     try:
         state = ServerState.load(args.state_file) if args.state_file else ServerState()
     except ValueError as err:
         raise ServeError(str(err)) from None
     state.slot_saves = args.slot_saves
-    fresh = args.state_file is None or not args.state_file.exists()
-    journal = None
-    if args.state_file is not None and isinstance(source, ScriptSource) and source.wal is not None:
-        try:
-            journal = WalJournal.open(journal_path(args.state_file), source.wal, fresh=fresh)
-        except (JournalError, OSError) as err:
-            raise ServeError(f"--state-file {args.state_file}: {err}") from None
     state.declare_databases(args.database)
     if args.database:
         state.database = args.database[0]

@@ -142,6 +142,25 @@ def test_another_scripts_journal_is_refused_in_one_line(files: tuple[Path, Path]
     assert "written for another script" in result.stderr
 
 
+def test_a_second_server_on_the_same_state_file_is_refused_in_one_line(
+    files: tuple[Path, Path],
+) -> None:
+    served = _serve(files)
+    script, state = files
+    serve = [sys.executable, "-m", "pgwire_mock.serve", "--port", "0", "--script", str(script)]
+    result = subprocess.run(
+        [*serve, "--state-file", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    served.stop()
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "in use by another pgwire-mock serve" in result.stderr
+
+
 def test_a_new_state_file_starts_a_new_journal_and_a_torn_last_line_is_dropped(
     files: tuple[Path, Path],
 ) -> None:

@@ -16,6 +16,7 @@ end-of-recovery checkpoint follows, as after PostgreSQL's crash recovery.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -59,16 +60,27 @@ class WalJournal:
         file is new, so a journal beside it is no one's), then keep what ``wal`` writes
         from now on. JournalError for another script's journal, or not a journal."""
         fingerprint = _fingerprint(wal)  # before anything is appended to the script
+        file = path.open("a+", encoding="utf-8")
+        try:
+            # One server per journal, as postmaster.pid keeps a second postmaster out.
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.close()
+            raise JournalError(f"{path}: in use by another pgwire-mock serve") from None
+        journal = cls(path, file)
         operations: list[dict[str, Any]] | None = None
-        if not fresh and path.exists() and path.stat().st_size:
-            operations = _read(path, fingerprint)
-            try:
+        try:
+            if not fresh and path.stat().st_size:
+                operations = _read(path, fingerprint)
                 wal.replay(operations)
-            except ScriptError as err:
-                raise JournalError(f"{path}: does not replay on this script: {err}") from None
-        journal = cls(path, path.open("a" if operations is not None else "w", encoding="utf-8"))
-        if operations is None:
-            journal._write({"journal": _FORMAT, "script": fingerprint})
+            else:
+                file.truncate(0)
+                journal._write({"journal": _FORMAT, "script": fingerprint})
+        except (JournalError, ScriptError) as err:
+            file.close()
+            if isinstance(err, JournalError):
+                raise
+            raise JournalError(f"{path}: does not replay on this script: {err}") from None
         wal.journal = journal._write
         if operations is not None and operations[-1:] != [_STOPPED]:
             # The last server did not stop cleanly: recovery leaves its open
