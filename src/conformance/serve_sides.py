@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -114,16 +115,28 @@ class _OpenTransaction:
 
 @contextmanager
 def serve_restart_side(
-    major: int, names: tuple[str, str, str], directory: Path, *extra: str
+    major: int, names: tuple[str, str, str], *extra: str
 ) -> Iterator[RestartSide]:
     """A ``serve`` process emulating ``major`` with the story's script and a state file
-    in ``directory`` (``extra``: more of its options); stopped by its signals and
-    started again as a new process."""
+    kept as PostgreSQL keeps its disk (``--slot-saves postgresql``; ``extra``: more of
+    its options); stopped by its signals and started again as a new process, which has
+    only what the state file and the WAL journal kept."""
+    with (
+        tempfile.TemporaryDirectory(prefix="pgwire-mock-serve-") as directory,
+        _serve_restart_side(major, names, Path(directory), extra) as side,
+    ):
+        yield side
+
+
+@contextmanager
+def _serve_restart_side(
+    major: int, names: tuple[str, str, str], directory: Path, extra: Sequence[str]
+) -> Iterator[RestartSide]:
     table, publication, slot = names
     script = write_script(directory, major, names)
-    server = ServedServer(
-        ["--script", str(script), "--state-file", str(directory / "state.json"), *extra]
-    )
+    state = directory / "state.json"
+    saves = ["--state-file", str(state), "--slot-saves", "postgresql"]
+    server = ServedServer(["--script", str(script), *saves, *extra])
     opened = iter(range(1, 1_000_000))
 
     def slot_positions() -> tuple[int, int]:

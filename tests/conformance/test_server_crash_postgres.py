@@ -1,6 +1,8 @@
 """A server crashed under a streaming consumer (conformance.server_crash): real
 PostgreSQL 14-18 stopped with SIGQUIT and started again, the fake with
-``WalSender.restart(immediate=True)``; what the consumer sees must be the same."""
+``WalSender.restart(immediate=True)`` and a ``serve`` process stopped with SIGQUIT and
+started again on its state file and WAL journal; what the consumer sees must be the
+same."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 
 from conformance import provision
 from conformance.live import new_names
+from conformance.serve_sides import serve_restart_side
 from conformance.server_crash import observed, run_crash_story
 from conformance.server_restart import fake_restart_side, real_restart_side
 
@@ -28,6 +31,8 @@ def test_a_crash_under_a_consumer_is_the_same_on_postgres_and_on_the_fake(
         real = observed(run_crash_story(side, options))
     with fake_restart_side(own_cluster.version, names) as side:
         fake = observed(run_crash_story(side, options))
+    with serve_restart_side(own_cluster.version, names) as side:
+        served = observed(run_crash_story(side, options))
     # What PostgreSQL does, checked here so that the comparison cannot pass vacuously.
     assert real["during"] == ["closed"], real
     assert real["confirmed_flush_before_the_first_commit"], real
@@ -37,3 +42,4 @@ def test_a_crash_under_a_consumer_is_the_same_on_postgres_and_on_the_fake(
     assert ("StreamStart" in kinds) == bool(streamed_again), kinds
     assert "StreamAbort" not in kinds, kinds
     assert fake == real
+    assert served == real  # a serve process killed with SIGQUIT and started again

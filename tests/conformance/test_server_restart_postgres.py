@@ -1,6 +1,8 @@
 """A fast restart of the server under a streaming consumer (conformance.server_restart):
-real PostgreSQL 14-18 restarted with SIGINT, the fake with ``WalSender.restart``; what the
-consumer, a connection refused meanwhile and an idle connection see must be the same."""
+real PostgreSQL 14-18 restarted with SIGINT, the fake with ``WalSender.restart`` and a
+``serve`` process stopped with SIGINT and started again on its state file and WAL journal
+(conformance.serve_sides); what the consumer, a connection refused meanwhile and an idle
+connection see must be the same."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 
 from conformance import live, provision
 from conformance.live import new_names
+from conformance.serve_sides import serve_restart_side
 from conformance.server_restart import (
     fake_restart_side,
     observed,
@@ -42,6 +45,8 @@ def _restart_compared(cluster: provision.Cluster, options: Mapping[str, str]) ->
         real = observed(run_restart_story(side, options))
     with fake_restart_side(cluster.version, names) as side:
         fake = observed(run_restart_story(side, options))
+    with serve_restart_side(cluster.version, names) as side:
+        served = observed(run_restart_story(side, options))
     # What PostgreSQL does, checked here so that the comparison cannot pass vacuously.
     assert real["refused"]["C"] == "57P03", real
     assert real["idle_ended"]["C"] == "57P01", real
@@ -55,6 +60,7 @@ def _restart_compared(cluster: provision.Cluster, options: Mapping[str, str]) ->
     streamed = bool(options.get("streaming"))
     assert [m["type"] for m in real["during"][:-3]] == (["StreamAbort"] if streamed else [])
     assert fake == real, options
+    assert served == real, options  # a serve process stopped and started again
 
 
 @pytest.mark.parametrize("options", [o for _, o in OPTION_SETS[:2]], ids=["proto1", "streaming"])
@@ -69,8 +75,11 @@ def test_a_psycopg2_consumer_across_a_fast_restart_is_the_same_on_postgres_and_o
         real_run, real_end = run_psycopg2_story(side, options)
     with fake_restart_side(own_cluster.version, names) as side:
         fake_run, fake_end = run_psycopg2_story(side, options)
+    with serve_restart_side(own_cluster.version, names) as side:
+        served_run, served_end = run_psycopg2_story(side, options)
     real, fake = live.observed(real_run), live.observed(fake_run)
     assert real_end.startswith("DatabaseError None"), real_end
     again = [m["type"] for m in real["after_restart"]["messages"]].count("Commit")
     assert again == (1 if own_cluster.version >= 17 else 3), real
     assert (fake_end, fake) == (real_end, real)
+    assert (served_end, live.observed(served_run)) == (real_end, real)

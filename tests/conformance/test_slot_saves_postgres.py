@@ -13,6 +13,7 @@ from codec.values import LSN
 from conformance import provision
 from conformance.live import new_names
 from conformance.live_sides import fake_story_server
+from conformance.serve_sides import serve_restart_side
 from conformance.server_restart import fake_restart_side, real_restart_side
 from conformance.slot_saves import observed, run_saves_story
 
@@ -37,6 +38,8 @@ def test_slots_move_and_are_saved_at_running_xacts_records_on_postgres_and_on_th
             real = observed(run_saves_story(side, options, crash=crash))
         with fake_restart_side(major, names) as side:
             fake = observed(run_saves_story(side, options, crash=crash))
+        with serve_restart_side(major, names) as side:
+            served = observed(run_saves_story(side, options, crash=crash))
         # What PostgreSQL does, checked here so that the comparison cannot pass vacuously.
         slot = real["slot"]
         assert slot["2_commit_confirmed"] == ["c1", "r1"], real
@@ -51,6 +54,7 @@ def test_slots_move_and_are_saved_at_running_xacts_records_on_postgres_and_on_th
         assert real["records_follow_commits"] == [True, True], real
         assert real["record_sizes"] == [56 if major >= 16 else 176] * 3, real
         assert fake == real, (options, crash)
+        assert served == real, (options, crash)  # a serve process, started again
 
 
 def test_checkpoint_and_a_standby_snapshot_are_the_same_sql_on_postgres_and_on_the_fake(

@@ -141,7 +141,8 @@ def test_slot_saves_postgresql_keeps_what_postgresqls_slot_file_holds(
     """A confirmation that reaches no running-xacts record moves confirmed_flush in
     memory only: with ``postgresql`` the file keeps the slot's last save, unless a 17+
     clean shutdown's checkpoint writes memory (the restart differential against real
-    14-18: tests/conformance/test_serve_restart_postgres.py)."""
+    14-18: tests/conformance/test_server_restart_postgres.py and the crash and slot-save
+    stories)."""
     path = tmp_path / "state.json"
     state = ServerState.load(path)
     state.slot_saves = slot_saves
