@@ -25,6 +25,7 @@ __all__ = [
     "fake_story_server",
     "new_names",
     "real_side",
+    "story_script",
 ]
 
 
@@ -208,23 +209,32 @@ def drop_slot(conn: Any, slot: str) -> None:
             time.sleep(0.1)
 
 
-def fake_story_server(
-    major: int, names: tuple[str, str, str]
-) -> tuple[Any, Callable[[Sequence[Row]], list[Any]]]:
-    """The fake emulating ``major``, serving a script with the story's table (id int4
-    key, v text), publication and slot, started (``stop()`` it); and what turns rows
-    into the script's changes."""
-    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
+def story_script(major: int, names: tuple[str, str, str]) -> Any:
+    """The script of a fake emulating ``major`` for a story: its table (id int4 key, v
+    text), publication and slot, and the least logical_decoding_work_mem, so that the
+    big transaction streams in blocks as on the real side (``real_side``)."""
+    from pgwire_mock.script import Script, column  # noqa: PLC0415
 
     table, publication, slot = names
     name = f"public.{table}"
-    script = (
+    return (
         Script(pg_version=major, logical_decoding_work_mem=64)
         .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
         .publication(publication, tables=[name])
         .slot(slot)
     )
+
+
+def fake_story_server(
+    major: int, names: tuple[str, str, str]
+) -> tuple[Any, Callable[[Sequence[Row]], list[Any]]]:
+    """The fake emulating ``major``, serving the story's script (:func:`story_script`),
+    started (``stop()`` it); and what turns rows into the script's changes."""
+    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
+    from pgwire_mock.script import delete, insert, update  # noqa: PLC0415
+
+    name = f"public.{names[0]}"
+    script = story_script(major, names)
     # PostgreSQL's rule for where a new slot starts (a story creates one).
     server = start_walsender(script, new_slots="end_of_wal")
     makers: dict[str, Callable[[int, str], Any]] = {

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from codec.values import LSN
+from conformance.live_sides import story_script
 from conformance.live_types import Row
 from conformance.serve_process import ServeProcess
 from conformance.server_restart import RestartSide
@@ -23,20 +24,12 @@ __all__ = ["ServedServer", "row_changes", "row_steps", "serve_restart_side", "wr
 
 
 def write_script(directory: Path, major: int, names: tuple[str, str, str]) -> Path:
-    """The story's script (its table, id int4 key and v text, publication and slot) as
-    a file in ``directory``."""
-    from pgwire_mock.script import Script, column, dump_script  # noqa: PLC0415
+    """The story's script (conformance.live_sides.story_script) as a file in
+    ``directory``."""
+    from pgwire_mock.script import dump_script  # noqa: PLC0415
 
-    table, publication, slot = names
-    name = f"public.{table}"
-    script = (
-        Script(pg_version=major, logical_decoding_work_mem=64)
-        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
-        .publication(publication, tables=[name])
-        .slot(slot)
-    )
     path = directory / "script.yaml"
-    path.write_text(dump_script(script))
+    path.write_text(dump_script(story_script(major, names)))
     return path
 
 

@@ -125,10 +125,9 @@ def test_after_a_kill_open_transactions_never_end_and_recovery_writes_a_checkpoi
     ]
 
 
-def test_another_scripts_journal_is_refused_in_one_line(files: tuple[Path, Path]) -> None:
-    _serve(files).stop()
+def _refused_start(files: tuple[Path, Path]) -> str:
+    """The one line a serve on these files that cannot start prints (exit status 1)."""
     script, state = files
-    script.write_text(SCRIPT.replace("{id: 1, v: a}", "{id: 1, v: b}"))
     serve = [sys.executable, "-m", "pgwire_mock.serve", "--port", "0", "--script", str(script)]
     result = subprocess.run(
         [*serve, "--state-file", str(state)],
@@ -139,26 +138,22 @@ def test_another_scripts_journal_is_refused_in_one_line(files: tuple[Path, Path]
     )
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1, result.stderr
-    assert "written for another script" in result.stderr
+    return result.stderr
+
+
+def test_another_scripts_journal_is_refused_in_one_line(files: tuple[Path, Path]) -> None:
+    _serve(files).stop()
+    files[0].write_text(SCRIPT.replace("{id: 1, v: a}", "{id: 1, v: b}"))
+    assert "written for another script" in _refused_start(files)
 
 
 def test_a_second_server_on_the_same_state_file_is_refused_in_one_line(
     files: tuple[Path, Path],
 ) -> None:
     served = _serve(files)
-    script, state = files
-    serve = [sys.executable, "-m", "pgwire_mock.serve", "--port", "0", "--script", str(script)]
-    result = subprocess.run(
-        [*serve, "--state-file", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    line = _refused_start(files)
     served.stop()
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert "in use by another pgwire-mock serve" in result.stderr
+    assert "in use by another pgwire-mock serve" in line
 
 
 def test_a_new_state_file_starts_a_new_journal_and_a_torn_last_line_is_dropped(
