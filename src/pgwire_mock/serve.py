@@ -659,6 +659,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _log("database system is shut down")
         stop()
 
+    def panic(reason: str) -> None:
+        _log(f"PANIC: {reason}; stopping at once")
+        status["code"] = 1
+        reactor.callLater(0, factory.stop, "immediate")
+
+    if journal is not None:
+        journal.on_failure = panic
     reactor.callWhenRunning(_stop_on_signals, reactor, factory, stopped)
     reactor.run()
     state.save_now()

@@ -5,7 +5,9 @@ after a kill its open transactions never end and a recovery checkpoint follows."
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from conformance.serve_process import ServeProcess
 from pgwire_mock.client import ReplicationConnection, WalData
 from pgwire_mock.script import Script, column, insert, loads_steps
 from pgwire_mock.script.live import LiveWal
-from pgwire_mock.server.wal_journal import journal_path
+from pgwire_mock.server.wal_journal import WalJournal, journal_path
 
 OPTIONS = {"proto_version": "1", "publication_names": "pub"}
 CHECKPOINT = 120  # a shutdown or end-of-recovery checkpoint's record, 14-18
@@ -211,3 +213,33 @@ def _shape(wal: LiveWal) -> list[tuple[str, object, object]]:
         for i in compiled.wal
     ]
     return [*items, ("end", wal.end_lsn, compiled.available)]
+
+
+def test_a_journal_that_cannot_write_says_so_once_and_writes_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full: the server is told once (serve logs a PANIC and stops at once, as
+    PostgreSQL cannot go on without its WAL) and the journal takes nothing more, so a
+    server started again never replays a WAL with a change missing in its middle."""
+    script = (
+        Script(pg_version=16)
+        .table("public.t", columns=[column("id", "int4", key=True)])
+        .publication("pub", tables=["public.t"])
+    )
+    wal = LiveWal(script)
+    path = tmp_path / "state.json.wal"
+    journal = WalJournal.open(path, wal, fresh=True)
+    failures: list[str] = []
+    journal.on_failure = failures.append
+
+    def full(_fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    wal.append(loads_steps("{transaction: [{insert: public.t, values: {id: 1}}]}"))
+    wal.log_running_xacts()
+    monkeypatch.undo()
+    wal.log_running_xacts()
+    journal.close()
+    assert failures == [f"could not write to the WAL journal {path}: No space left on device"]
+    assert len(path.read_text().splitlines()) == 2  # the header, and the one not synced

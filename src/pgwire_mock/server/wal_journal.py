@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -53,6 +54,11 @@ class WalJournal:
     def __init__(self, path: Path, file: IO[str]) -> None:
         self.path = path
         self._file = file
+        #: Hears, once, that a write failed (disk full, say): PostgreSQL PANICs when it
+        #: cannot write WAL, and a journal that lost a change would replay another
+        #: WAL. None: the OSError is raised.
+        self.on_failure: Callable[[str], None] | None = None
+        self._failed = False
 
     @classmethod
     def open(cls, path: Path, wal: LiveWal, *, fresh: bool) -> WalJournal:
@@ -97,9 +103,17 @@ class WalJournal:
         self._file.close()
 
     def _write(self, operation: dict[str, Any]) -> None:
-        self._file.write(json.dumps(operation, separators=(",", ":")) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        if self._failed:
+            return
+        try:
+            self._file.write(json.dumps(operation, separators=(",", ":")) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as err:
+            if self.on_failure is None:
+                raise
+            self._failed = True
+            self.on_failure(f"could not write to the WAL journal {self.path}: {err.strerror}")
 
 
 def _read(path: Path, fingerprint: str) -> list[dict[str, Any]]:
