@@ -13,6 +13,8 @@ applied, so nothing comes twice. The subscriber ends with the publisher's table.
 
 from __future__ import annotations
 
+import signal
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from conformance import subscriber_live as live
+from conformance.live_types import Row
+from conformance.serve_sides import ServedServer, row_changes, row_steps
 from conformance.server_restart import FakeRestart
 
-__all__ = ["Outcome", "Publisher", "fake_publisher", "real_publisher", "run"]
+__all__ = ["Outcome", "Publisher", "fake_publisher", "real_publisher", "run", "serve_publisher"]
 
 
 @dataclass
@@ -141,6 +145,48 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
         )
     finally:
         server.stop()
+
+
+@contextmanager
+def serve_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
+    """A ``serve`` process as the publisher, with a state file kept as PostgreSQL keeps
+    its disk; its restart is a new process on the same port and files."""
+    from pgwire_mock.script import Script, column, dump_script  # noqa: PLC0415
+
+    name = f"public.{table}"
+    script = (
+        Script(pg_version=major, logical_decoding_work_mem=64)
+        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
+        .publication(publication, tables=[name])
+    )
+    with tempfile.TemporaryDirectory(prefix="pgwire-mock-publisher-") as directory:
+        path = Path(directory) / "script.yaml"
+        path.write_text(dump_script(script))
+        state = ["--state-file", str(Path(directory) / "state.json"), "--slot-saves", "postgresql"]
+        slots = ["--database", "postgres", "--new-slots", "end-of-wal"]
+        server = ServedServer(["--script", str(path), *state, *slots])
+        opened = iter(range(1, 1_000_000))
+
+        def rows_of(rows: list[tuple[int, str]]) -> list[Row]:
+            return [("insert", key, value) for key, value in rows]
+
+        def begin(rows: list[tuple[int, str]]) -> None:
+            txn = f"t{next(opened)}"
+            server.post("/wal", [{"begin": txn}])
+            server.post("/wal", [{"write": txn, "changes": row_changes(table, rows_of(rows))}])
+
+        try:
+            yield Publisher(
+                f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres",
+                table,
+                publication,
+                lambda rows: server.post("/wal", row_steps(table, rows_of(rows))),
+                begin,
+                lambda: server.send_signal(signal.SIGINT),
+                server.start_again,
+            )
+        finally:
+            server.stop()
 
 
 def run(

@@ -34,6 +34,9 @@ def _compared(
         from_postgres = story.run(subscriber, pub, settings)
     with story.fake_publisher(publisher.version, table, publication) as pub:
         from_fake = story.run(subscriber, pub, settings)
+    with story.serve_publisher(publisher.version, table, publication) as pub:
+        from_serve = story.run(subscriber, pub, settings)
     assert from_postgres.rows == 7, from_postgres
     assert from_postgres.errors == [], from_postgres
     assert from_fake == from_postgres, settings
+    assert from_serve == from_postgres, settings  # a serve process, started again
