@@ -113,17 +113,26 @@ def real_publisher(cluster: Any, table: str, publication: str) -> Iterator[Publi
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
 
 
-@contextmanager
-def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
-    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import Script, column, insert  # noqa: PLC0415
+def _script(major: int, table: str, publication: str) -> Any:
+    """The fake publisher's script: the table and its publication; the subscriber
+    makes its slot."""
+    from pgwire_mock.script import Script, column  # noqa: PLC0415
 
     name = f"public.{table}"
-    script = (
+    return (
         Script(pg_version=major, logical_decoding_work_mem=64)
         .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
         .publication(publication, tables=[name])
     )
+
+
+@contextmanager
+def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
+    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
+    from pgwire_mock.script import insert  # noqa: PLC0415
+
+    name = f"public.{table}"
+    script = _script(major, table, publication)
     server = start_walsender(script, databases=["postgres"], new_slots="end_of_wal")
     restart = FakeRestart(server)
 
@@ -151,14 +160,9 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
 def serve_publisher(major: int, table: str, publication: str) -> Iterator[Publisher]:
     """A ``serve`` process as the publisher, with a state file kept as PostgreSQL keeps
     its disk; its restart is a new process on the same port and files."""
-    from pgwire_mock.script import Script, column, dump_script  # noqa: PLC0415
+    from pgwire_mock.script import dump_script  # noqa: PLC0415
 
-    name = f"public.{table}"
-    script = (
-        Script(pg_version=major, logical_decoding_work_mem=64)
-        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
-        .publication(publication, tables=[name])
-    )
+    script = _script(major, table, publication)
     with tempfile.TemporaryDirectory(prefix="pgwire-mock-publisher-") as directory:
         path = Path(directory) / "script.yaml"
         path.write_text(dump_script(script))
