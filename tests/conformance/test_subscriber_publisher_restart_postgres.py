@@ -23,20 +23,27 @@ def test_a_subscriber_outlives_its_publishers_restart_as_on_postgres(
 ) -> None:
     for least, settings in SETTINGS:
         if own_cluster.version >= least:
-            _compared(own_cluster, subscriber_cluster, settings)
+            # A serve process as the publisher once: what it adds is the process's
+            # restart on its files, the same for every streaming mode.
+            serve = settings is SETTINGS[0][1]
+            _compared(own_cluster, subscriber_cluster, settings, serve=serve)
 
 
 def _compared(
-    publisher: provision.Cluster, subscriber: provision.Cluster, settings: Mapping[str, str]
+    publisher: provision.Cluster,
+    subscriber: provision.Cluster,
+    settings: Mapping[str, str],
+    *,
+    serve: bool,
 ) -> None:
     table, publication = sub.new_names()
     with story.real_publisher(publisher, table, publication) as pub:
         from_postgres = story.run(subscriber, pub, settings)
     with story.fake_publisher(publisher.version, table, publication) as pub:
         from_fake = story.run(subscriber, pub, settings)
-    with story.serve_publisher(publisher.version, table, publication) as pub:
-        from_serve = story.run(subscriber, pub, settings)
     assert from_postgres.rows == 7, from_postgres
     assert from_postgres.errors == [], from_postgres
     assert from_fake == from_postgres, settings
-    assert from_serve == from_postgres, settings  # a serve process, started again
+    if serve:  # a serve process as the publisher, stopped and started again
+        with story.serve_publisher(publisher.version, table, publication) as pub:
+            assert story.run(subscriber, pub, settings) == from_postgres, settings
