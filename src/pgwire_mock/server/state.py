@@ -189,11 +189,11 @@ class PublicationState:
     generated_columns: str = "n"  # pubgencols (18): n = none, s = stored
 
 
-# SlotState fields the state file leaves out: the session's, and positions that live
-# only until the server restarts.
 SLOT_SAVES: Final = ("every-confirmation", "postgresql")
 """What a state file may keep of a logical slot (``ServerState.slot_saves``)."""
 
+# SlotState fields the state file leaves out: the session's, and positions that live
+# only until the server restarts.
 _NOT_SAVED: Final = (
     "active_pid",
     "owner_pid",
