@@ -59,7 +59,8 @@ Signals stop it as they stop PostgreSQL's postmaster: SIGTERM a smart shutdown (
 connections refused, the rest goes on until the last regular session ends), SIGINT
 (Ctrl-C) a fast one (sessions end with 57P01, each streaming walsender once its client
 confirmed all it was sent, or at --wal-sender-timeout), SIGQUIT (Ctrl-\\) an
-immediate one (every connection dropped). A later, stronger signal takes over.
+immediate one (every connection dropped). A later, stronger signal takes over; SIGHUP
+changes nothing (PostgreSQL reloads its configuration).
 """
 
 
@@ -708,6 +709,14 @@ def _stop_on_signals(reactor: Any, factory: Any, stopped: Callable[[bool], None]
     for signum, mode in _SHUTDOWN_SIGNALS.items():
         # A signal handler may only hand over to the reactor's thread.
         signal.signal(signum, lambda *_, mode=mode: reactor.callFromThread(requested, mode))
+    # The postmaster reloads its configuration on SIGHUP (a closed terminal sends it
+    # too); the fake has none to reload, and must not die of it as Python would.
+    signal.signal(
+        signal.SIGHUP,
+        lambda *_: reactor.callFromThread(
+            _log, "received SIGHUP, reloading configuration files (nothing to reload)"
+        ),
+    )
 
 
 def _listen_control(reactor: Any, description: str, factory: Any) -> Any:

@@ -50,6 +50,9 @@ def test_sigterm_waits_for_the_regular_sessions_and_sigint_ends_them(
     served: ServeProcess,
 ) -> None:
     session = psycopg.connect(served.dsn(), autocommit=True)
+    served.process.send_signal(signal.SIGHUP)  # PostgreSQL reloads; nothing to reload here
+    assert _still_running(served, 0.3)
+    assert session.execute("SELECT 1").fetchone() == (1,)
     served.process.send_signal(signal.SIGTERM)
     assert _refused(served) == "57P03"
     assert _still_running(served, 0.5)
@@ -62,6 +65,7 @@ def test_sigterm_waits_for_the_regular_sessions_and_sigint_ends_them(
     session.close()
     assert served.wait(10) == 0
     log = "".join(served.log)
+    assert "received SIGHUP, reloading configuration files" in log
     assert "received smart shutdown request" in log
     assert "waiting for 1 session(s) to end" in log
     assert "received fast shutdown request" in log
