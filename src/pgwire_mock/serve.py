@@ -693,9 +693,9 @@ def _stop_on_signals(reactor: Any, factory: Any, stopped: Callable[[bool], None]
 
     def requested(mode: str) -> None:
         _log(f"received {mode} shutdown request")
-        if mode == "smart" and factory.state.regular_backends:
+        if mode == "smart" and factory.regular_sessions:
             _log(
-                f"waiting for {factory.state.regular_backends} session(s) to end "
+                f"waiting for {factory.regular_sessions} session(s) to end "
                 "(SIGINT: fast shutdown, SIGQUIT: immediate)"
             )
         elif mode == "fast" and factory.protocols:

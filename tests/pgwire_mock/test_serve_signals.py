@@ -7,6 +7,7 @@ signal taking over."""
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,15 @@ def test_a_fast_shutdown_waits_for_a_client_that_never_confirms_until_sigquit(
             pass
     consumer.close()
     assert "received immediate shutdown request" in "".join(served.log)
+
+
+def test_a_smart_shutdown_waits_for_a_connection_still_authenticating(
+    served: ServeProcess,
+) -> None:
+    """PostgreSQL counts it a regular backend until it is known to be a walsender."""
+    silent = socket.create_connection(("127.0.0.1", served.port))
+    time.sleep(0.2)  # accepted
+    served.process.send_signal(signal.SIGTERM)
+    assert _still_running(served, 0.5)
+    silent.close()
+    assert served.wait(10) == 0

@@ -583,8 +583,18 @@ class WalSenderFactory(Factory):
         """The mode of the shutdown :meth:`stop` began (None before one)."""
         return self._stop_mode
 
+    @property
+    def regular_sessions(self) -> int:
+        """What a smart shutdown waits for: backends that are not walsenders, and
+        connections still authenticating (PostgreSQL marks a backend a walsender only
+        once it starts; authentication_timeout bounds the wait for them)."""
+        starting = sum(
+            p.session is not None and p.session.phase in _UNAUTHENTICATED for p in self.protocols
+        )
+        return self.state.regular_backends + starting
+
     def _wait_stopped(self) -> None:
-        if self._stop_mode == "smart" and not self.state.regular_backends:
+        if self._stop_mode == "smart" and not self.regular_sessions:
             self._stop_mode = "fast"
             self.shut_down()
         if self.protocols or self._stop_mode == "smart":
