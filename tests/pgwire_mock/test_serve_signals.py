@@ -59,7 +59,9 @@ def test_sigterm_waits_for_the_regular_sessions_and_sigint_ends_them(
     assert _still_running(served, 0.5)
     assert session.execute("SELECT 1").fetchone() == (1,)  # smart: sessions go on
     served.process.send_signal(signal.SIGINT)  # fast takes over
-    with pytest.raises(psycopg.errors.AdminShutdown):
+    # Ended: FATAL 57P01 (AdminShutdown) if libpq reads it before it finds the socket
+    # closed, else the close itself; either on PostgreSQL too, by timing.
+    with pytest.raises(psycopg.OperationalError):
         for _ in range(100):
             session.execute("SELECT 1")
             time.sleep(0.05)
