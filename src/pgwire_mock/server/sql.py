@@ -324,12 +324,7 @@ class SqlLayer:
                 line=636,
                 routine="ParseFuncOrColumn",
             )
-        try:
-            record = self._log_running_xacts() if self._log_running_xacts is not None else None
-        except ShuttingDownError as err:
-            raise ServerError("ERROR", "57P03", str(err)) from None
-        if record is None:
-            raise _cannot_write("pg_log_standby_snapshot()")
+        record = _write_record(self._log_running_xacts, "pg_log_standby_snapshot()")
         return Result(
             "SELECT 1",
             (Column("pg_log_standby_snapshot", "pg_lsn"),),
@@ -337,12 +332,7 @@ class SqlLayer:
         )
 
     def _checkpoint(self, _: re.Match[str]) -> Result:
-        try:
-            written = self._write_checkpoint() if self._write_checkpoint is not None else None
-        except ShuttingDownError as err:
-            raise ServerError("ERROR", "57P03", str(err)) from None
-        if written is None:
-            raise _cannot_write("CHECKPOINT")
+        _write_record(self._write_checkpoint, "CHECKPOINT")
         return Result("CHECKPOINT")
 
     def _select_int(self, match: re.Match[str]) -> Result:
@@ -405,6 +395,19 @@ class SqlLayer:
         del self.state.publications[name]
         self.state.save()
         return Result("DROP PUBLICATION")
+
+
+def _write_record(write: Callable[[], RunningXacts | None] | None, what: str) -> RunningXacts:
+    """The running-xacts record ``write`` wrote (pg_log_standby_snapshot() or
+    CHECKPOINT's); 57P03 while the server restarts, _cannot_write's error when nothing
+    can be written (a recording, or a wait_for step holding the WAL)."""
+    try:
+        record = write() if write is not None else None
+    except ShuttingDownError as err:
+        raise ServerError("ERROR", "57P03", str(err)) from None
+    if record is None:
+        raise _cannot_write(what)
+    return record
 
 
 def _cannot_write(what: str) -> ServerError:
