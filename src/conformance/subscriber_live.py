@@ -36,22 +36,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from codec.errors import DecodeError
 from codec.pgoutput import Decoder, StreamStart
-from codec.replication import XLogData, decode_server_copy_data
-from codec.wire import BackendReader, CopyBothResponse, CopyData
 from conformance import live
 from conformance import subscriber as sub
+from conformance.subscriber_tap import Tap
 
 __all__ = [
     "OPEN_PARTS",
@@ -60,7 +56,6 @@ __all__ = [
     "WORKERS_LEFT",
     "Outcome",
     "Publisher",
-    "Tap",
     "error_lines",
     "fake_publisher",
     "log_since",
@@ -437,76 +432,3 @@ def shape(payloads: Sequence[bytes]) -> list[str]:
         if not out or out[-1] != name:
             out.append(name)
     return out
-
-
-class Tap:
-    """A TCP relay between the subscriber and a publisher (SSL and GSS encryption off)
-    that keeps, for each connection, the XLogData payloads the publisher sent."""
-
-    def __init__(self, conninfo: str) -> None:
-        from psycopg import conninfo as info  # noqa: PLC0415 - a test-time dependency
-
-        params = info.conninfo_to_dict(conninfo)
-        self.upstream = (str(params["host"]), int(str(params["port"])))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        port = self.listener.getsockname()[1]
-        self.conninfo = info.make_conninfo(
-            conninfo, host="127.0.0.1", port=str(port), sslmode="disable", gssencmode="disable"
-        )
-        self.lock = threading.Lock()
-        self.connections: list[list[bytes]] = []
-        threading.Thread(target=self._accept, name="subscriber tap", daemon=True).start()
-
-    @property
-    def received(self) -> list[list[bytes]]:
-        with self.lock:
-            return [list(c) for c in self.connections]
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-                server = socket.create_connection(self.upstream)
-            except OSError:
-                return
-            payloads: list[bytes] = []
-            with self.lock:
-                self.connections.append(payloads)
-            for args in ((client, server, None), (server, client, payloads)):
-                threading.Thread(target=self._relay, args=args, daemon=True).start()
-
-    def _relay(self, source: socket.socket, sink: socket.socket, keep: list[bytes] | None) -> None:
-        reader = BackendReader(max_message_size=1 << 30)
-        streaming = False  # CopyData after CopyBothResponse; a table sync's COPY is not
-        try:
-            while data := source.recv(1 << 16):
-                sink.sendall(data)
-                if keep is None:
-                    continue
-                try:
-                    reader.feed(data)
-                    for message in reader:
-                        streaming = streaming or isinstance(message, CopyBothResponse)
-                        if streaming and isinstance(message, CopyData):
-                            copied = decode_server_copy_data(message.data)
-                            if isinstance(copied, XLogData):
-                                with self.lock:
-                                    keep.append(copied.data)
-                except DecodeError:
-                    keep.append(b"undecodable")  # shape() fails on it: the check shows it
-                    keep = None
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                with suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.listener.close()
-
-    def __enter__(self) -> Tap:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()

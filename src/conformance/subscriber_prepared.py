@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import subscriber_live as live
+from conformance.subscriber_tap import Tap
 
 __all__ = ["Cell", "Outcome", "cells", "run", "subscriber_errors"]
 
@@ -98,7 +99,7 @@ def run(
     gid = f"g_{uuid.uuid4().hex[:10]}"
     log = Path(subscriber.log_file)
     log_start = log.stat().st_size
-    with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
+    with Tap(pub.conninfo) as tap, subscriber.connect() as conn:
         one = live.query_one(conn, name)
         ready = (
             "SELECT bool_and(r.srsubstate = 'r') AND bool_and(s.subtwophasestate = 'e') "

@@ -22,6 +22,7 @@ from typing import Any
 
 from conformance import subscriber_live as live
 from conformance.subscriber_prepared import subscriber_errors
+from conformance.subscriber_tap import Tap
 
 __all__ = ["Outcome", "run"]
 
@@ -57,7 +58,7 @@ def run(subscriber: Any, publisher: live.Publisher, *, timeout: float = 30) -> O
     first, second = (f"g_{uuid.uuid4().hex[:10]}" for _ in range(2))
     log = Path(subscriber.log_file)
     log_start = log.stat().st_size
-    with live.Tap(pub.conninfo) as tap, subscriber.connect() as conn:
+    with Tap(pub.conninfo) as tap, subscriber.connect() as conn:
         one = live.query_one(conn, name)
 
         def restart(alter: str) -> tuple[int, str | None, bool]:
