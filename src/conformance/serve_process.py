@@ -21,13 +21,22 @@ class ServeProcess:
     """``python -m pgwire_mock.serve --port 0 ARGS [--control tcp:0:...]``, started: its
     ports read off the log lines that announce them."""
 
-    def __init__(self, args: Sequence[str], *, control: bool = True, timeout: float = 20.0) -> None:
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        control: bool = True,
+        timeout: float = 20.0,
+        python_code: str | None = None,
+    ) -> None:
+        """``python_code``: run instead of ``-m pgwire_mock.serve`` (``python -c``), given
+        the same arguments (a test that changes something in the process first)."""
         wanted = ("pg", "http") if control else ("pg",)
+        program = ["-m", "pgwire_mock.serve"] if python_code is None else ["-c", python_code]
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "pgwire_mock.serve",
+                *program,
                 "--port",
                 "0",
                 *args,

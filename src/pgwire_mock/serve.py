@@ -613,6 +613,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "(POST /wal, GET /wal, POST /faults, POST /snapshot, POST /restart)"
         )
 
+    def stopped(clean: bool) -> None:
+        if clean:  # the shutdown checkpoint: its record, and the slots it saves
+            state.shutdown_checkpoint(saves_confirmed=config.major >= 17)
+        if clean and factory.wal_writer is not None:
+            factory.wal_writer.checkpoint()
+        if clean and journal is not None:
+            journal.stopped()
+        _log("database system is shut down")
+        stop()
+
+    reactor.callWhenRunning(_stop_on_signals, reactor, factory, stopped)
     try:
         deferred = listen(reactor, endpoint, factory)
         control = _listen_control(reactor, args.control, factory) if args.control else None
@@ -644,21 +655,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             status["code"] = 1
             stop()
             return
+        # Said once the reactor runs, after _stop_on_signals: a signal sent as soon as
+        # the server says it listens must find PostgreSQL's shutdown modes in place.
         for (_, _, report), (_, port) in zip(listeners, done, strict=True):
-            report(port)
+            reactor.callWhenRunning(report, port)
 
     for index, (pending, _, _) in enumerate(listeners):
         pending.addCallbacks(partial(settled, index, True), partial(settled, index, False))
-
-    def stopped(clean: bool) -> None:
-        if clean:  # the shutdown checkpoint: its record, and the slots it saves
-            state.shutdown_checkpoint(saves_confirmed=config.major >= 17)
-        if clean and factory.wal_writer is not None:
-            factory.wal_writer.checkpoint()
-        if clean and journal is not None:
-            journal.stopped()
-        _log("database system is shut down")
-        stop()
 
     def panic(reason: str) -> None:
         _log(f"PANIC: {reason}; stopping at once")
@@ -667,7 +670,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if journal is not None:
         journal.on_failure = panic
-    reactor.callWhenRunning(_stop_on_signals, reactor, factory, stopped)
     reactor.run()
     state.save_now()
     if journal is not None:

@@ -18,6 +18,7 @@ from test_serve_control import SCRIPT
 
 from conformance.serve_process import ServeProcess
 from pgwire_mock.client import ConnectionLostError, ReplicationConnection, ServerError, WalData
+from pgwire_mock.server.wal_journal import journal_path
 
 
 @pytest.fixture
@@ -106,3 +107,31 @@ def test_a_smart_shutdown_waits_for_a_connection_still_authenticating(
     assert _still_running(served, 0.5)
     silent.close()
     assert served.wait(10) == 0
+
+
+# serve with a reactor slow to start: the window in which a serve that said it listens
+# before its signal handlers were in place took SIGINT as Python's KeyboardInterrupt.
+_SLOW_START = """
+import sys, time
+from twisted.internet import reactor
+run = reactor.run
+reactor.run = lambda *a, **k: (time.sleep(1.0), run(*a, **k))[1]
+from pgwire_mock.serve import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_sent_once_serve_says_it_listens_is_a_clean_shutdown(tmp_path: Path) -> None:
+    """The "listening" line comes once the shutdown modes are in place: a process
+    manager (or a test) that signals on that line gets a fast shutdown, its shutdown
+    checkpoint written and the journal marked clean, not a crash."""
+    script = tmp_path / "live.yaml"
+    script.write_text(SCRIPT)
+    state = tmp_path / "state.json"
+    args = ["--script", str(script), "--state-file", str(state)]
+    server = ServeProcess(args, control=False, python_code=_SLOW_START)
+    server.process.send_signal(signal.SIGINT)
+    log = server.stop()
+    assert server.process.returncode == 0, log
+    assert "received fast shutdown request" in log and "Traceback" not in log, log
+    assert journal_path(state).read_text().splitlines()[-1] == '{"stopped":"cleanly"}'
