@@ -149,6 +149,30 @@ def test_another_scripts_journal_is_refused_in_one_line(files: tuple[Path, Path]
     assert "written for another script" in _refused_start(files)
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (b'{"do": "post", "step": {}}', "line 3 is not an operation"),
+        (b'{"do": "checkpoint", "then": 1}', "line 3 is not an operation"),
+        (b'{"append": 5}', "line 3 is not an operation"),
+        (b"[1, 2]", "line 3 is not an operation"),
+        (b'{"do": "checkp', "line 3 is not JSON"),
+        (b"\xff\xfe", "not UTF-8 text"),
+        (b'{"append": {"bogus": 1}}', "does not replay on this script"),
+    ],
+)
+def test_a_damaged_journal_is_refused_in_one_line(
+    files: tuple[Path, Path], line: bytes, said: str
+) -> None:
+    """A line the journal never writes, in the middle (the last one may be cut short by
+    a kill), is refused rather than skipped: the WAL it stood for would be lost."""
+    _serve(files).stop()
+    journal = journal_path(files[1])
+    lines = journal.read_bytes().splitlines()
+    journal.write_bytes(b"\n".join([*lines[:2], line, *lines[2:]]) + b"\n")
+    assert said in _refused_start(files)
+
+
 def test_a_second_server_on_the_same_state_file_is_refused_in_one_line(
     files: tuple[Path, Path],
 ) -> None:

@@ -23,14 +23,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from pgwire_mock.script.compile import Compiler
+from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.loader import step_from_dict, step_to_dict
 from pgwire_mock.script.model import Change, Script, Step, WaitFor
 from pgwire_mock.script.wal import CompiledScript, OpenTxn, RunningXacts, WMarker
 
-__all__ = ["LiveWal"]
+__all__ = ["RECORD_OPERATIONS", "LiveWal"]
 
-# What a journal records besides steps: LiveWal's methods that write records of their own.
-_RECORDS: Final = (
+#: What a journal records besides steps ({"do": name}): LiveWal's methods that write
+#: records of their own.
+RECORD_OPERATIONS: Final = (
     "release",
     "abort_open",
     "crash_open",
@@ -57,7 +59,8 @@ class LiveWal:
 
     def replay(self, operations: Iterable[Mapping[str, Any]]) -> None:
         """Do again, in order, what a journal was told (ScriptError for an operation
-        that does not fit this script: the journal was another script's)."""
+        that does not fit this script, the journal being another script's, or that
+        is none of the journal's)."""
         journal, self.journal = self.journal, None
         try:
             for i, operation in enumerate(operations):
@@ -65,9 +68,10 @@ class LiveWal:
                     step = step_from_dict(operation["append"], f"journal[{i}]")
                     self._compiler.append(step)
                     self._write()
-                elif operation.get("do") in _RECORDS:
+                elif operation.get("do") in RECORD_OPERATIONS and len(operation) == 1:
                     getattr(self, operation["do"])()
-                # Anything else marks a moment (serve's clean stop): nothing written.
+                else:
+                    raise ScriptError(f"journal[{i}]: not an operation: {dict(operation)}")
         finally:
             self.journal = journal
 

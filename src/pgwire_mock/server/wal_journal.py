@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from pgwire_mock.script.errors import ScriptError
-from pgwire_mock.script.live import LiveWal
+from pgwire_mock.script.live import RECORD_OPERATIONS, LiveWal
 from pgwire_mock.script.loader import dump_script
 
 __all__ = ["JournalError", "WalJournal", "journal_path"]
@@ -78,7 +78,7 @@ class WalJournal:
         try:
             if not fresh and path.stat().st_size:
                 operations = _read(path, fingerprint)
-                wal.replay(operations)
+                wal.replay(op for op in operations if op != _STOPPED)
             else:
                 file.truncate(0)
                 journal._write({"journal": _FORMAT, "script": fingerprint})
@@ -119,7 +119,10 @@ class WalJournal:
 def _read(path: Path, fingerprint: str) -> list[dict[str, Any]]:
     """The operations of the journal at ``path``, checked against the script's
     fingerprint; a last line cut short (a kill in the middle of a write) is dropped."""
-    lines = path.read_text(encoding="utf-8").split("\n")
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        raise JournalError(f"{path}: not UTF-8 text (byte {err.start})") from None
     operations: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line:
@@ -130,13 +133,27 @@ def _read(path: Path, fingerprint: str) -> list[dict[str, Any]]:
             if number == len(lines):  # no newline after it: a write cut short
                 break
             raise JournalError(f"{path}: line {number} is not JSON") from None
-        if not isinstance(operation, dict):
+        if not operations:  # the header
+            if not isinstance(operation, dict) or operation.get("journal") != _FORMAT:
+                break
+        elif not _is_operation(operation):
             raise JournalError(f"{path}: line {number} is not an operation")
         operations.append(operation)
-    if not operations or operations[0].get("journal") != _FORMAT:
+    if not operations:
         raise JournalError(f"{path}: not a pgwire-mock WAL journal")
     if operations[0].get("script") != fingerprint:
         raise JournalError(
             f"{path}: written for another script (remove it and the state file to start afresh)"
         )
     return operations[1:]
+
+
+def _is_operation(line: object) -> bool:
+    """What a journal holds after its first line: a step appended, a record written, or
+    a clean stop."""
+    if not isinstance(line, dict) or len(line) != 1:
+        return False
+    ((key, value),) = line.items()
+    if key == "append":
+        return isinstance(value, dict)
+    return (key, value) in {("do", name) for name in RECORD_OPERATIONS} or line == _STOPPED
