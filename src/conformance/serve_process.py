@@ -3,8 +3,11 @@ Python sees (stories that signal or restart the process, the control interface).
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -47,6 +50,7 @@ class ServeProcess:
         )
         assert self.process.stderr is not None
         self.log: list[str] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         ports: dict[str, int] = {}
         deadline = time.monotonic() + timeout
         while len(ports) < len(wanted) and time.monotonic() < deadline:
@@ -65,6 +69,20 @@ class ServeProcess:
             self.process.kill()
             raise RuntimeError("serve did not start: " + "".join(self.log))
         self.port, self.http = ports["pg"], ports.get("http")
+
+    def wait_for_line(self, text: str, timeout: float = 10.0) -> None:
+        """Read the log until a line holds ``text`` (kept in :attr:`log`): the server
+        has got that far (a signal handled, say). TimeoutError if it does not come.
+        Reads the pipe itself, unbuffered: communicate() reads it so too, later."""
+        assert self.process.stderr is not None
+        fd = self.process.stderr.fileno()
+        deadline = time.monotonic() + timeout
+        while text not in "".join(self.log):
+            left = deadline - time.monotonic()
+            chunk = os.read(fd, 65536) if select.select([fd], [], [], max(left, 0))[0] else b""
+            if not chunk:
+                raise TimeoutError(f"serve did not log {text!r}: " + "".join(self.log))
+            self.log.append(self._decoder.decode(chunk))
 
     def dsn(self, **params: str) -> str:
         """A libpq DSN for user postgres and database postgres, with ``params``
