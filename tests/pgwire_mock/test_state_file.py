@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,75 @@ def test_serve_refuses_a_state_file_in_a_missing_directory(tmp_path: Path) -> No
     assert result.stderr.splitlines() == [
         f"pgwire-mock serve: --state-file {missing}: directory {missing.parent} does not exist"
     ]
+
+
+def _damaged(change: str) -> object:
+    """A saved state file with one slot and one publication, changed as ``change`` says."""
+    state = ServerState(path=None)
+    state.create_slot("s", "pgoutput", database="postgres")
+    data = state.to_json()
+    data["publications"] = [{"name": "p", "tables": ["public.t"]}]
+    slot = data["slots"][0]
+    edits = {
+        "an LSN of text": lambda: slot.update(confirmed_flush="zz"),
+        "a negative LSN": lambda: slot.update(restart_lsn=-5),
+        "an LSN over 64 bits": lambda: slot.update(confirmed_flush=1 << 70),
+        "a boolean LSN": lambda: slot.update(confirmed_flush=True),
+        "a slot without a name": lambda: slot.pop("name"),
+        "a plugin that is a number": lambda: slot.update(plugin=7),
+        "a cause PostgreSQL has not": lambda: slot.update(invalidated="bored"),
+        "a slot twice": lambda: data["slots"].append(dict(slot)),
+        "slots not a list": lambda: data.update(slots=5),
+        "a slot not an object": lambda: data.update(slots=["s"]),
+        "a timeline of 0": lambda: data.update(timeline=0),
+        "a system identifier of letters": lambda: data.update(system_identifier="abc"),
+        "a publication without tables as a list": lambda: data["publications"][0].update(
+            tables="public.t"
+        ),
+        "another format": lambda: data.update(format=2),
+        "not an object": lambda: data.clear() or data.update(format=[1]),
+    }
+    edits[change]()
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("an LSN of text", "slot 1: confirmed_flush: expected an LSN"),
+        ("a negative LSN", "slot 1: restart_lsn: expected an LSN"),
+        ("an LSN over 64 bits", "slot 1: confirmed_flush: expected an LSN"),
+        ("a boolean LSN", "slot 1: confirmed_flush: expected an LSN"),
+        ("a slot without a name", "slot 1: name is missing"),
+        ("a plugin that is a number", "slot 1: plugin: expected a string"),
+        ("a cause PostgreSQL has not", "slot 1: invalidated: 'bored'"),
+        ("a slot twice", "slot 2: 's' is there twice"),
+        ("slots not a list", "slots: expected a list"),
+        ("a slot not an object", "slot 1: expected an object"),
+        ("a timeline of 0", "the file: timeline: expected a timeline"),
+        ("a system identifier of letters", "system_identifier: expected a system identifier"),
+        ("a publication without tables as a list", "publication 1: tables: expected a list"),
+        ("another format", "not a pgwire-mock state file (format 2)"),
+        ("not an object", "not a pgwire-mock state file (format [1])"),
+    ],
+)
+def test_a_damaged_state_file_is_refused_naming_the_field(
+    tmp_path: Path, change: str, said: str
+) -> None:
+    """A value PostgreSQL could not have stops the server at start, naming the field,
+    rather than failing inside a session later (an LSN of "zz" at START_REPLICATION)."""
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(_damaged(change)))
+    with pytest.raises(ValueError, match="^" + re.escape(f"{path}: ")) as raised:
+        ServerState.load(path)
+    assert said in str(raised.value)
+
+
+def test_a_state_file_that_is_not_utf8_json_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ValueError, match="not a pgwire-mock state file"):
+        ServerState.load(path)
 
 
 @pytest.mark.parametrize(

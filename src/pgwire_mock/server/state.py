@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from codec.wire import SecretKey
+from pgwire_mock.server.state_file import (
+    StateFileError,
+    checked_publication,
+    checked_slot,
+    checked_top,
+)
 
 __all__ = [
     "ANY",
@@ -712,23 +718,39 @@ class ServerState:
         if not path.exists():
             return state
         try:
-            data = json.loads(path.read_text())
-            if data.get("format") != _FORMAT:
-                raise ValueError(f"unknown state file format {data.get('format')!r}")
-            state.system_identifier = int(data["system_identifier"])
-            state.timeline = int(data["timeline"])
-            state.database = str(data["database"])
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a pgwire-mock state file ({err})") from None
+        try:
+            if not isinstance(data, dict) or data.get("format") != _FORMAT:
+                found = data.get("format") if isinstance(data, dict) else None
+                raise StateFileError(f"not a pgwire-mock state file (format {found!r})")
+            top = checked_top(data)
+            state.system_identifier = top["system_identifier"]
+            state.timeline = top["timeline"]
+            state.database = top["database"]
             # Files from before databases were kept: every name, as then.
-            state.databases = {str(d) for d in data.get("databases", [ANY])}
-            state.wal_lsn = int(data["wal_lsn"])
-            for raw in data["slots"]:
-                slot = SlotState(**raw, inactive_since=state.clock())
+            state.databases = set(top["databases"] if top["databases"] is not None else [ANY])
+            state.wal_lsn = top["wal_lsn"]
+            for index, raw in enumerate(_listed(data, "slots")):
+                slot = SlotState(**checked_slot(raw, index), inactive_since=state.clock())
+                if slot.invalidated not in (None, *INVALIDATION_CAUSES):
+                    raise StateFileError(f"slot {index + 1}: invalidated: {slot.invalidated!r}")
+                if slot.name in state.slots:
+                    raise StateFileError(f"slot {index + 1}: {slot.name!r} is there twice")
                 state.slots[slot.name] = slot
                 if slot.database is not None:
                     state.databases.add(slot.database)
-            for raw in data["publications"]:
-                pub = PublicationState(**{**raw, "tables": tuple(raw["tables"])})
+            for index, raw in enumerate(_listed(data, "publications")):
+                pub = PublicationState(**checked_publication(raw, index))
                 state.publications[pub.name] = pub
-        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as err:
-            raise ValueError(f"{path}: not a pgwire-mock state file: {err}") from None
+        except StateFileError as err:
+            raise ValueError(f"{path}: {err}") from None
         return state
+
+
+def _listed(data: dict[str, Any], key: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise StateFileError(f"{key}: expected a list, not {value!r:.40}")
+    return value
