@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import signal
 import sys
 import time
@@ -27,7 +28,13 @@ from pgwire_mock.server.physical import PhysicalRecording
 from pgwire_mock.server.session import SessionConfig
 from pgwire_mock.server.source import RecordingSource, ScriptSource, load_source
 from pgwire_mock.server.sql_result import OID, CannedAnswer, Column
-from pgwire_mock.server.state import SLOT_SAVES, PublicationState, ServerState, SlotState
+from pgwire_mock.server.state import (
+    SLOT_SAVES,
+    PublicationState,
+    ServerState,
+    SlotState,
+    slot_name_problem,
+)
 from pgwire_mock.server.versions import MAJORS
 from pgwire_mock.server.wal_journal import JournalError, WalJournal, journal_path
 
@@ -82,6 +89,11 @@ def _slot(text: str) -> tuple[str, int | None]:
     name, sep, lsn = text.partition("@")
     if not name:
         raise argparse.ArgumentTypeError(f"expected NAME[@LSN], got {text!r}")
+    problem = slot_name_problem(name)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(
+            f"{problem} (lower case letters, numbers and the underscore, at most 63)"
+        )
     if not sep:
         return name, None
     try:
@@ -136,6 +148,8 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"expected seconds (60, 30s, 1min), got {text!r}"
         ) from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds, got {text!r}")
     if value < 0:
         raise argparse.ArgumentTypeError("must not be negative")
     return value

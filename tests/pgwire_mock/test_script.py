@@ -284,6 +284,10 @@ def test_bad_steps_fail_with_one_line(steps: str, expected: str) -> None:
             "script.yaml: slots[0].plugin: expected plugin pgoutput, got 'wal2json'",
         ),
         (
+            "format_version: 1\nslots: [{name: My-Slot}]\n",
+            'script.yaml: slots[0].name: replication slot name "My-Slot" contains invalid',
+        ),
+        (
             "format_version: 1\nsteps: [{sleep: 1\n",
             "script.yaml: line 3: not valid YAML: expected ',' or '}'",
         ),

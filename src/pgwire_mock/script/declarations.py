@@ -30,6 +30,7 @@ from pgwire_mock.script.model import (
 from pgwire_mock.script.rowfilter import RowFilter, RowFilterError
 from pgwire_mock.script.types import TypeCatalog, UserType
 from pgwire_mock.script.wal import CColumn, PublishedTable, TableVersion
+from pgwire_mock.server.state import slot_name_problem
 
 __all__ = [
     "PublicationDeclarations",
@@ -300,6 +301,9 @@ def declare_slots(script: Script) -> dict[str, int]:
     slots: dict[str, int] = {}
     for i, s in enumerate(script.slots):
         where = f"slots[{i}]"
+        problem = slot_name_problem(s.name)
+        if problem is not None:
+            raise ScriptError(problem, f"{where}.name")
         if s.plugin != "pgoutput":
             raise ScriptError(f"expected plugin pgoutput, got {s.plugin!r}", f"{where}.plugin")
         if s.name in slots:

@@ -27,6 +27,7 @@ from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.server.physical import redo_pointer_of, timeline_of_point
 from pgwire_mock.server.source import ScriptSource
 from pgwire_mock.server.state import (
+    SLOT_NAME_CHARACTERS,
     ServerState,
     SlotActiveError,
     SlotExistsError,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SlotCommands"]
 
-_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _TERMINATE: Final = Terminate().encode()
 
 
@@ -102,7 +102,7 @@ class SlotCommands:
     def _check_slot_name(self, name: str) -> None:
         if not name:
             raise error(self.major, "slot_name_too_short", slot=name)
-        if any(ch not in _NAME_CHARS for ch in name):
+        if not SLOT_NAME_CHARACTERS.issuperset(name):
             raise error(self.major, "slot_name_invalid_character", slot=name)
 
     def _create_slot(self, command: CreateReplicationSlot) -> None:

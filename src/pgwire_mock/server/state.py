@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_DATABASES",
     "DEFAULT_SYSTEM_IDENTIFIER",
     "INVALIDATION_CAUSES",
+    "SLOT_NAME_CHARACTERS",
     "SLOT_SAVES",
     "PublicationState",
     "ServerState",
@@ -43,6 +44,7 @@ __all__ = [
     "SlotState",
     "StateError",
     "WalSenderStatus",
+    "slot_name_problem",
     "wal_file_name",
 ]
 
@@ -56,6 +58,21 @@ INVALIDATION_CAUSES: Final = ("wal_removed", "idle_timeout")
 was removed (max_slot_wal_keep_size), or (18) the slot was idle longer than
 idle_replication_slot_timeout. The others come from a standby's conflicts (rows_removed,
 wal_level_insufficient), not modelled."""
+
+SLOT_NAME_CHARACTERS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def slot_name_problem(name: str) -> str | None:
+    """What ReplicationSlotValidateName (slot.c) says of ``name``, or None: a slot's
+    name is 1 to 63 bytes of lower case letters, digits and underscores."""
+    if not name:
+        return f'replication slot name "{name}" is too short'
+    if len(name.encode()) >= 64:  # NAMEDATALEN
+        return f'replication slot name "{name}" is too long'
+    if not SLOT_NAME_CHARACTERS.issuperset(name):
+        return f'replication slot name "{name}" contains invalid character'
+    return None
+
 
 DEFAULT_SYSTEM_IDENTIFIER: Final = 7_301_234_567_890_123_456
 """A plausible pg_control system identifier (a real one is time << 32 | pid-ish bits)."""
@@ -592,8 +609,12 @@ class ServerState:
         self.save()
 
     def declare(self, slots: Iterable[SlotState], publications: Iterable[PublicationState]) -> None:
-        """Add what a stream source declares, keeping what a state file already holds."""
+        """Add what a stream source declares, keeping what a state file already holds
+        (ValueError for a slot name PostgreSQL refuses)."""
         for slot in slots:
+            problem = slot_name_problem(slot.name)
+            if problem is not None:
+                raise ValueError(problem)
             if slot.name not in self.slots and slot.inactive_since is None:
                 slot.inactive_since = self.clock()  # RestoreSlotFromDisk: "since startup"
             self.slots.setdefault(slot.name, slot)
@@ -736,6 +757,9 @@ class ServerState:
                 slot = SlotState(**checked_slot(raw, index), inactive_since=state.clock())
                 if slot.invalidated not in (None, *INVALIDATION_CAUSES):
                     raise StateFileError(f"slot {index + 1}: invalidated: {slot.invalidated!r}")
+                problem = slot_name_problem(slot.name)
+                if problem is not None:
+                    raise StateFileError(f"slot {index + 1}: {problem}")
                 if slot.name in state.slots:
                     raise StateFileError(f"slot {index + 1}: {slot.name!r} is there twice")
                 state.slots[slot.name] = slot
