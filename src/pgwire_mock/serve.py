@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import signal
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from codec.values import LSN
+from pgwire_mock import json_text
 from pgwire_mock.server.auth import AUTH_METHODS, User
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.faults import FAULTS, Fault, FaultError
@@ -439,7 +439,7 @@ class ServeError(Exception):
 
 def _canned(path: Path) -> dict[str, CannedAnswer]:
     try:
-        data = json.loads(path.read_text())
+        data = json_text.loads(path.read_text())
     except OSError as err:
         raise ServeError(f"cannot read --sql-answers {path}: {err.strerror}") from None
     except ValueError as err:

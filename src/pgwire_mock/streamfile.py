@@ -32,7 +32,6 @@ writes JSON Lines.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Final
@@ -42,6 +41,7 @@ from codec.copy import decode_text_row
 from codec.replication import PrimaryKeepalive, XLogData, decode_server_copy_data
 from codec.values import LSN
 from codec.wire import BackendReader, CopyData
+from pgwire_mock import json_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +98,7 @@ def read_meta(source: IO[bytes]) -> dict[str, Any] | None:
     """The ``meta`` object of a JSON Lines stream file, if its first line has one."""
     line = source.readline()
     try:
-        record = json.loads(line)
+        record = json_text.loads(line)
     except ValueError:
         return None
     meta = record.get("meta") if isinstance(record, dict) else None
@@ -128,7 +128,7 @@ def _read_json_lines(chunks: Iterable[bytes], name: str) -> Iterator[StreamEntry
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json_text.loads(line)
         except ValueError as err:
             raise StreamFileError(f"{name}, line {number}: not JSON: {err}") from None
         if isinstance(record, dict) and "meta" in record:
@@ -157,7 +157,7 @@ def read_snapshot_line(line: bytes, name: str, number: int) -> SnapshotRow | Non
     if not line.strip():
         return None
     try:
-        record = json.loads(line)
+        record = json_text.loads(line)
     except ValueError as err:
         raise StreamFileError(f"{name}, line {number}: not JSON: {err}") from None
     if isinstance(record, dict) and "table" in record and "meta" not in record:

@@ -26,6 +26,17 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("decode: directory", ["decode", "adir"], 1, "cannot read adir: Is a directory"),
     ("decode: garbage", ["decode", "bad.bin"], 1, "bad.bin: near byte 0"),
     ("decode: bad json", ["decode", "empty.json"], 1, "empty.json, line 1: expected"),
+    ("decode: nested too deeply", ["decode", "deep.jsonl"], 1, "nested too deeply"),
+    ("serve: a script nested too deeply", ["serve", "--script", "deep.yaml"], 1, "too deeply"),
+    ("serve: JSON nested too deeply", ["serve", "--script", "deep.json"], 1, "too deeply"),
+    ("serve: a state file nested too deeply", ["serve", "--state-file", "deep.json"], 1, "deeply"),
+    ("serve: answers nested too deeply", ["serve", "--sql-answers", "deep.json"], 1, "deeply"),
+    (
+        "synth: a spec nested too deeply",
+        [*SYNTH[:1], "--spec", "deep.yaml", *SYNTH[3:], "--out", "o"],
+        1,
+        "deeply",
+    ),
     ("serve: port too big", ["serve", "--port", "99999"], 2, "a TCP port is 0-65535"),
     ("serve: negative port", ["serve", "--port", "-1"], 2, "a TCP port is 0-65535"),
     ("serve: port not a number", ["serve", "--port", "abc"], 2, "expected a TCP port number"),
@@ -173,6 +184,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "bad.bin").write_bytes(b"x")
     (folder / "bad.yaml").write_text("garbage\n")
     (folder / "empty.json").write_text("{}\n")
+    # Nested past the parsers' recursion (json and PyYAML recurse once per level).
+    (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    (folder / "deep.jsonl").write_text('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    (folder / "deep.yaml").write_text("format_version: 1\nsteps: " + "[" * 50_000 + "\n")
     return folder
 
 

@@ -105,6 +105,11 @@ def test_bad_steps_and_faults_get_one_line_errors(served: Served) -> None:
     assert status == 400 and "not valid YAML" in answer["error"]
     status, answer = served.request("POST", "/faults", "bogus")
     assert status == 400 and "unknown fault 'bogus'" in answer["error"]
+    # Nested past the parsers' recursion: a 400 like any bad body, not an HTML 500.
+    deep = "[" * 100_000 + "]" * 100_000
+    for path, said in (("/wal", "nested too deeply"), ("/snapshot", "expected a body")):
+        status, answer = served.request("POST", path, deep)
+        assert status == 400 and said in answer["error"], (path, answer)
     assert served.request("POST", "/faults", "pause:1s") == (200, {"applied": False})
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import yaml
 
 from codec.values import LSN
+from pgwire_mock import json_text
 from pgwire_mock.script.compile import compile_script
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
@@ -135,7 +136,7 @@ def step_to_dict(step: Step, compiled: CompiledScript | None) -> dict[str, Any]:
 
 def _parse(text: str, source: str, json_only: bool) -> object:
     try:
-        data = json.loads(text) if json_only else yaml.load(text, Loader=_Loader)
+        data = json_text.loads(text) if json_only else yaml.load(text, Loader=_Loader)
     except json.JSONDecodeError as err:
         raise ScriptError(f"line {err.lineno}: {err.msg}", source=source) from None
     except yaml.YAMLError as err:
@@ -143,6 +144,8 @@ def _parse(text: str, source: str, json_only: bool) -> object:
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ScriptError(f"not valid YAML: {problem}", where, source) from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise ScriptError("not valid YAML: nested too deeply", source=source) from None
     return data
 
 

@@ -8,7 +8,6 @@ its WAL ranges and the checksums of the algorithm asked for."""
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Final
 
 from codec.values import LSN
 from codec.wal import crc32c
+from pgwire_mock import json_text
 from pgwire_mock.server.backup_tar import BLOCK, octal
 
 __all__ = ["Entry", "Recorded", "TarFollower", "first_lines", "parse", "render", "wal_range"]
@@ -117,7 +117,7 @@ def parse(text: bytes) -> Recorded:
     files_at = decoded.index('"Files": [') + len('"Files": [')
     ranges_at = decoded.index('"WAL-Ranges": [')
     checksum_at = decoded.rindex('"Manifest-Checksum"')
-    doc = json.loads(decoded)
+    doc = json_text.loads(decoded)
     algorithm = "NONE"
     entries: dict[bytes, Entry] = {}
     for item in doc["Files"]:

@@ -44,6 +44,7 @@ from typing import Any
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Site
 
+from pgwire_mock import json_text
 from pgwire_mock.server.faults import Fault, FaultError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.live import ShuttingDownError
@@ -151,7 +152,7 @@ def _options(request: Any, expected: str, **defaults: bool | float) -> dict[str,
     if text is None:
         raise _RefusedError(_answer(request, 413, {"error": f"the body is over {MAX_BODY} bytes"}))
     try:
-        body = json.loads(text) if text.strip() else {}
+        body = json_text.loads(text) if text.strip() else {}
         options: dict[str, Any] = {}
         for key, default in defaults.items():
             value = body.get(key, default)

@@ -63,6 +63,7 @@ from codec.wire import (
     FieldDescription,
     RowDescription,
 )
+from pgwire_mock import json_text
 from pgwire_mock.server.basebackup import RecordedBackup
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.faults import PHYSICAL_FAULTS, ActiveFaults, Fault, FaultError
@@ -304,7 +305,7 @@ class PhysicalRecording:
                 continue
             where = f"{name}:{number}"
             try:
-                obj = json.loads(line)
+                obj = json_text.loads(line)
                 if meta is None:
                     meta = obj["physical"]
                     if meta.get("format") not in _FORMATS:

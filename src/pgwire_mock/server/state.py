@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from codec.wire import SecretKey
+from pgwire_mock import json_text
 from pgwire_mock.server.state_file import (
     StateFileError,
     checked_publication,
@@ -739,7 +740,7 @@ class ServerState:
         if not path.exists():
             return state
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_text.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a pgwire-mock state file ({err})") from None
         try:

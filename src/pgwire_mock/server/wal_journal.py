@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
+from pgwire_mock import json_text
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.live import RECORD_OPERATIONS, LiveWal
 from pgwire_mock.script.loader import dump_script
@@ -128,7 +129,7 @@ def _read(path: Path, fingerprint: str) -> list[dict[str, Any]]:
         if not line:
             continue
         try:
-            operation = json.loads(line)
+            operation = json_text.loads(line)
         except json.JSONDecodeError:
             if number == len(lines):  # no newline after it: a write cut short
                 break

@@ -28,7 +28,6 @@ changes, the table's columns, and ``_before`` NULL.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pyspark.sql.datasource import InputPartition
 from codec import DecodeError
 from codec.pgoutput import Relation, RelationColumn, Type
 from codec.values import LSN
+from pgwire_mock import json_text
 from pgwire_mock.spark.convert import RawValue, Specials, convert_column
 from pgwire_mock.spark.decode import (
     SNAPSHOT_OP,
@@ -241,7 +241,7 @@ class _Walker:
 
     def _record(self, line: bytes) -> object:
         try:
-            return json.loads(line)
+            return json_text.loads(line)
         except ValueError as err:
             raise StreamFileError(f"{self.path}, line {self.line}: not JSON: {err}") from None
 
@@ -267,7 +267,7 @@ class _Walker:
 
 def _json_string(literal: bytes) -> str | None:
     try:
-        value = json.loads(literal)
+        value = json_text.loads(literal)
     except ValueError:
         return None  # the line is looked at as a whole, which names the fault
     return value if isinstance(value, str) else None

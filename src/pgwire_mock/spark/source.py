@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import binascii
 import bisect
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +76,7 @@ from codec.pgoutput import (
     StreamStart,
     Type,
 )
+from pgwire_mock import json_text
 from pgwire_mock.spark.decode import (
     KEY_METADATA,
     ChangeDecoder,
@@ -148,7 +148,7 @@ def _json_hex(line: bytes, path: str) -> bytes | None:
     if found is not None:
         return found
     try:
-        record = json.loads(line)
+        record = json_text.loads(line)
         if "meta" in record:
             return None
         snapshot_row = "table" in record
@@ -499,8 +499,8 @@ def _options(options: Mapping[str, str]) -> tuple[str, DecodeOptions]:
     table = qualified_name(table)
     decode_options = DecodeOptions(
         tables=frozenset({table}),
-        array_dims=json.loads(options.get("array_dims", "{}")),
-        type_overrides=json.loads(options.get("type_overrides", "{}")),
+        array_dims=json_text.loads(options.get("array_dims", "{}")),
+        type_overrides=json_text.loads(options.get("type_overrides", "{}")),
         # A synthetic shard makes its rows a block at a time: bigger batches cost the JVM
         # less per row (measured: 1,000,000 changes in 1.80 s instead of 2.15 s).
         batch_rows=int(options.get("batch_rows", "32768" if is_synthetic(options) else "4096")),

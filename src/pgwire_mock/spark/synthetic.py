@@ -21,7 +21,6 @@ rows (``tests/spark/test_synthetic_source.py``); it is about three times faster.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -36,6 +35,7 @@ from pyspark.sql.datasource import InputPartition
 
 from codec.pgoutput import Decoder, Relation, Type
 from codec.pgoutput.tuples import read_tuple
+from pgwire_mock import json_text
 from pgwire_mock.spark.convert import RawValue, Specials, convert_column, convert_values
 from pgwire_mock.spark.decode import (
     SNAPSHOT_OP,
@@ -385,7 +385,7 @@ def _spec_text(path: str) -> str:
         parse_spec(text, source=path, json_only=True)
     except SpecError as err:
         raise SparkSideError(f"pgoutput: bad synth_spec: {err}") from None
-    return yaml.safe_dump(json.loads(text), sort_keys=False)
+    return yaml.safe_dump(json_text.loads(text), sort_keys=False)
 
 
 def _integer(options: Mapping[str, str], name: str, default: str | None, what: str) -> int:

@@ -24,6 +24,8 @@ from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
+from pgwire_mock import json_text
+
 __all__ = [
     "ApplyResult",
     "DeltaTarget",
@@ -113,7 +115,7 @@ def read_current(target: ParquetTarget | DeltaTarget, schema: pa.Schema) -> pa.T
 
 def read_pointer(root: Path) -> dict[str, Any] | None:
     try:
-        pointer: dict[str, Any] = json.loads((root / _POINTER).read_text())
+        pointer: dict[str, Any] = json_text.loads((root / _POINTER).read_text())
     except FileNotFoundError:
         return None
     return pointer

@@ -19,6 +19,7 @@ import yaml
 
 from codec import CodecError
 from codec.values import LSN, TypeInfo, datetime_to_pg_timestamp, type_by_name
+from pgwire_mock import json_text
 
 __all__ = [
     "ColumnSpec",
@@ -178,7 +179,7 @@ def load_spec(path: str | Path) -> Spec:
 def parse_spec(text: str, *, source: str = "<spec>", json_only: bool = False) -> Spec:
     """Validate spec text; raise :class:`SpecError` with the first problem."""
     try:
-        data = json.loads(text) if json_only else yaml.safe_load(text)
+        data = json_text.loads(text) if json_only else yaml.safe_load(text)
     except json.JSONDecodeError as err:
         raise SpecError(f"line {err.lineno}", f"not JSON: {err.msg}", source) from None
     except yaml.YAMLError as err:
@@ -186,6 +187,8 @@ def parse_spec(text: str, *, source: str = "<spec>", json_only: bool = False) ->
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise SpecError(where, f"not YAML: {problem}", source) from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise SpecError("", "not YAML: nested too deeply", source) from None
     try:
         return _build(data)
     except SpecError as err:
