@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from pgwire_mock.script import (
     Fault,
     OptionError,
     PublicationMissingError,
+    PublicationsSkipped,
     Script,
     ScriptError,
     Send,
@@ -55,6 +57,7 @@ from pgwire_mock.script import (
     truncate,
     update,
 )
+from pgwire_mock.script.compile import compile_script
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "demo.yaml"
 GOLDEN = Path(__file__).parents[1] / "data" / "golden"
@@ -104,6 +107,48 @@ def test_json_scripts_are_accepted(tmp_path: Path) -> None:
     path = tmp_path / "demo.json"
     path.write_text(json.dumps(script.to_dict()))
     assert load_script(path) == script
+
+
+PUBLICATION_STEPS = """\
+format_version: 1
+tables: [{name: public.t, columns: [id int4 key]}]
+steps:
+  - transaction: [{insert: public.t, values: {id: 1}}]
+  - create_publication: {name: p, tables: [public.t]}
+  - transaction: [{insert: public.t, values: {id: 2}}]
+  - drop_publication: p
+  - transaction: [{insert: public.t, values: {id: 3}}]
+"""
+
+
+def test_publication_steps_publish_between_their_commits() -> None:
+    """create_publication / drop_publication steps round-trip, and a walsender finds the
+    publication for the changes between them only: on 16 the first change before it
+    ends the stream (42704), from after the creation it sends id 2 and then fails at
+    id 3; on 18 it skips with a warning and sends id 2 alone."""
+    script = loads_script(PUBLICATION_STEPS)
+    assert loads_script(dump_script(script)) == script
+
+    def run(version: int, from_lsn: int) -> list[object]:
+        script.server = dataclasses.replace(script.server, pg_version=version)
+        out: list[object] = []
+        try:
+            for event in encode_stream(script, StreamOptions(1, ("p",)), from_lsn=from_lsn):
+                if isinstance(event, Send) and isinstance(event.message, Insert):
+                    out.append(event.message.new_tuple)
+                elif isinstance(event, PublicationsSkipped):
+                    out.append("skipped")
+        except PublicationMissingError:
+            out.append("42704")
+        return out
+
+    assert run(16, 0) == ["42704"]
+    compiled = compile_script(script)
+    created = compiled.publication_changes[0].lsn
+    assert run(16, created) == [("2",), "42704"]
+    assert run(18, 0) == ["skipped", ("2",), "skipped"]
+    with pytest.raises(ScriptError, match='publication "q" does not exist'):
+        loads_script(PUBLICATION_STEPS.replace("drop_publication: p", "drop_publication: q"))
 
 
 def test_round_trip_through_dict_and_yaml() -> None:

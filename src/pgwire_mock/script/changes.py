@@ -27,7 +27,9 @@ from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
     AlterTable,
     Change,
+    CreatePublication,
     Delete,
+    DropPublication,
     Insert,
     LogicalMessage,
     ReleaseSavepoint,
@@ -154,6 +156,12 @@ class ChangeWriter:
             stack.append(SubTxn(stack[-1], change.name))
         elif isinstance(change, AlterTable):
             self.alter(change, sub, items, where)
+        elif isinstance(change, CreatePublication | DropPublication):
+            # pg_publication's rows: an invalidation of every table's pgoutput entry,
+            # which the output plugin applies from CompiledScript.publication_changes.
+            self.assign(sub)
+            lsn, _ = self.record(DDL_RECORDS)
+            items.append(WChange("ddl", lsn, sub, DDL_CHANGE_MEMORY))
         else:  # pragma: no cover
             raise ScriptError(f"unknown change {type(change).__name__}", where)
 

@@ -27,8 +27,9 @@ extends; the record sizes and the memory they count are in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, cast
 
 from pgwire_mock.script.changes import ChangeWriter, count_subxacts, parse_timestamptz
 from pgwire_mock.script.declarations import (
@@ -44,6 +45,8 @@ from pgwire_mock.script.model import (
     BeginTransaction,
     Change,
     CommitPrepared,
+    CreatePublication,
+    DropPublication,
     EndTransaction,
     Fault,
     LogicalMessage,
@@ -71,6 +74,7 @@ from pgwire_mock.script.wal import (
     OPEN,
     CompiledScript,
     OpenTxn,
+    PublicationChange,
     RunningXacts,
     SubTxn,
     WalItem,
@@ -127,6 +131,8 @@ class Compiler(ChangeWriter):
         self.running: list[WTxn] = []  # CompiledScript.running
         self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
+        self.publication_changes: list[PublicationChange] = []  # and its publication_changes
+        self.publication_names: set[str] = set()  # those that exist at the end of WAL
 
     @classmethod
     def start(cls, script: Script) -> Compiler:
@@ -146,12 +152,15 @@ class Compiler(ChangeWriter):
         prepares = len(self.prepares)
         used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
         open_named = dict(self.open_named)
+        publications = (set(self.publication_names), len(self.publication_changes))
         try:
             self.step(step, where)
         except ScriptError as err:
             self.lsn, self.next_xid, self.clock, self.next_oid, count = saved
             self.used_oids, self.prepared, self.tables = used_oids, prepared, tables
             self.open_named = open_named
+            self.publication_names = publications[0]
+            del self.publication_changes[publications[1] :]
             del self.wal[count:]
             del self.prepares[prepares:]
             raise err.located(self.script.source) from err.__cause__
@@ -365,6 +374,7 @@ class Compiler(ChangeWriter):
         publications, published, gencols = declare_publications(
             script.publications, self.tables, self.pg_version
         )
+        self.publication_names = set(publications)
         slots = declare_slots(script)
 
         for i, step in enumerate(script.steps):
@@ -379,9 +389,32 @@ class Compiler(ChangeWriter):
             initial,
             published,
             generated_columns=gencols,
+            publication_changes=self.publication_changes,
             running=self.running,
             prepares=self.prepares,
         )
+
+    def publication_ddl(self, step: CreatePublication | DropPublication, where: str) -> None:
+        """CREATE or DROP PUBLICATION: a catalog transaction (an xid, its catalog
+        records, a commit; 14 decodes it as an empty transaction), and the change of the
+        catalog at its commit (CompiledScript.publication_changes)."""
+        if isinstance(step, DropPublication):
+            if step.name not in self.publication_names:
+                raise ScriptError(f'publication "{step.name}" does not exist', where)
+            change = PublicationChange(0, step.name, dropped=True)
+        else:
+            name = step.publication.name
+            if name in self.publication_names:
+                raise ScriptError(f'publication "{name}" already exists', where)
+            listed, published, gencols = declare_publications(
+                [step.publication], self.tables, self.pg_version, where=where
+            )
+            change = PublicationChange(0, name, listed[name], published[name], gencols[name])
+        self.transaction(Transaction(cast("tuple[Change, ...]", (step,))), where, ddl_step=True)
+        commit = self.wal[-1]
+        assert isinstance(commit, WTxn)
+        self.publication_changes.append(dataclasses.replace(change, lsn=commit.lsn))
+        self.publication_names ^= {change.name}
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")
@@ -411,6 +444,8 @@ class Compiler(ChangeWriter):
             self.wal.append(WMessage(start, end, step.prefix, step.content))
         elif isinstance(step, AlterTable):
             self.transaction(Transaction((step,)), where, ddl_step=True)
+        elif isinstance(step, CreatePublication | DropPublication):
+            self.publication_ddl(step, where)
         elif isinstance(step, Sleep):
             if not isinstance(step.seconds, int | float) or step.seconds < 0:
                 raise ScriptError(f"expected seconds >= 0, got {step.seconds!r}", where)

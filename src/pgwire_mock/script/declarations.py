@@ -160,14 +160,20 @@ def compiled_columns(
 
 
 def declare_publications(
-    publications: Sequence[Publication], tables: Mapping[str, TableVersion], pg_version: int
+    publications: Sequence[Publication],
+    tables: Mapping[str, TableVersion],
+    pg_version: int,
+    *,
+    where: str | None = None,
 ) -> PublicationDeclarations:
-    """The script's publications over its declared ``tables``."""
+    """The script's publications over its declared ``tables`` (``where``: the place of
+    a single one, a create_publication step's)."""
     listed: dict[str, frozenset[str] | None] = {}
     published: dict[str, dict[str, PublishedTable]] = {}
     gencols: dict[str, str] = {}
+    places = where
     for i, p in enumerate(publications):
-        where = f"publications[{i}]"
+        where = places or f"publications[{i}]"
         if p.name in listed:
             raise ScriptError(f"publication {p.name} is declared twice", f"{where}.name")
         for j, name in enumerate(p.tables):

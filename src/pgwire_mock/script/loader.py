@@ -28,7 +28,9 @@ from pgwire_mock.script.model import (
     Change,
     Column,
     CommitPrepared,
+    CreatePublication,
     Delete,
+    DropPublication,
     EndTransaction,
     Fault,
     Insert,
@@ -380,19 +382,7 @@ def _from_dict(data: Mapping[str, Any], source: str) -> Script:
         )
         r.done()
     for i, raw in enumerate(top.get("publications", _list, [])):
-        r = _Reader(raw, f"publications[{i}]")
-        tables, columns, filters = _publication_tables(r.get("tables", _list, []), r.at("tables"))
-        script.publications.append(
-            Publication(
-                r.need("name", _str),
-                tables,
-                r.get("all_tables", _bool, False),
-                columns,
-                filters,
-                r.get("generated_columns", _opt_str, None),
-            )
-        )
-        r.done()
+        script.publications.append(_publication(raw, f"publications[{i}]"))
     for i, raw in enumerate(top.get("types", _list, [])):
         script.types.append(_user_type(raw, f"types[{i}]"))
     for i, raw in enumerate(top.get("tables", _list, [])):
@@ -480,6 +470,8 @@ _STEP_KEYS = (
     "rollback_prepared",
     "message",
     "alter_table",
+    "create_publication",
+    "drop_publication",
     "sleep",
     "fault",
     "wait_for",
@@ -498,6 +490,34 @@ def _which(r: _Reader, keys: tuple[str, ...], what: str) -> str:
     return found[0]
 
 
+def _publication(raw: object, where: str) -> Publication:
+    r = _Reader(raw, where)
+    tables, columns, filters = _publication_tables(r.get("tables", _list, []), r.at("tables"))
+    publication = Publication(
+        r.need("name", _str),
+        tables,
+        r.get("all_tables", _bool, False),
+        columns,
+        filters,
+        r.get("generated_columns", _opt_str, None),
+    )
+    r.done()
+    return publication
+
+
+def _publication_dict(p: Publication) -> dict[str, Any]:
+    return _drop_defaults(
+        {"name": p.name, "all_tables": True, "generated_columns": p.generated_columns}
+        if p.all_tables
+        else {
+            "name": p.name,
+            "tables": [_publication_table(p, t) for t in p.tables],
+            "generated_columns": p.generated_columns,
+        },
+        {"generated_columns": None},
+    )
+
+
 def _step(raw: object, where: str) -> Step:
     r = _Reader(raw, where)
     kind = _which(r, _STEP_KEYS, "a step")
@@ -512,6 +532,11 @@ def _step(raw: object, where: str) -> Step:
         step = _message(r.need(kind, _Reader))
     elif kind == "alter_table":
         step = _alter(r)
+    elif kind == "create_publication":
+        step = CreatePublication(_publication(r.data[kind], r.at(kind)))
+        r.used.add(kind)
+    elif kind == "drop_publication":
+        step = DropPublication(r.need(kind, _str))
     elif kind == "sleep":
         step = Sleep(r.need(kind, _number))
     elif kind == "wait_for":
@@ -710,19 +735,7 @@ def script_to_dict(script: Script) -> dict[str, Any]:
             for s in script.slots
         ]
     if script.publications:
-        out["publications"] = [
-            _drop_defaults(
-                {"name": p.name, "all_tables": True, "generated_columns": p.generated_columns}
-                if p.all_tables
-                else {
-                    "name": p.name,
-                    "tables": [_publication_table(p, t) for t in p.tables],
-                    "generated_columns": p.generated_columns,
-                },
-                {"generated_columns": None},
-            )
-            for p in script.publications
-        ]
+        out["publications"] = [_publication_dict(p) for p in script.publications]
     if script.types:
         out["types"] = [_type_dict(t) for t in script.types]
     plain = _Plain(compiled)
@@ -876,6 +889,10 @@ def _step_dict(step: Step, plain: _Plain) -> dict[str, Any]:
         return {"message": _message_dict(step)}
     if isinstance(step, AlterTable):
         return _alter_dict(step)
+    if isinstance(step, CreatePublication):
+        return {"create_publication": _publication_dict(step.publication)}
+    if isinstance(step, DropPublication):
+        return {"drop_publication": step.name}
     if isinstance(step, Sleep):
         return {"sleep": step.seconds}
     if isinstance(step, WaitFor):

@@ -36,7 +36,9 @@ __all__ = [
     "Change",
     "Column",
     "CommitPrepared",
+    "CreatePublication",
     "Delete",
+    "DropPublication",
     "EndTransaction",
     "Fault",
     "Insert",
@@ -259,6 +261,23 @@ class AlterTable:
     drop_columns: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class CreatePublication:
+    """CREATE PUBLICATION as a step (the SQL command on a served script writes one): a
+    catalog transaction; walsenders publish through it the changes they decode after
+    its commit, as pgoutput looks publications up with the historic snapshot of the
+    change (before it, 14-17 fail with 42704 and 18 skips it with a warning)."""
+
+    publication: Publication
+
+
+@dataclass(frozen=True, slots=True)
+class DropPublication:
+    """DROP PUBLICATION as a step: changes decoded after its commit no longer find it."""
+
+    name: str
+
+
 Change: TypeAlias = (
     Insert
     | Update
@@ -374,6 +393,8 @@ Step: TypeAlias = (
     | RollbackPrepared
     | LogicalMessage
     | AlterTable
+    | CreatePublication
+    | DropPublication
     | Sleep
     | Fault
     | WaitFor

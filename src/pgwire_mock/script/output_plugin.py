@@ -59,28 +59,62 @@ class OutputPlugin:
         self.options = options
         self.version = version
         self.binary = options.binary
-        missing = tuple(p for p in options.publication_names if p not in compiled.publications)
-        # Up to 17 the first lookup fails (get_publication_oid); 18 warns once and goes on.
-        self.missing = missing[0] if missing and version < 18 else None
-        self.skipped_publications = missing if version >= 18 else ()
+        # The catalog as the change being decoded sees it (its historic snapshot): the
+        # script's publications, then those steps created or dropped, applied once the
+        # walsender decodes past their commit (catch_up).
+        self.listed = dict(compiled.publications)
+        self.listed_tables = dict(compiled.published)
+        self.gencols = dict(compiled.generated_columns)
+        self.changes_applied = 0
         self.skipped_at: int | None = None  # the lookup's LSN, until the warning is yielded
-        published: set[str] = set()
-        self.all_tables = False
-        for name in options.publication_names:
-            tables = compiled.publications.get(name)
-            if tables is None:
-                self.all_tables = self.all_tables or name in compiled.publications
-            else:
-                published |= tables
-        self.published = published
         self.views: dict[int, _View] = {}  # by table OID, for one TableVersion
+        self.load_publications()
         self.schema_sent: dict[int, bool] = {}
         self.stream_schema: dict[int, set[int]] = {}
         # Tables with a valid entry in pgoutput's RelationSyncCache (looked up, published
         # or not, and not invalidated since): reading them needs no catalog access.
         self.looked_up: set[int] = set()
 
+    def load_publications(self) -> None:
+        """LoadPublications: the requested publications the catalog has, and what they
+        publish. Up to 17 a missing one fails the first lookup (get_publication_oid);
+        18 warns and goes on, at every load."""
+        missing = tuple(p for p in self.options.publication_names if p not in self.listed)
+        self.missing = missing[0] if missing and self.version < 18 else None
+        self.skipped_publications = missing if self.version >= 18 else ()
+        published: set[str] = set()
+        self.all_tables = False
+        for name in self.options.publication_names:
+            tables = self.listed.get(name)
+            if tables is None:
+                self.all_tables = self.all_tables or name in self.listed
+            else:
+                published |= tables
+        self.published = published
+
+    def catch_up(self, lsn: int) -> None:
+        """Apply the publications created or dropped by transactions committed before
+        ``lsn``: their invalidation reloads the publications and every table's entry
+        (publication_invalidation_cb, rel_sync_cache_publication_cb)."""
+        changes = self.compiled.publication_changes
+        start = self.changes_applied
+        while self.changes_applied < len(changes) and changes[self.changes_applied].lsn < lsn:
+            change = changes[self.changes_applied]
+            self.changes_applied += 1
+            if change.dropped:
+                for catalog in (self.listed, self.listed_tables, self.gencols):
+                    catalog.pop(change.name, None)
+            else:
+                self.listed[change.name] = change.listed
+                self.listed_tables[change.name] = change.published
+                self.gencols[change.name] = change.generated_columns
+        if self.changes_applied != start:
+            self.load_publications()
+            self.views.clear()
+            self.looked_up.clear()
+
     def is_published(self, table: TableVersion, lsn: int) -> bool:
+        self.catch_up(lsn)
         self.looked_up.add(table.oid)
         if self.missing is not None:
             raise PublicationMissingError(self.missing)
@@ -97,14 +131,13 @@ class OutputPlugin:
         view = self.views.get(table.oid)
         if view is not None and view.table is table:
             return view
-        compiled = self.compiled
         entries: list[tuple[PublishedTable, str]] = []  # with the publication's pubgencols
         for name in self.options.publication_names:
-            tables = compiled.publications.get(name, frozenset())
+            tables = self.listed.get(name, frozenset())
             if tables is not None and table.name not in tables:
                 continue
-            published = compiled.published.get(name, {}).get(table.name, PublishedTable())
-            entries.append((published, compiled.generated_columns.get(name, "n")))
+            published = self.listed_tables.get(name, {}).get(table.name, PublishedTable())
+            entries.append((published, self.gencols.get(name, "n")))
         qualified = f'"{table.namespace}.{table.relname}"'
         # check_and_init_gencol (18): the publications without a column list must agree
         # on publish_generated_columns, if the table has generated columns at all.
@@ -162,7 +195,7 @@ class OutputPlugin:
 
     def skipped_warning(self) -> Iterator[StreamEvent]:
         assert self.skipped_at is not None
-        missing = (p for p in self.options.publication_names if p not in self.compiled.publications)
+        missing = (p for p in self.options.publication_names if p not in self.listed)
         yield PublicationsSkipped(tuple(missing), self.skipped_at)
         self.skipped_at = None
 

@@ -19,6 +19,7 @@ __all__ = [
     "CColumn",
     "CompiledScript",
     "OpenTxn",
+    "PublicationChange",
     "PublishedTable",
     "Row",
     "RunningXacts",
@@ -315,6 +316,19 @@ class PublishedTable:
     filter: RowFilter | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PublicationChange:
+    """A publication created (``listed``: its tables, None for all) or dropped
+    (``dropped``) by the catalog transaction whose commit record starts at ``lsn``."""
+
+    lsn: int
+    name: str
+    listed: frozenset[str] | None = None
+    published: Mapping[str, PublishedTable] = field(default_factory=dict)
+    generated_columns: str = "n"
+    dropped: bool = False
+
+
 @dataclass(eq=False)
 class CompiledScript:
     script: Script
@@ -329,6 +343,9 @@ class CompiledScript:
     """Publication → listed table → its column list and row filter."""
     generated_columns: Mapping[str, str] = field(default_factory=dict)
     """Publication → pg_publication.pubgencols: ``n`` (none) or ``s`` (stored, 18)."""
+    publication_changes: list[PublicationChange] = field(default_factory=list)
+    """Publications created and dropped by steps, in WAL order (the three maps above are
+    the script's own, before its first step)."""
     live: bool = False
     """A served script's WAL grows: steps are appended, and a wait_for step holds back
     what follows it until its condition holds. Only the first ``available`` items of a
