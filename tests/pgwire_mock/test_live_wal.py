@@ -312,3 +312,34 @@ def test_appending_to_a_recording_is_refused(make_walsender: Callable[..., WalSe
     server = make_walsender(GOLDEN / "pg16" / "messages.v2-stream.jsonl")
     with pytest.raises(TypeError, match="not a script"):
         server.commit([insert(TABLE, id=1, v="a")])
+
+
+def test_the_client_yields_what_came_before_an_error_in_the_same_read() -> None:
+    """A transaction sent whole, then the error at the next one's change, arrive in one
+    read: ReplicationConnection yields the transaction before it raises (it used to raise
+    at once, and a consumer lost a transaction PostgreSQL had sent it)."""
+    from pgwire_mock.client import ReplicationConnection, ServerError, WalData
+    from pgwire_mock.pytest_plugin import start_walsender
+    from pgwire_mock.script import CreatePublication, DropPublication, Publication
+
+    steps = (
+        Script(pg_version=15).table("public.t", columns=[column("id", "int4", key=True)]).slot("s")
+    )
+    steps.steps.append(CreatePublication(Publication("p", ("public.t",))))
+    steps.transaction([insert("public.t", id=1)])
+    steps.steps.append(DropPublication("p"))
+    steps.transaction([insert("public.t", id=2)])
+    server = start_walsender(steps)
+    try:
+        consumer = ReplicationConnection.connect(server.dsn(), timeout=5, decode_pgoutput=True)
+        received = []
+        with pytest.raises(ServerError, match='publication "p" does not exist'):
+            for event in consumer.start_replication(
+                "s", 0, {"proto_version": "1", "publication_names": "p"}
+            ):
+                if isinstance(event, WalData):
+                    received.append(type(event.message).__name__)
+        consumer.close()
+    finally:
+        server.stop()
+    assert received == ["Begin", "Relation", "Insert", "Commit"]

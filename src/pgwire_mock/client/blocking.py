@@ -47,6 +47,7 @@ from pgwire_mock.client.session import (
     Event,
     ReplicationSession,
     State,
+    StreamStarted,
 )
 
 _RECV_SIZE: Final = 1 << 16
@@ -307,6 +308,8 @@ class ReplicationConnection:
             early.extend(self.poll(remaining))
         if self.session.state is State.IDLE:
             for event in early:
+                if isinstance(event, StreamStarted):
+                    break  # an error after CopyBoth ended the stream: _stream raises it
                 if isinstance(event, ErrorReceived):
                     raise event.error
         self._pending = early
@@ -314,10 +317,16 @@ class ReplicationConnection:
 
     def _stream(self) -> Iterator[Event]:
         while self._pending or self.session.state not in (State.IDLE, State.CLOSED):
-            batch = self.read_stream()
+            batch = self.poll(None)
             if not batch and self.session.state is State.STREAMING:
                 raise ReplicationTimeoutError(f"nothing received for {self.read_timeout}s")
-            yield from batch
+            # What came before an ErrorResponse in the same read is the stream's too
+            # (a transaction sent whole before the change that failed).
+            for event in batch:
+                if isinstance(event, ErrorReceived):
+                    self.wait_idle()
+                    raise event.error
+                yield event
 
     def read_stream(self, timeout: float | None = None) -> list[Event]:
         """One batch of stream events, [] after ``timeout`` quiet seconds.
