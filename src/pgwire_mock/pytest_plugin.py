@@ -498,7 +498,10 @@ def start_walsender(
         start = state.new_slot_lsn or state.wal_lsn
         name, lsn = (slot, start) if isinstance(slot, str) else slot
         state.declare([SlotState(name, "pgoutput", state.database, lsn, lsn)], [])
+    publications = list(publications)
     state.declare([], [PublicationState(p, all_tables=True) for p in publications])
+    if isinstance(source, ScriptSource):
+        source.declare_publications(publications)
     if users is None:
         user_map: dict[str, User] = {}
     elif isinstance(users, Mapping):

@@ -539,6 +539,8 @@ def build_server(
         point = (state.new_slot_lsn or state.wal_lsn) if lsn is None else lsn
         state.declare([SlotState(name, "pgoutput", state.database, point, point)], [])
     state.declare([], [PublicationState(p, all_tables=True) for p in args.publication])
+    if isinstance(source, ScriptSource):
+        source.declare_publications(args.publication)
     config = SessionConfig(
         major=major,
         auth=args.auth,

@@ -14,12 +14,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from test_serve_control import SCRIPT
 
 from codec.values import LSN
 from conformance.serve_process import ServeProcess
-from pgwire_mock.client import ReplicationConnection, WalData
+from pgwire_mock.client import ReplicationConnection, ServerError, WalData
 from pgwire_mock.script import Script, column, insert, loads_steps
 from pgwire_mock.script.live import LiveWal
 from pgwire_mock.server.wal_journal import WalJournal, journal_path
@@ -267,3 +268,34 @@ def test_a_journal_that_cannot_write_says_so_once_and_writes_no_more(
     journal.close()
     assert failures == [f"could not write to the WAL journal {path}: No space left on device"]
     assert len(path.read_text().splitlines()) == 2  # the header, and the one not synced
+
+
+def test_a_publication_created_in_sql_is_in_the_wal_after_a_restart(
+    files: tuple[Path, Path],
+) -> None:
+    """CREATE PUBLICATION on a served script writes its catalog transaction to the WAL
+    (and the journal): a server started again publishes through it from its commit on,
+    up to where DROP PUBLICATION committed (then 42704 on 16, as PostgreSQL)."""
+    served = _serve(files)
+    with psycopg.connect(served.dsn(replication="database"), autocommit=True) as conn:
+        conn.execute("CREATE PUBLICATION dbz FOR ALL TABLES")
+    _, status = served.request("GET", "/wal")
+    _post(served, [_insert(2)])
+    served.stop()
+    again = _serve(files)
+    _post(again, [_insert(3)])
+    with psycopg.connect(again.dsn(replication="database"), autocommit=True) as conn:
+        conn.execute("DROP PUBLICATION dbz")
+    _post(again, [_insert(4)])
+    consumer = ReplicationConnection.connect(again.dsn(replication="database"), timeout=10)
+    options = {**OPTIONS, "publication_names": "dbz"}
+    events = consumer.start_replication("s", status["end_lsn"], options)
+    received = []
+    with pytest.raises(ServerError, match='publication "dbz" does not exist'):
+        for event in events:
+            if isinstance(event, WalData) and event.payload[:1] == b"I":
+                received.append(event.payload)
+    consumer.close()
+    again.stop()
+    assert [b"v2" in p and b"v3" not in p for p in received] == [True, False]
+    assert b"v3" in received[1]

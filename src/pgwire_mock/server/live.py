@@ -20,7 +20,7 @@ that came 15 s later, and 15.0 s after that).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.state import ServerState
@@ -128,6 +128,12 @@ class WalWriter:
             self.wal.checkpoint()
         finally:
             self._written()
+
+    def catalog_step(self, step: object) -> None:
+        """Write a catalog step (CreatePublication, DropPublication) at the end of WAL,
+        as the SQL command commits it; ScriptError if it does not fit the script,
+        ShuttingDownError while the server restarts."""
+        self.append([cast("Step", step)])
 
     def log_running_xacts(self) -> RunningXacts | None:
         """A running-xacts record at the end of WAL, as ``pg_log_standby_snapshot()``

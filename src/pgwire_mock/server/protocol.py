@@ -449,6 +449,7 @@ class WalSenderFactory(Factory):
         if self.wal_writer is not None:
             config.log_running_xacts = self.wal_writer.log_running_xacts
             config.checkpoint = self.wal_writer.online_checkpoint
+            config.catalog_step = self.wal_writer.catalog_step
 
     def startFactory(self) -> None:  # noqa: N802 - Twisted's name
         self._stopping = False

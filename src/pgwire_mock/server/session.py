@@ -190,6 +190,9 @@ class SessionConfig:
     checkpoint: Callable[[], RunningXacts | None] | None = None
     """Writes CHECKPOINT's records at the end of the served live WAL (False: a wait_for
     step holds it back); None: the source cannot grow."""
+    catalog_step: Callable[[object], None] | None = None
+    """Writes a catalog step (CREATE / DROP PUBLICATION's) at the end of the served live
+    WAL; None: the source cannot grow."""
     random_bytes: Callable[[int], bytes] = secrets.token_bytes
     max_message_size: int = 1 << 30
 
@@ -443,9 +446,11 @@ class WalSenderSession(
                 s.paused_until = now + event.seconds
                 break
             elif isinstance(event, CheckPublications):
-                missing = [
-                    p for p in s.options.publication_names if p not in self.state.publications
-                ]
+                missing = event.missing
+                if missing is None:
+                    missing = tuple(
+                        p for p in s.options.publication_names if p not in self.state.publications
+                    )
                 if missing:
                     context = (
                         f'slot "{s.slot.name}", output plugin "pgoutput", in the change '

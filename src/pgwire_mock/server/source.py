@@ -78,9 +78,12 @@ class FaultEvent:
 
 @dataclass(frozen=True, slots=True)
 class CheckPublications:
-    """The point where pgoutput loads the requested publications (first change)."""
+    """The point where pgoutput loads the requested publications (first change);
+    ``missing``: those a script's catalog lacks there (its publications change with the
+    WAL); None: those the server's catalog lacks now (a recording's are fixed)."""
 
     lsn: int
+    missing: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,6 +465,16 @@ class ScriptSource:
             for p in script.publications
         )
 
+    def declare_publications(self, names: Sequence[str]) -> None:
+        """FOR ALL TABLES publications declared at start outside the script (``serve
+        --publication``, the fixture's ``publications``): they exist before the script's
+        first change, so the walsenders publish through them from the start."""
+        if self.wal is None:
+            return
+        compiled = self.wal.compiled
+        added = {name: None for name in names if name not in compiled.publications}
+        compiled.publications = {**compiled.publications, **added}
+
     @property
     def end_lsn(self) -> int:
         return self.wal.end_lsn if self.wal is not None else self.start_lsn
@@ -547,14 +560,19 @@ class ScriptSource:
                 elif isinstance(event, Fault):
                     yield FaultEvent(event.name, dict(event.params), event.lsn)
                 elif isinstance(event, PublicationsSkipped):
-                    yield CheckPublications(event.lsn)
+                    yield CheckPublications(event.lsn, event.names)
             if held is not None:
                 yield held
-        except PublicationMissingError:
+        except PublicationMissingError as err:
             # The encoder stops where pgoutput looks the publications up; the session
-            # reports the missing one with the server's exact fields.
-            yield CheckPublications(from_lsn)
+            # reports the missing one with the server's exact fields, after what was
+            # sent before it (14's Begin, or whole transactions before a drop).
+            if held is not None:
+                yield held
+            yield CheckPublications(from_lsn, (err.name,))
         except OptionError as err:  # e.g. two publications with different column lists
+            if held is not None:
+                yield held
             yield SourceError(ServerError("ERROR", err.sqlstate, err.problem))
 
 

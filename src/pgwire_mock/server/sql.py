@@ -115,8 +115,11 @@ class SqlLayer:
         pid: int = 0,
         log_running_xacts: Callable[[], RunningXacts | None] | None = None,
         checkpoint: Callable[[], RunningXacts | None] | None = None,
+        catalog_step: Callable[[object], None] | None = None,
     ) -> None:
         self.major = major
+        # What writes CREATE / DROP PUBLICATION's catalog transaction (a live WAL).
+        self._catalog_step = catalog_step
         # What writes WAL for pg_log_standby_snapshot() and CHECKPOINT (a live WAL).
         self._log_running_xacts = log_running_xacts
         self._write_checkpoint = checkpoint
@@ -368,20 +371,58 @@ class SqlLayer:
             m = re.search(r"publish_generated_columns ?(?:= ?'?(\w+)'?)?", options, re.I)
             if m is not None and self.major >= 18 and (m.group(1) or "").lower() == "stored":
                 generated = "s"
-        self.state.add_publication(
-            PublicationState(
-                name,
-                all_tables=target == "all tables",
-                tables=tables,
-                insert="insert" in publish,
-                update="update" in publish,
-                delete="delete" in publish,
-                truncate="truncate" in publish,
-                owner=self.user,
-                generated_columns=generated,
-            )
+        publication = PublicationState(
+            name,
+            all_tables=target == "all tables",
+            tables=tables,
+            insert="insert" in publish,
+            update="update" in publish,
+            delete="delete" in publish,
+            truncate="truncate" in publish,
+            owner=self.user,
+            generated_columns=generated,
         )
+        self._write_catalog(publication)
+        self.state.add_publication(publication)
         return Result("CREATE PUBLICATION")
+
+    def _write_catalog(self, change: PublicationState | str) -> None:
+        """A served script's WAL gets the publication's catalog transaction (created, or
+        dropped: a name), so that walsenders publish through it from its commit on."""
+        if self._catalog_step is None:
+            return
+        from pgwire_mock.script import (  # noqa: PLC0415 - scripts load YAML
+            CreatePublication,
+            DropPublication,
+            Publication,
+            ScriptError,
+        )
+
+        if isinstance(change, str):
+            step: object = DropPublication(change)
+        else:
+            step = CreatePublication(
+                Publication(
+                    change.name,
+                    change.tables,
+                    change.all_tables,
+                    generated_columns="stored" if change.generated_columns == "s" else None,
+                )
+            )
+        try:
+            self._catalog_step(step)
+        except ShuttingDownError as err:
+            raise ServerError("ERROR", "57P03", str(err)) from None
+        except ScriptError as err:
+            missing = re.fullmatch(r"no table '?([^' ]+)'?", err.problem)
+            if missing is not None:
+                relation = missing.group(1).removeprefix("public.")
+                raise ServerError(
+                    "ERROR", "42P01", f'relation "{relation}" does not exist'
+                ) from None
+            if isinstance(change, str):  # known to the server, not to the script's WAL
+                return
+            raise ServerError("ERROR", "XX000", err.problem) from None
 
     def _drop_publication(self, match: re.Match[str]) -> Result:
         name = _ident(match.group(2), match.group(3))
@@ -392,6 +433,7 @@ class SqlLayer:
                 )
                 return Result("DROP PUBLICATION", notices=(notice,))
             raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
+        self._write_catalog(name)
         del self.state.publications[name]
         self.state.save()
         return Result("DROP PUBLICATION")

@@ -305,6 +305,7 @@ class StartupHandling:
             pid=self.pid,
             log_running_xacts=self.config.log_running_xacts,
             checkpoint=self.config.checkpoint,
+            catalog_step=self.config.catalog_step,
         )
         tables = self.config.source if isinstance(self.config.source, ServedTables) else None
         source = self.config.source

@@ -1,0 +1,181 @@
+"""CREATE and DROP PUBLICATION while changes are written, run the same on real
+PostgreSQL and on the fake, and what a consumer streaming through the publication sees.
+
+pgoutput looks a publication up with the historic snapshot of the change it decodes: a
+publication exists for the changes written after its creation committed, and no longer
+for those after its drop. Before it exists, 14-17 end the stream with 42704 and 18 skips
+it with a WARNING (LoadPublications). The stories (:data:`STORIES`), each on a fresh
+table (id int key, v text) and slot:
+
+* ``created first``: what Debezium does at its first start: the publication, then the
+  slot, then a change;
+* ``created after a change``: the slot, a change, the publication, a change;
+* ``dropped between changes``: the publication, the slot, a change, the drop, a change;
+* ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
+
+The SQL runs on a replication connection, as Debezium's does; changes are committed in
+SQL on the real server and with ``WalSender.commit`` on the fake. Then a client streams
+the slot (proto_version 1) and what it receives is kept by name (Relation with its
+table, Insert with its key), with the notices and the error that ended it, if any.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from codec import pgoutput as po
+from pgwire_mock.client import (
+    Notice,
+    ReplicationConnection,
+    ReplicationTimeoutError,
+    ServerError,
+    WalData,
+)
+
+__all__ = ["STORIES", "Observed", "Side", "fake_side", "new_tag", "real_side", "run_story"]
+
+#: Story name → its steps: ("sql", text with {table} and {pub}), ("slot",), ("insert", key).
+STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
+    "created first": (
+        ("sql", "CREATE PUBLICATION {pub} FOR ALL TABLES"),
+        ("slot",),
+        ("insert", 1),
+    ),
+    "created after a change": (
+        ("slot",),
+        ("insert", 1),
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("insert", 2),
+    ),
+    "dropped between changes": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("sql", "DROP PUBLICATION {pub}"),
+        ("insert", 2),
+    ),
+    "a table that does not exist": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}_missing"),
+        ("slot",),
+        ("insert", 1),
+    ),
+}
+
+
+@dataclass
+class Side:
+    """One server: its replication DSN, the story's table, and how a change is made."""
+
+    dsn: str
+    table: str
+    insert: Callable[[int], object]
+
+
+@dataclass
+class Observed:
+    sql: list[str] = field(default_factory=list)  # each statement's tag, or its error
+    received: list[str] = field(default_factory=list)
+    error: tuple[str, str, str] | None = None  # severity, SQLSTATE, message
+
+
+def new_tag() -> str:
+    """What names a run's table, publication and slot, the same on both sides (the
+    messages and errors carry them)."""
+    return uuid.uuid4().hex[:8]
+
+
+def run_story(
+    side: Side, steps: tuple[tuple[Any, ...], ...], tag: str, *, quiet: float = 2.0
+) -> Observed:
+    """Run ``steps`` on ``side``, then stream the slot until the last change's commit,
+    an error, or ``quiet`` seconds without a message."""
+    import psycopg  # noqa: PLC0415 - a test-time dependency
+
+    pub, slot = f"pub_{tag}", f"slot_{tag}"
+    observed = Observed()
+    last = max(step[1] for step in steps if step[0] == "insert")
+    with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        for step in steps:
+            if step[0] == "sql":
+                try:
+                    cur = conn.execute(step[1].format(table=side.table, pub=pub))
+                    observed.sql.append(str(cur.statusmessage))
+                except psycopg.Error as err:
+                    observed.sql.append(f"{err.diag.sqlstate} {err.diag.message_primary}")
+            elif step[0] == "slot":
+                conn.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")
+            else:
+                side.insert(step[1])
+        consumer = ReplicationConnection.connect(side.dsn, timeout=quiet, decode_pgoutput=True)
+        try:
+            options = {"proto_version": "1", "publication_names": pub}
+            for event in consumer.start_replication(slot, 0, options):
+                if isinstance(event, Notice):
+                    observed.received.append(f"{event.severity} {event.message}")
+                elif isinstance(event, WalData):
+                    message = event.message
+                    observed.received.append(_named(message))
+                    if isinstance(message, po.Insert) and message.new_tuple[0] == str(last):
+                        last = -1  # its Commit is the end
+                    elif isinstance(message, po.Commit) and last == -1:
+                        break
+        except ServerError as err:
+            observed.error = (str(err.get("S")), err.sqlstate, err.message)
+        except ReplicationTimeoutError:
+            pass
+        finally:
+            consumer.close()
+        conn.execute(f"DROP_REPLICATION_SLOT {slot} WAIT")
+        conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
+    return observed
+
+
+def _named(message: po.PgOutputMessage | None) -> str:
+    if isinstance(message, po.Relation):
+        return f"Relation {message.namespace}.{message.relation_name}"
+    if isinstance(message, po.Insert):
+        return f"Insert {message.new_tuple[0]!s}"
+    return type(message).__name__
+
+
+@contextmanager
+def real_side(server: Any, tag: str) -> Iterator[Side]:
+    """A fresh table on a real server (``conformance.provision.Server``)."""
+    table = f"pubddl_{tag}"
+    with server.connect() as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        try:
+            yield Side(
+                server.replication_dsn,
+                table,
+                lambda key: conn.execute(f"INSERT INTO {table} VALUES (%s, 'v')", (key,)),
+            )
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+
+
+@contextmanager
+def fake_side(major: int, tag: str) -> Iterator[Side]:
+    """The fake emulating ``major``, serving a script with a table of that shape and no
+    publication; new slots start at the end of WAL, as PostgreSQL's."""
+    from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
+    from pgwire_mock.script import Script, column, insert  # noqa: PLC0415
+
+    table = f"pubddl_{tag}"
+    name = f"public.{table}"
+    script = Script(pg_version=major).table(
+        name, columns=[column("id", "int4", key=True), column("v", "text")]
+    )
+    server = start_walsender(script, new_slots="end_of_wal")
+    try:
+        yield Side(
+            server.dsn(replication="database"),
+            table,
+            lambda key: server.commit([insert(name, id=key, v="v")]),
+        )
+    finally:
+        server.stop()

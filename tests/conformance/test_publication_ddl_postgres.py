@@ -1,0 +1,39 @@
+"""CREATE and DROP PUBLICATION between changes (conformance.publication_ddl): a client
+streaming through the publication receives the same from the fake as from real
+PostgreSQL 14-18 — the changes after its creation, 42704 (14-17) or a WARNING (18)
+for those before it or after its drop — and the statements answer the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.provision import Server
+from conformance.publication_ddl import STORIES, fake_side, new_tag, real_side, run_story
+
+
+@pytest.mark.parametrize("story", STORIES)
+def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres(
+    pg_server: Server, story: str
+) -> None:
+    tag = new_tag()
+    with real_side(pg_server, tag) as side:
+        real = run_story(side, STORIES[story], tag)
+    with fake_side(pg_server.version, tag) as side:
+        fake = run_story(side, STORIES[story], tag)
+    # What PostgreSQL does, so that the comparison cannot pass on nothing.
+    inserts = [m for m in real.received if m.startswith("Insert")]
+    skipped = [m for m in real.received if m.startswith("WARNING skipped loading")]
+    before_18 = pg_server.version < 18
+    missing = ("ERROR", "42704", f'publication "pub_{tag}" does not exist')
+    expected = {
+        "created first": (["Insert 1"], None),
+        "created after a change": ([] if before_18 else ["Insert 2"], missing),
+        "dropped between changes": (["Insert 1"], missing),
+        "a table that does not exist": ([], missing),
+    }[story]
+    assert inserts == expected[0], real
+    assert real.error == (expected[1] if before_18 else None), real
+    assert bool(skipped) == (not before_18 and expected[1] is not None), real
+    if story == "a table that does not exist":
+        assert real.sql == [f'42P01 relation "pubddl_{tag}_missing" does not exist'], real
+    assert fake == real
