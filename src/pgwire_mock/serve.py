@@ -510,6 +510,8 @@ def build_server(
             f"--state-file {args.state_file}: directory {args.state_file.parent} does not exist"
         )
     fresh = args.state_file is None or not args.state_file.exists()
+    if isinstance(source, ScriptSource):  # before the journal's steps, which may drop them
+        source.declare_publications(args.publication)
     journal = None
     if args.state_file is not None and isinstance(source, ScriptSource) and source.wal is not None:
         try:  # first: its lock keeps a second server off the state file too
@@ -539,8 +541,6 @@ def build_server(
         point = (state.new_slot_lsn or state.wal_lsn) if lsn is None else lsn
         state.declare([SlotState(name, "pgoutput", state.database, point, point)], [])
     state.declare([], [PublicationState(p, all_tables=True) for p in args.publication])
-    if isinstance(source, ScriptSource):
-        source.declare_publications(args.publication)
     config = SessionConfig(
         major=major,
         auth=args.auth,

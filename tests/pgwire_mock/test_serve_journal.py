@@ -299,3 +299,29 @@ def test_a_publication_created_in_sql_is_in_the_wal_after_a_restart(
     again.stop()
     assert [b"v2" in p and b"v3" not in p for p in received] == [True, False]
     assert b"v3" in received[1]
+
+
+def test_a_publication_given_with_the_option_publishes_from_the_start(
+    files: tuple[Path, Path],
+) -> None:
+    """``serve --publication extra`` on a script: a FOR ALL TABLES publication that
+    existed before the script's first change (it streamed nothing before), which SQL may
+    drop, in a server started again on the journal too."""
+    script, state = files
+    args = ["--script", str(script), "--state-file", str(state), "--publication", "extra"]
+    served = ServeProcess(args)
+    with psycopg.connect(served.dsn(replication="database"), autocommit=True) as conn:
+        conn.execute("DROP PUBLICATION extra")
+    _post(served, [_insert(2)])
+    served.stop()
+    again = ServeProcess(args)
+    consumer = ReplicationConnection.connect(again.dsn(replication="database"), timeout=10)
+    events = consumer.start_replication("s", 0, {**OPTIONS, "publication_names": "extra"})
+    received = []
+    with pytest.raises(ServerError, match='publication "extra" does not exist'):
+        for event in events:
+            if isinstance(event, WalData) and event.payload[:1] == b"I":
+                received.append(event.payload)
+    consumer.close()
+    again.stop()
+    assert len(received) == 1 and b"a" in received[0]  # the script's row, before the drop

@@ -75,6 +75,15 @@ class LiveWal:
         finally:
             self.journal = journal
 
+    def declare_publications(self, names: Iterable[str]) -> None:
+        """FOR ALL TABLES publications that exist before the script's first change
+        (declared outside it, as ``serve --publication``): part of the catalog the
+        walsenders start from, and ones a drop_publication step may drop."""
+        compiled = self.compiled
+        added = {name: None for name in names if name not in compiled.publications}
+        compiled.publications = {**compiled.publications, **added}
+        self._compiler.publication_names |= set(added)
+
     def _note(self, operation: dict[str, Any]) -> None:
         if self.journal is not None:
             self.journal(operation)

@@ -469,11 +469,8 @@ class ScriptSource:
         """FOR ALL TABLES publications declared at start outside the script (``serve
         --publication``, the fixture's ``publications``): they exist before the script's
         first change, so the walsenders publish through them from the start."""
-        if self.wal is None:
-            return
-        compiled = self.wal.compiled
-        added = {name: None for name in names if name not in compiled.publications}
-        compiled.publications = {**compiled.publications, **added}
+        if self.wal is not None:
+            self.wal.declare_publications(names)
 
     @property
     def end_lsn(self) -> int:
