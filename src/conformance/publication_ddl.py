@@ -11,6 +11,10 @@ table (id int key, v text) and slot:
   slot, then a change;
 * ``created after a change``: the slot, a change, the publication, a change;
 * ``dropped between changes``: the publication, the slot, a change, the drop, a change;
+* ``another created for the table`` / ``for all tables``: a second publication, not
+  streamed through, created and dropped between changes: its catalog change invalidates
+  the table's relcache entry (every table's, for all tables), and pgoutput sends the
+  Relation again before the next change;
 * ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
 
 The SQL runs on a replication connection, as Debezium's does; changes are committed in
@@ -57,6 +61,26 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
         ("insert", 1),
         ("sql", "DROP PUBLICATION {pub}"),
         ("insert", 2),
+    ),
+    # Its catalog change invalidates the table's relcache entry (CacheInvalidateRelcache,
+    # for every table with FOR ALL TABLES): pgoutput sends the Relation again.
+    "another created for the table": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table}"),
+        ("insert", 2),
+        ("sql", "DROP PUBLICATION {pub}_2"),
+        ("insert", 3),
+    ),
+    "another created for all tables": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR ALL TABLES"),
+        ("insert", 2),
+        ("sql", "DROP PUBLICATION {pub}_2"),
+        ("insert", 3),
     ),
     "a table that does not exist": (
         ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}_missing"),
@@ -131,6 +155,7 @@ def run_story(
             consumer.close()
         conn.execute(f"DROP_REPLICATION_SLOT {slot} WAIT")
         conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
+        conn.execute(f"DROP PUBLICATION IF EXISTS {pub}_2")
     return observed
 
 

@@ -29,11 +29,17 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         "created first": (["Insert 1"], None),
         "created after a change": ([] if before_18 else ["Insert 2"], missing),
         "dropped between changes": (["Insert 1"], missing),
+        "another created for the table": (["Insert 1", "Insert 2", "Insert 3"], None),
+        "another created for all tables": (["Insert 1", "Insert 2", "Insert 3"], None),
         "a table that does not exist": ([], missing),
     }[story]
     assert inserts == expected[0], real
     assert real.error == (expected[1] if before_18 else None), real
     assert bool(skipped) == (not before_18 and expected[1] is not None), real
+    if story.startswith("another created"):
+        # The Relation again after each catalog change, but for all tables on 14.
+        relations = 1 if pg_server.version == 14 and story.endswith("all tables") else 3
+        assert sum(m.startswith("Relation") for m in real.received) == relations, real
     if story == "a table that does not exist":
         assert real.sql == [f'42P01 relation "pubddl_{tag}_missing" does not exist'], real
     assert fake == real

@@ -132,7 +132,8 @@ class Compiler(ChangeWriter):
         self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
         self.publication_changes: list[PublicationChange] = []  # and its publication_changes
-        self.publication_names: set[str] = set()  # those that exist at the end of WAL
+        # The publications at the end of WAL: name → its tables (None: all tables).
+        self.publication_tables: dict[str, frozenset[str] | None] = {}
 
     @classmethod
     def start(cls, script: Script) -> Compiler:
@@ -152,14 +153,14 @@ class Compiler(ChangeWriter):
         prepares = len(self.prepares)
         used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
         open_named = dict(self.open_named)
-        publications = (set(self.publication_names), len(self.publication_changes))
+        publications = (dict(self.publication_tables), len(self.publication_changes))
         try:
             self.step(step, where)
         except ScriptError as err:
             self.lsn, self.next_xid, self.clock, self.next_oid, count = saved
             self.used_oids, self.prepared, self.tables = used_oids, prepared, tables
             self.open_named = open_named
-            self.publication_names = publications[0]
+            self.publication_tables = publications[0]
             del self.publication_changes[publications[1] :]
             del self.wal[count:]
             del self.prepares[prepares:]
@@ -374,7 +375,7 @@ class Compiler(ChangeWriter):
         publications, published, gencols = declare_publications(
             script.publications, self.tables, self.pg_version
         )
-        self.publication_names = set(publications)
+        self.publication_tables = dict(publications)
         slots = declare_slots(script)
 
         for i, step in enumerate(script.steps):
@@ -399,22 +400,25 @@ class Compiler(ChangeWriter):
         records, a commit; 14 decodes it as an empty transaction), and the change of the
         catalog at its commit (CompiledScript.publication_changes)."""
         if isinstance(step, DropPublication):
-            if step.name not in self.publication_names:
+            if step.name not in self.publication_tables:
                 raise ScriptError(f'publication "{step.name}" does not exist', where)
-            change = PublicationChange(0, step.name, dropped=True)
+            tables = self.publication_tables.pop(step.name)
+            change = PublicationChange(0, step.name, dropped=True, invalidated=tables)
         else:
             name = step.publication.name
-            if name in self.publication_names:
+            if name in self.publication_tables:
                 raise ScriptError(f'publication "{name}" already exists', where)
             listed, published, gencols = declare_publications(
                 [step.publication], self.tables, self.pg_version, where=where
             )
-            change = PublicationChange(0, name, listed[name], published[name], gencols[name])
+            tables = self.publication_tables[name] = listed[name]
+            change = PublicationChange(
+                0, name, tables, published[name], gencols[name], invalidated=tables
+            )
         self.transaction(Transaction(cast("tuple[Change, ...]", (step,))), where, ddl_step=True)
         commit = self.wal[-1]
         assert isinstance(commit, WTxn)
         self.publication_changes.append(dataclasses.replace(change, lsn=commit.lsn))
-        self.publication_names ^= {change.name}
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")

@@ -66,6 +66,7 @@ class OutputPlugin:
         self.listed_tables = dict(compiled.published)
         self.gencols = dict(compiled.generated_columns)
         self.changes_applied = 0
+        self.oids = {name: version.oid for name, (version, _) in compiled.initial.items()}
         self.skipped_at: int | None = None  # the lookup's LSN, until the warning is yielded
         self.views: dict[int, _View] = {}  # by table OID, for one TableVersion
         self.load_publications()
@@ -108,6 +109,15 @@ class OutputPlugin:
                 self.listed[change.name] = change.listed
                 self.listed_tables[change.name] = change.published
                 self.gencols[change.name] = change.generated_columns
+            # The tables' relcache invalidation: their Relation is sent again
+            # (rel_sync_cache_relation_cb resets schema_sent; for every table from 15 on:
+            # 14's looks the invalid OID of CacheInvalidateRelcacheAll up and finds none).
+            if change.invalidated is None:
+                invalidated = list(self.schema_sent) if self.version >= 15 else []
+            else:
+                invalidated = [self.oids[t] for t in change.invalidated if t in self.oids]
+            for oid in invalidated:
+                self.invalidate(oid)
         if self.changes_applied != start:
             self.load_publications()
             self.views.clear()

@@ -319,7 +319,9 @@ class PublishedTable:
 @dataclass(frozen=True, slots=True)
 class PublicationChange:
     """A publication created (``listed``: its tables, None for all) or dropped
-    (``dropped``) by the catalog transaction whose commit record starts at ``lsn``."""
+    (``dropped``) by the catalog transaction whose commit record starts at ``lsn``;
+    ``invalidated``: the tables whose relcache entry it invalidates, the publication's
+    (CacheInvalidateRelcache; None: every table, CacheInvalidateRelcacheAll)."""
 
     lsn: int
     name: str
@@ -327,6 +329,7 @@ class PublicationChange:
     published: Mapping[str, PublishedTable] = field(default_factory=dict)
     generated_columns: str = "n"
     dropped: bool = False
+    invalidated: frozenset[str] | None = frozenset()
 
 
 @dataclass(eq=False)
