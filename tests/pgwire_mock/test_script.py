@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,31 @@ def test_publication_steps_publish_between_their_commits() -> None:
     assert run(18, 0) == ["skipped", ("2",), "skipped"]
     with pytest.raises(ScriptError, match='publication "q" does not exist'):
         loads_script(PUBLICATION_STEPS.replace("drop_publication: p", "drop_publication: q"))
+
+
+@pytest.mark.parametrize(
+    ("step", "said"),
+    [
+        ("{alter_publication: p, add_tables: [public.t]}", 'relation "t" is already member'),
+        ("{alter_publication: p, drop_tables: [public.u]}", 'relation "u" is not part of'),
+        ("{alter_publication: q, set_tables: [public.t]}", 'publication "q" does not exist'),
+        ("{alter_publication: p, add_tables: [public.x]}", "no table public.x"),
+        ("{alter_publication: p, add_tables: [], drop_tables: []}", "exactly one of"),
+    ],
+)
+def test_alter_publication_steps_are_refused_as_postgresql_refuses_them(
+    step: str, said: str
+) -> None:
+    text = (
+        "format_version: 1\ntables: [{name: public.t, columns: [id int4 key]},"
+        " {name: public.u, columns: [id int4 key]}]\n"
+        "publications: [{name: p, tables: [public.t]}]\n"
+        f"steps:\n  - {step}\n"
+    )
+    with pytest.raises(ScriptError, match=re.escape(said)):
+        loads_script(text)
+    good = text.replace(step, "{alter_publication: p, set_tables: [public.u]}")
+    assert loads_script(dump_script(loads_script(good))) == loads_script(good)
 
 
 def test_round_trip_through_dict_and_yaml() -> None:

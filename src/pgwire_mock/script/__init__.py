@@ -29,6 +29,7 @@ from pgwire_mock.script.loader import dump_script, load_script, loads_script, lo
 from pgwire_mock.script.model import (
     FAULT_NAMES,
     FORMAT_VERSION,
+    AlterPublication,
     AlterTable,
     BeginTransaction,
     Column,
@@ -72,6 +73,7 @@ __all__ = [
     "FAULT_NAMES",
     "FORMAT_VERSION",
     "MAX_PROTO_VERSION",
+    "AlterPublication",
     "AlterTable",
     "BeginTransaction",
     "Column",

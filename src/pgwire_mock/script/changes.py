@@ -25,6 +25,7 @@ from codec.values import datetime_to_pg_timestamp, decode_text, type_by_name
 from pgwire_mock.script.declarations import compiled_columns
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
+    AlterPublication,
     AlterTable,
     Change,
     CreatePublication,
@@ -156,7 +157,7 @@ class ChangeWriter:
             stack.append(SubTxn(stack[-1], change.name))
         elif isinstance(change, AlterTable):
             self.alter(change, sub, items, where)
-        elif isinstance(change, CreatePublication | DropPublication):
+        elif isinstance(change, CreatePublication | AlterPublication | DropPublication):
             # pg_publication's rows: an invalidation of every table's pgoutput entry,
             # which the output plugin applies from CompiledScript.publication_changes.
             self.assign(sub)

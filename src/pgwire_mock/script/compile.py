@@ -41,6 +41,7 @@ from pgwire_mock.script.declarations import (
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
     STREAM_MODES,
+    AlterPublication,
     AlterTable,
     BeginTransaction,
     Change,
@@ -58,6 +59,7 @@ from pgwire_mock.script.model import (
     WaitFor,
     WriteTransaction,
 )
+from pgwire_mock.script.publication_changes import PublicationCatalog
 from pgwire_mock.script.sizes import (
     ABORT_RECORD,
     CHECKPOINT_REDO_RECORD,
@@ -132,8 +134,7 @@ class Compiler(ChangeWriter):
         self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
         self.publication_changes: list[PublicationChange] = []  # and its publication_changes
-        # The publications at the end of WAL: name → its tables (None: all tables).
-        self.publication_tables: dict[str, frozenset[str] | None] = {}
+        self.publications = PublicationCatalog({}, {}, {})  # at the end of WAL
 
     @classmethod
     def start(cls, script: Script) -> Compiler:
@@ -153,14 +154,14 @@ class Compiler(ChangeWriter):
         prepares = len(self.prepares)
         used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
         open_named = dict(self.open_named)
-        publications = (dict(self.publication_tables), len(self.publication_changes))
+        publications = (self.publications.copy(), len(self.publication_changes))
         try:
             self.step(step, where)
         except ScriptError as err:
             self.lsn, self.next_xid, self.clock, self.next_oid, count = saved
             self.used_oids, self.prepared, self.tables = used_oids, prepared, tables
             self.open_named = open_named
-            self.publication_tables = publications[0]
+            self.publications = publications[0]
             del self.publication_changes[publications[1] :]
             del self.wal[count:]
             del self.prepares[prepares:]
@@ -375,7 +376,7 @@ class Compiler(ChangeWriter):
         publications, published, gencols = declare_publications(
             script.publications, self.tables, self.pg_version
         )
-        self.publication_tables = dict(publications)
+        self.publications = PublicationCatalog(publications, published, gencols)
         slots = declare_slots(script)
 
         for i, step in enumerate(script.steps):
@@ -395,26 +396,13 @@ class Compiler(ChangeWriter):
             prepares=self.prepares,
         )
 
-    def publication_ddl(self, step: CreatePublication | DropPublication, where: str) -> None:
-        """CREATE or DROP PUBLICATION: a catalog transaction (an xid, its catalog
+    def publication_ddl(
+        self, step: CreatePublication | AlterPublication | DropPublication, where: str
+    ) -> None:
+        """CREATE, ALTER or DROP PUBLICATION: a catalog transaction (an xid, its catalog
         records, a commit; 14 decodes it as an empty transaction), and the change of the
         catalog at its commit (CompiledScript.publication_changes)."""
-        if isinstance(step, DropPublication):
-            if step.name not in self.publication_tables:
-                raise ScriptError(f'publication "{step.name}" does not exist', where)
-            tables = self.publication_tables.pop(step.name)
-            change = PublicationChange(0, step.name, dropped=True, invalidated=tables)
-        else:
-            name = step.publication.name
-            if name in self.publication_tables:
-                raise ScriptError(f'publication "{name}" already exists', where)
-            listed, published, gencols = declare_publications(
-                [step.publication], self.tables, self.pg_version, where=where
-            )
-            tables = self.publication_tables[name] = listed[name]
-            change = PublicationChange(
-                0, name, tables, published[name], gencols[name], invalidated=tables
-            )
+        change = self.publications.change(step, self.tables, self.pg_version, where)
         self.transaction(Transaction(cast("tuple[Change, ...]", (step,))), where, ddl_step=True)
         commit = self.wal[-1]
         assert isinstance(commit, WTxn)
@@ -448,7 +436,7 @@ class Compiler(ChangeWriter):
             self.wal.append(WMessage(start, end, step.prefix, step.content))
         elif isinstance(step, AlterTable):
             self.transaction(Transaction((step,)), where, ddl_step=True)
-        elif isinstance(step, CreatePublication | DropPublication):
+        elif isinstance(step, CreatePublication | AlterPublication | DropPublication):
             self.publication_ddl(step, where)
         elif isinstance(step, Sleep):
             if not isinstance(step.seconds, int | float) or step.seconds < 0:

@@ -82,7 +82,8 @@ class LiveWal:
         compiled = self.compiled
         added = {name: None for name in names if name not in compiled.publications}
         compiled.publications = {**compiled.publications, **added}
-        self._compiler.publication_tables.update(added)
+        for name in added:
+            self._compiler.publications.declare_all_tables(name)
 
     def _note(self, operation: dict[str, Any]) -> None:
         if self.journal is not None:

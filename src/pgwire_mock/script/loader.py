@@ -23,6 +23,7 @@ from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import (
     FORMAT_VERSION,
     GENERATED_KINDS,
+    AlterPublication,
     AlterTable,
     BeginTransaction,
     Change,
@@ -471,6 +472,7 @@ _STEP_KEYS = (
     "message",
     "alter_table",
     "create_publication",
+    "alter_publication",
     "drop_publication",
     "sleep",
     "fault",
@@ -488,6 +490,9 @@ def _which(r: _Reader, keys: tuple[str, ...], what: str) -> str:
     if len(found) != 1:
         raise ScriptError(f"expected exactly one of {', '.join(keys)} ({what})", r.where)
     return found[0]
+
+
+_ALTER_PUBLICATION_KEYS = ("add_tables", "drop_tables", "set_tables")
 
 
 def _publication(raw: object, where: str) -> Publication:
@@ -537,6 +542,11 @@ def _step(raw: object, where: str) -> Step:
         r.used.add(kind)
     elif kind == "drop_publication":
         step = DropPublication(r.need(kind, _str))
+    elif kind == "alter_publication":
+        action = _which(r, _ALTER_PUBLICATION_KEYS, "what alter_publication does")
+        listed = r.need(action, _list)
+        names = tuple(_str(t, f"{r.at(action)}[{j}]") for j, t in enumerate(listed))
+        step = AlterPublication(r.need(kind, _str), action.removesuffix("_tables"), names)
     elif kind == "sleep":
         step = Sleep(r.need(kind, _number))
     elif kind == "wait_for":
@@ -893,6 +903,8 @@ def _step_dict(step: Step, plain: _Plain) -> dict[str, Any]:
         return {"create_publication": _publication_dict(step.publication)}
     if isinstance(step, DropPublication):
         return {"drop_publication": step.name}
+    if isinstance(step, AlterPublication):
+        return {"alter_publication": step.name, f"{step.action}_tables": list(step.tables)}
     if isinstance(step, Sleep):
         return {"sleep": step.seconds}
     if isinstance(step, WaitFor):

@@ -31,6 +31,7 @@ __all__ = [
     "FORMAT_VERSION",
     "GENERATED_KINDS",
     "PUBLISH_GENERATED",
+    "AlterPublication",
     "AlterTable",
     "BeginTransaction",
     "Change",
@@ -272,6 +273,17 @@ class CreatePublication:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterPublication:
+    """ALTER PUBLICATION name ADD | DROP | SET TABLE ... as a step (``action`` add, drop
+    or set): a catalog transaction; tables added are published from its commit on,
+    those removed no longer, and each one's Relation is sent again."""
+
+    name: str
+    action: str
+    tables: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class DropPublication:
     """DROP PUBLICATION as a step: changes decoded after its commit no longer find it."""
 
@@ -394,6 +406,7 @@ Step: TypeAlias = (
     | LogicalMessage
     | AlterTable
     | CreatePublication
+    | AlterPublication
     | DropPublication
     | Sleep
     | Fault

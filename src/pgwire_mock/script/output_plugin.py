@@ -109,10 +109,13 @@ class OutputPlugin:
                 self.listed[change.name] = change.listed
                 self.listed_tables[change.name] = change.published
                 self.gencols[change.name] = change.generated_columns
-            # The tables' relcache invalidation: their Relation is sent again
-            # (rel_sync_cache_relation_cb resets schema_sent; for every table from 15 on:
-            # 14's looks the invalid OID of CacheInvalidateRelcacheAll up and finds none).
-            if change.invalidated is None:
+            # The tables whose Relation is sent again. rel_sync_cache_relation_cb resets
+            # schema_sent for the relcache entries the change invalidates (for every
+            # table from 15 on: 14's looks the invalid OID of CacheInvalidateRelcacheAll
+            # up and finds none). 15-17 also reset it for every table whose entry
+            # get_rel_sync_entry rebuilds after any publication change (measured: ALTER
+            # PUBLICATION ... DROP TABLE b sends a's Relation again on 15-17 only).
+            if change.invalidated is None or 15 <= self.version <= 17:
                 invalidated = list(self.schema_sent) if self.version >= 15 else []
             else:
                 invalidated = [self.oids[t] for t in change.invalidated if t in self.oids]

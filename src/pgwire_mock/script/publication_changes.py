@@ -1,0 +1,126 @@
+"""What CREATE, ALTER and DROP PUBLICATION steps do to a script's catalog.
+
+The compiler writes each as a catalog transaction; :class:`PublicationCatalog` checks the
+step as publicationcmds.c does (the same refusals, in PostgreSQL's words where a client
+sees them through SQL) and answers the :class:`~pgwire_mock.script.wal.PublicationChange`
+its commit makes: the publication's new definition and the tables whose relcache entry
+the change invalidates (publication_add_relation, PublicationDropTables: the tables
+added or removed; CacheInvalidateRelcacheAll for FOR ALL TABLES).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pgwire_mock.script.declarations import declare_publications
+from pgwire_mock.script.errors import ScriptError
+from pgwire_mock.script.model import AlterPublication, CreatePublication, DropPublication
+from pgwire_mock.script.wal import PublicationChange, PublishedTable, TableVersion
+
+__all__ = ["PublicationCatalog"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Definition:
+    listed: frozenset[str] | None  # None: all tables
+    published: Mapping[str, PublishedTable]
+    generated_columns: str
+
+
+class PublicationCatalog:
+    """The publications at the end of a script's WAL, as its steps change them."""
+
+    def __init__(
+        self,
+        listed: Mapping[str, frozenset[str] | None],
+        published: Mapping[str, Mapping[str, PublishedTable]],
+        generated_columns: Mapping[str, str],
+    ) -> None:
+        self.definitions = {
+            name: _Definition(tables, published.get(name, {}), generated_columns.get(name, "n"))
+            for name, tables in listed.items()
+        }
+
+    def copy(self) -> PublicationCatalog:
+        other = PublicationCatalog({}, {}, {})
+        other.definitions = dict(self.definitions)
+        return other
+
+    def declare_all_tables(self, name: str) -> None:
+        """A FOR ALL TABLES publication that exists from the start."""
+        self.definitions.setdefault(name, _Definition(None, {}, "n"))
+
+    def change(
+        self,
+        step: CreatePublication | AlterPublication | DropPublication,
+        tables: Mapping[str, TableVersion],
+        pg_version: int,
+        where: str,
+    ) -> PublicationChange:
+        """Check ``step`` and apply it; the change its commit makes (at LSN 0: the
+        compiler sets it). ScriptError, nothing changed, for a step PostgreSQL refuses."""
+        if isinstance(step, CreatePublication):
+            name = step.publication.name
+            if name in self.definitions:
+                raise ScriptError(f'publication "{name}" already exists', where)
+            listed, published, gencols = declare_publications(
+                [step.publication], tables, pg_version, where=where
+            )
+            new = _Definition(listed[name], published[name], gencols[name])
+            self.definitions[name] = new
+            return PublicationChange(
+                0, name, new.listed, new.published, new.generated_columns, invalidated=new.listed
+            )
+        old = self.definitions.get(step.name)
+        if old is None:
+            raise ScriptError(f'publication "{step.name}" does not exist', where)
+        if isinstance(step, DropPublication):
+            del self.definitions[step.name]
+            return PublicationChange(0, step.name, dropped=True, invalidated=old.listed)
+        altered = self._altered(step, old, tables, where)
+        kept = {t: p for t, p in old.published.items() if t in altered}
+        self.definitions[step.name] = _Definition(altered, kept, old.generated_columns)
+        assert old.listed is not None  # _altered refuses FOR ALL TABLES
+        return PublicationChange(
+            0,
+            step.name,
+            altered,
+            kept,
+            old.generated_columns,
+            invalidated=old.listed ^ altered,
+        )
+
+    @staticmethod
+    def _altered(
+        step: AlterPublication,
+        old: _Definition,
+        tables: Mapping[str, TableVersion],
+        where: str,
+    ) -> frozenset[str]:
+        if step.action not in ("add", "drop", "set"):
+            raise ScriptError(f"expected add, drop or set, got {step.action!r}", where)
+        if old.listed is None:
+            raise ScriptError(f'publication "{step.name}" is defined as FOR ALL TABLES', where)
+        for j, name in enumerate(step.tables):
+            if name not in tables:
+                raise ScriptError(f"no table {name}", f"{where}.tables[{j}]")
+        named = frozenset(step.tables)
+        if step.action == "set":
+            return named
+        relname = {name: tables[name].relname for name in named}
+        if step.action == "add":
+            for name in step.tables:
+                if name in old.listed:
+                    raise ScriptError(
+                        f'relation "{relname[name]}" is already member of publication '
+                        f'"{step.name}"',
+                        where,
+                    )
+            return old.listed | named
+        for name in step.tables:
+            if name not in old.listed:
+                raise ScriptError(
+                    f'relation "{relname[name]}" is not part of the publication', where
+                )
+        return old.listed - named
