@@ -15,6 +15,10 @@ table (id int key, v text) and slot:
   streamed through, created and dropped between changes: its catalog change invalidates
   the table's relcache entry (every table's, for all tables), and pgoutput sends the
   Relation again before the next change;
+* ``a table added`` / ``dropped`` / ``tables set``: ALTER PUBLICATION between changes to
+  the story's two tables;
+* ``alterations refused``: ALTER PUBLICATION of a missing publication, of a FOR ALL
+  TABLES one, adding a member, dropping a table that is not one, adding a missing table;
 * ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
 
 The SQL runs on a replication connection, as Debezium's does; changes are committed in
@@ -82,6 +86,46 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
         ("sql", "DROP PUBLICATION {pub}_2"),
         ("insert", 3),
     ),
+    # ALTER PUBLICATION: a table added or removed is published from the commit on, or no
+    # longer, and only its relcache entry is invalidated (its Relation comes again, not
+    # the other table's).
+    "a table added": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("insert_b", 2),
+        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}_b"),
+        ("insert_b", 3),
+        ("insert", 4),
+    ),
+    "a table dropped": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
+        ("slot",),
+        ("insert", 1),
+        ("insert_b", 2),
+        ("sql", "ALTER PUBLICATION {pub} DROP TABLE {table}_b"),
+        ("insert_b", 3),
+        ("insert", 4),
+    ),
+    "tables set": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("sql", "ALTER PUBLICATION {pub} SET TABLE {table}_b"),
+        ("insert", 2),
+        ("insert_b", 3),
+    ),
+    "alterations refused": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR ALL TABLES"),
+        ("sql", "ALTER PUBLICATION {pub}_missing ADD TABLE {table}"),
+        ("sql", "ALTER PUBLICATION {pub}_2 ADD TABLE {table}"),
+        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}"),
+        ("sql", "ALTER PUBLICATION {pub} DROP TABLE {table}_b"),
+        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}_missing"),
+        ("slot",),
+        ("insert", 1),
+    ),
     "a table that does not exist": (
         ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}_missing"),
         ("slot",),
@@ -92,11 +136,12 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
 
 @dataclass
 class Side:
-    """One server: its replication DSN, the story's table, and how a change is made."""
+    """One server: its replication DSN, the story's first table (the second is the
+    same name with ``_b``), and how a change is made (an insert into one of them)."""
 
     dsn: str
     table: str
-    insert: Callable[[int], object]
+    insert: Callable[[str, int], object]
 
 
 @dataclass
@@ -121,7 +166,7 @@ def run_story(
 
     pub, slot = f"pub_{tag}", f"slot_{tag}"
     observed = Observed()
-    last = max(step[1] for step in steps if step[0] == "insert")
+    last = max(step[1] for step in steps if step[0].startswith("insert"))
     with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
         for step in steps:
             if step[0] == "sql":
@@ -132,8 +177,8 @@ def run_story(
                     observed.sql.append(f"{err.diag.sqlstate} {err.diag.message_primary}")
             elif step[0] == "slot":
                 conn.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")
-            else:
-                side.insert(step[1])
+            else:  # insert, or insert_b: into the story's second table
+                side.insert(side.table + step[0].removeprefix("insert"), step[1])
         consumer = ReplicationConnection.connect(side.dsn, timeout=quiet, decode_pgoutput=True)
         try:
             options = {"proto_version": "1", "publication_names": pub}
@@ -172,15 +217,16 @@ def real_side(server: Any, tag: str) -> Iterator[Side]:
     """A fresh table on a real server (``conformance.provision.Server``)."""
     table = f"pubddl_{tag}"
     with server.connect() as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+        for name in (table, f"{table}_b"):
+            conn.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, v text)")
         try:
             yield Side(
                 server.replication_dsn,
                 table,
-                lambda key: conn.execute(f"INSERT INTO {table} VALUES (%s, 'v')", (key,)),
+                lambda name, key: conn.execute(f"INSERT INTO {name} VALUES (%s, 'v')", (key,)),
             )
         finally:
-            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"DROP TABLE {table}, {table}_b")
 
 
 @contextmanager
@@ -191,16 +237,17 @@ def fake_side(major: int, tag: str) -> Iterator[Side]:
     from pgwire_mock.script import Script, column, insert  # noqa: PLC0415
 
     table = f"pubddl_{tag}"
-    name = f"public.{table}"
-    script = Script(pg_version=major).table(
-        name, columns=[column("id", "int4", key=True), column("v", "text")]
-    )
+    script = Script(pg_version=major)
+    for name in (table, f"{table}_b"):
+        script.table(
+            f"public.{name}", columns=[column("id", "int4", key=True), column("v", "text")]
+        )
     server = start_walsender(script, new_slots="end_of_wal")
     try:
         yield Side(
             server.dsn(replication="database"),
             table,
-            lambda key: server.commit([insert(name, id=key, v="v")]),
+            lambda name, key: server.commit([insert(f"public.{name}", id=key, v="v")]),
         )
     finally:
         server.stop()

@@ -18,7 +18,9 @@ rows), and refuses the rest with ``0A000`` instead of hanging:
 * ``SELECT cols|*|count(*|1|col) FROM pg_replication_slots | pg_stat_replication |
   pg_publication | pg_publication_tables [WHERE col = 'v' [AND ...]]`` from the shared
   state and the live walsenders;
-* ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``.
+* ``CREATE PUBLICATION p FOR ALL TABLES | FOR TABLE a, b``, ``ALTER PUBLICATION p ADD |
+  DROP | SET TABLE a, b``, ``DROP PUBLICATION [IF EXISTS] p``
+  (:mod:`~pgwire_mock.server.sql_publications`).
 
 This module holds the dispatch (one table of patterns, each with its handler), the
 session's settings and the handlers for the statements above but the catalog selects,
@@ -31,23 +33,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from pgwire_mock.server.catalog_views import CATALOG_SELECT, CatalogViews
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.grammar import format_lsn
 from pgwire_mock.server.live import ShuttingDownError
+from pgwire_mock.server.sql_publications import PublicationCommands
 from pgwire_mock.server.sql_result import CannedAnswer, Column, Result
 from pgwire_mock.server.sql_text import LITERAL, check_syntax, normalize
-from pgwire_mock.server.state import PublicationState, ServerState
+from pgwire_mock.server.state import ServerState
 from pgwire_mock.server.versions import VERSIONS
 
 if TYPE_CHECKING:  # the script package loads YAML: only scripts need it
     from pgwire_mock.script.wal import RunningXacts
 
 __all__ = ["SqlLayer", "gucs_for"]
-
-_IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
 
 
 def gucs_for(major: int, wal_sender_timeout_ms: int) -> dict[str, str]:
@@ -94,12 +95,6 @@ def gucs_for(major: int, wal_sender_timeout_ms: int) -> dict[str, str]:
     return values
 
 
-def _ident(quoted: str | None, bare: str | None) -> str:
-    if quoted is not None:
-        return quoted.replace('""', '"')
-    return (bare or "").lower()
-
-
 class SqlLayer:
     """Answers SQL statements for one session."""
 
@@ -118,8 +113,7 @@ class SqlLayer:
         catalog_step: Callable[[object], None] | None = None,
     ) -> None:
         self.major = major
-        # What writes CREATE / DROP PUBLICATION's catalog transaction (a live WAL).
-        self._catalog_step = catalog_step
+        self._publications = PublicationCommands(major, state, user, catalog_step)
         # What writes WAL for pg_log_standby_snapshot() and CHECKPOINT (a live WAL).
         self._log_running_xacts = log_running_xacts
         self._write_checkpoint = checkpoint
@@ -177,15 +171,7 @@ class SqlLayer:
             (re.compile(r"checkpoint", re.I), self._checkpoint),
             (re.compile(r"select (-?[0-9]{1,9})", re.I), self._select_int),
             (CATALOG_SELECT, self._select_catalog),
-            (
-                re.compile(
-                    r"create publication " + _IDENT + r"(?: for (all tables|table (.+?)))?"
-                    r"(?: with ?\((.*)\))?",
-                    re.I,
-                ),
-                self._create_publication,
-            ),
-            (re.compile(r"drop publication (if exists )?" + _IDENT, re.I), self._drop_publication),
+            *self._publications.patterns(),
         )
 
     # --- entry point -----------------------------------------------------------------
@@ -346,97 +332,6 @@ class SqlLayer:
     def _select_catalog(self, match: re.Match[str]) -> Result:
         views = CatalogViews(self.major, self.state, self.settings.get("TimeZone", "UTC"))
         return views.select(match)
-
-    # --- publications ----------------------------------------------------------------------
-
-    def _create_publication(self, match: re.Match[str]) -> Result:
-        name = _ident(match.group(1), match.group(2))
-        if name in self.state.publications:
-            raise ServerError("ERROR", "42710", f'publication "{name}" already exists')
-        target = (match.group(3) or "").lower()
-        tables: tuple[str, ...] = ()
-        if target.startswith("table"):
-            tables = tuple(
-                t if "." in t else f"public.{t}"
-                for t in (part.strip().strip('"') for part in (match.group(4) or "").split(","))
-                if t
-            )
-        publish = {"insert", "update", "delete", "truncate"}
-        generated = "n"
-        options = match.group(5)
-        if options:
-            m = re.search(r"publish ?= ?" + LITERAL, options, re.I)
-            if m is not None:
-                publish = {p.strip().lower() for p in m.group(1).split(",") if p.strip()}
-            m = re.search(r"publish_generated_columns ?(?:= ?'?(\w+)'?)?", options, re.I)
-            if m is not None and self.major >= 18 and (m.group(1) or "").lower() == "stored":
-                generated = "s"
-        publication = PublicationState(
-            name,
-            all_tables=target == "all tables",
-            tables=tables,
-            insert="insert" in publish,
-            update="update" in publish,
-            delete="delete" in publish,
-            truncate="truncate" in publish,
-            owner=self.user,
-            generated_columns=generated,
-        )
-        self._write_catalog(publication)
-        self.state.add_publication(publication)
-        return Result("CREATE PUBLICATION")
-
-    def _write_catalog(self, change: PublicationState | str) -> None:
-        """A served script's WAL gets the publication's catalog transaction (created, or
-        dropped: a name), so that walsenders publish through it from its commit on."""
-        if self._catalog_step is None:
-            return
-        from pgwire_mock.script import (  # noqa: PLC0415 - scripts load YAML
-            CreatePublication,
-            DropPublication,
-            Publication,
-            ScriptError,
-        )
-
-        if isinstance(change, str):
-            step: object = DropPublication(change)
-        else:
-            step = CreatePublication(
-                Publication(
-                    change.name,
-                    change.tables,
-                    change.all_tables,
-                    generated_columns="stored" if change.generated_columns == "s" else None,
-                )
-            )
-        try:
-            self._catalog_step(step)
-        except ShuttingDownError as err:
-            raise ServerError("ERROR", "57P03", str(err)) from None
-        except ScriptError as err:
-            missing = re.fullmatch(r"no table '?([^' ]+)'?", err.problem)
-            if missing is not None:
-                relation = missing.group(1).removeprefix("public.")
-                raise ServerError(
-                    "ERROR", "42P01", f'relation "{relation}" does not exist'
-                ) from None
-            if isinstance(change, str):  # known to the server, not to the script's WAL
-                return
-            raise ServerError("ERROR", "XX000", err.problem) from None
-
-    def _drop_publication(self, match: re.Match[str]) -> Result:
-        name = _ident(match.group(2), match.group(3))
-        if name not in self.state.publications:
-            if match.group(1):
-                notice = ServerError(
-                    "NOTICE", "00000", f'publication "{name}" does not exist, skipping'
-                )
-                return Result("DROP PUBLICATION", notices=(notice,))
-            raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
-        self._write_catalog(name)
-        del self.state.publications[name]
-        self.state.save()
-        return Result("DROP PUBLICATION")
 
 
 def _write_record(write: Callable[[], RunningXacts | None] | None, what: str) -> RunningXacts:
