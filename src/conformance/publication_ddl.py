@@ -19,6 +19,7 @@ table (id int key, v text) and slot:
   the story's two tables;
 * ``alterations refused``: ALTER PUBLICATION of a missing publication, of a FOR ALL
   TABLES one, adding a member, dropping a table that is not one, adding a missing table;
+* ``inserts only`` / ``updates and deletes only``: WITH (publish = ...);
 * ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
 
 The SQL runs on a replication connection, as Debezium's does; changes are committed in
@@ -126,6 +127,23 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
         ("slot",),
         ("insert", 1),
     ),
+    # WITH (publish = ...): the actions not published are not sent (pgoutput_change).
+    "inserts only": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'insert')"),
+        ("slot",),
+        ("insert", 1),
+        ("update", 1),
+        ("delete", 1),
+        ("insert", 2),
+    ),
+    "updates and deletes only": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'update, delete')"),
+        ("slot",),
+        ("insert", 1),
+        ("update", 1),
+        ("delete", 1),
+        ("insert", 2),
+    ),
     "a table that does not exist": (
         ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}_missing"),
         ("slot",),
@@ -141,7 +159,7 @@ class Side:
 
     dsn: str
     table: str
-    insert: Callable[[str, int], object]
+    write: Callable[[str, str, int], object]  # (insert | update | delete, table, key)
 
 
 @dataclass
@@ -166,7 +184,7 @@ def run_story(
 
     pub, slot = f"pub_{tag}", f"slot_{tag}"
     observed = Observed()
-    last = max(step[1] for step in steps if step[0].startswith("insert"))
+    last = max(step[1] for step in steps if step[0] in ("insert", "insert_b"))
     with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
         for step in steps:
             if step[0] == "sql":
@@ -177,8 +195,9 @@ def run_story(
                     observed.sql.append(f"{err.diag.sqlstate} {err.diag.message_primary}")
             elif step[0] == "slot":
                 conn.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")
-            else:  # insert, or insert_b: into the story's second table
-                side.insert(side.table + step[0].removeprefix("insert"), step[1])
+            else:  # insert, update or delete; insert_b into the story's second table
+                kind, _, second = step[0].partition("_")
+                side.write(kind, side.table + ("_b" if second else ""), step[1])
         consumer = ReplicationConnection.connect(side.dsn, timeout=quiet, decode_pgoutput=True)
         try:
             options = {"proto_version": "1", "publication_names": pub}
@@ -219,11 +238,16 @@ def real_side(server: Any, tag: str) -> Iterator[Side]:
     with server.connect() as conn:
         for name in (table, f"{table}_b"):
             conn.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, v text)")
+        statements = {
+            "insert": "INSERT INTO {} VALUES (%s, 'v')",
+            "update": "UPDATE {} SET v = 'w' WHERE id = %s",
+            "delete": "DELETE FROM {} WHERE id = %s",
+        }
         try:
             yield Side(
                 server.replication_dsn,
                 table,
-                lambda name, key: conn.execute(f"INSERT INTO {name} VALUES (%s, 'v')", (key,)),
+                lambda kind, name, key: conn.execute(statements[kind].format(name), (key,)),
             )
         finally:
             conn.execute(f"DROP TABLE {table}, {table}_b")
@@ -234,7 +258,7 @@ def fake_side(major: int, tag: str) -> Iterator[Side]:
     """The fake emulating ``major``, serving a script with a table of that shape and no
     publication; new slots start at the end of WAL, as PostgreSQL's."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import Script, column, insert  # noqa: PLC0415
+    from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
 
     table = f"pubddl_{tag}"
     script = Script(pg_version=major)
@@ -247,7 +271,15 @@ def fake_side(major: int, tag: str) -> Iterator[Side]:
         yield Side(
             server.dsn(replication="database"),
             table,
-            lambda name, key: server.commit([insert(f"public.{name}", id=key, v="v")]),
+            lambda kind, name, key: server.commit(
+                [
+                    insert(f"public.{name}", id=key, v="v")
+                    if kind == "insert"
+                    else update(f"public.{name}", id=key, v="w")
+                    if kind == "update"
+                    else delete(f"public.{name}", key={"id": key})
+                ]
+            ),
         )
     finally:
         server.stop()

@@ -36,6 +36,8 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         "a table dropped": (["Insert 1", "Insert 2", "Insert 4"], None),
         "tables set": (["Insert 1", "Insert 3"], None),
         "alterations refused": (["Insert 1"], None),
+        "inserts only": (["Insert 1", "Insert 2"], None),
+        "updates and deletes only": ([], None),
     }[story]
     assert inserts == expected[0], real
     assert real.error == (expected[1] if before_18 else None), real
@@ -44,6 +46,9 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         # The Relation again after each catalog change, but for all tables on 14.
         relations = 1 if pg_server.version == 14 and story.endswith("all tables") else 3
         assert sum(m.startswith("Relation") for m in real.received) == relations, real
+    if story.endswith(" only"):
+        kinds = {"Update", "Delete"} & set(real.received)
+        assert kinds == (set() if story == "inserts only" else {"Update", "Delete"}), real
     if story == "a table dropped":
         # 15-17 send the other table's Relation again too: get_rel_sync_entry rebuilds
         # every entry after a publication change, and resets schema_sent there.

@@ -129,6 +129,11 @@ def test_publication_steps_publish_between_their_commits() -> None:
     id 3; on 18 it skips with a warning and sends id 2 alone."""
     script = loads_script(PUBLICATION_STEPS)
     assert loads_script(dump_script(script)) == script
+    only = loads_script(
+        PUBLICATION_STEPS.replace("tables: [public.t]}", "tables: [public.t], publish: []}")
+    )
+    assert loads_script(dump_script(only)) == only
+    assert only.steps[1].publication.publish == ()  # type: ignore[union-attr]
 
     def run(version: int, from_lsn: int) -> list[object]:
         script.server = dataclasses.replace(script.server, pg_version=version)
@@ -353,6 +358,10 @@ def test_bad_steps_fail_with_one_line(steps: str, expected: str) -> None:
         (
             "format_version: 1\nslots: [{name: s, plugin: wal2json}]\n",
             "script.yaml: slots[0].plugin: expected plugin pgoutput, got 'wal2json'",
+        ),
+        (
+            "format_version: 1\npublications: [{name: p, all_tables: true, publish: [upsert]}]\n",
+            'script.yaml: publications[0].publish: unrecognized "publish" value: "upsert"',
         ),
         (
             "format_version: 1\nslots: [{name: My-Slot}]\n",

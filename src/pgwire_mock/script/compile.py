@@ -134,7 +134,7 @@ class Compiler(ChangeWriter):
         self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
         self.publication_changes: list[PublicationChange] = []  # and its publication_changes
-        self.publications = PublicationCatalog({}, {}, {})  # at the end of WAL
+        self.publications = PublicationCatalog()  # at the end of WAL
 
     @classmethod
     def start(cls, script: Script) -> Compiler:
@@ -373,10 +373,8 @@ class Compiler(ChangeWriter):
             for i, t in enumerate(script.tables)
         }
 
-        publications, published, gencols = declare_publications(
-            script.publications, self.tables, self.pg_version
-        )
-        self.publications = PublicationCatalog(publications, published, gencols)
+        declared = declare_publications(script.publications, self.tables, self.pg_version)
+        self.publications = PublicationCatalog(declared)
         slots = declare_slots(script)
 
         for i, step in enumerate(script.steps):
@@ -384,13 +382,14 @@ class Compiler(ChangeWriter):
         return CompiledScript(
             script,
             self.catalog,
-            publications,
+            declared.listed,
             self.wal,
             self.lsn,
             slots,
             initial,
-            published,
-            generated_columns=gencols,
+            declared.published,
+            generated_columns=declared.generated_columns,
+            publication_actions=declared.actions,
             publication_changes=self.publication_changes,
             running=self.running,
             prepares=self.prepares,

@@ -15,6 +15,7 @@ OIDs come from the compiler (``fresh_oid``), so that each is used once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from pgwire_mock.script.errors import ScriptError
@@ -33,6 +34,7 @@ from pgwire_mock.script.wal import CColumn, PublishedTable, TableVersion
 from pgwire_mock.server.state import slot_name_problem
 
 __all__ = [
+    "PUBLISH_ACTIONS",
     "PublicationDeclarations",
     "compiled_columns",
     "declare_publications",
@@ -44,10 +46,19 @@ __all__ = [
 _IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "n"}
 _GENERATED_CODE: Final = {"": "", "stored": "s", "virtual": "v"}
 
-PublicationDeclarations = tuple[
-    dict[str, frozenset[str] | None], dict[str, dict[str, PublishedTable]], dict[str, str]
-]
-"""Each publication's tables (None: all), column lists and row filters, pubgencols."""
+#: What a publication may publish (pubinsert, pubupdate, pubdelete, pubtruncate).
+PUBLISH_ACTIONS: Final = frozenset({"insert", "update", "delete", "truncate"})
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationDeclarations:
+    """Each publication's tables (None: all), column lists and row filters, pubgencols
+    and the actions it publishes."""
+
+    listed: dict[str, frozenset[str] | None]
+    published: dict[str, dict[str, PublishedTable]]
+    generated_columns: dict[str, str]
+    actions: dict[str, frozenset[str]]
 
 
 # --- types and tables ------------------------------------------------------------------
@@ -171,6 +182,7 @@ def declare_publications(
     listed: dict[str, frozenset[str] | None] = {}
     published: dict[str, dict[str, PublishedTable]] = {}
     gencols: dict[str, str] = {}
+    actions: dict[str, frozenset[str]] = {}
     places = where
     for i, p in enumerate(publications):
         where = places or f"publications[{i}]"
@@ -185,7 +197,18 @@ def declare_publications(
         gencols[p.name] = _gencols(p, pg_version, f"{where}.generated_columns")
         published[p.name] = _published(p, tables, pg_version, where)
         _full_identity(p, tables, pg_version, gencols[p.name], where)
-    return listed, published, gencols
+        actions[p.name] = _actions(p, f"{where}.publish")
+    return PublicationDeclarations(listed, published, gencols, actions)
+
+
+def _actions(p: Publication, where: str) -> frozenset[str]:
+    """WITH (publish = ...), checked as parse_publication_options checks it."""
+    if p.publish is None:
+        return PUBLISH_ACTIONS
+    for action in p.publish:
+        if action not in PUBLISH_ACTIONS:
+            raise ScriptError(f'unrecognized "publish" value: "{action}"', where)
+    return frozenset(p.publish)
 
 
 def _gencols(p: Publication, pg_version: int, where: str) -> str:

@@ -505,6 +505,7 @@ def _publication(raw: object, where: str) -> Publication:
         columns,
         filters,
         r.get("generated_columns", _opt_str, None),
+        r.get("publish", _opt_str_list, None),
     )
     r.done()
     return publication
@@ -512,14 +513,17 @@ def _publication(raw: object, where: str) -> Publication:
 
 def _publication_dict(p: Publication) -> dict[str, Any]:
     return _drop_defaults(
-        {"name": p.name, "all_tables": True, "generated_columns": p.generated_columns}
-        if p.all_tables
-        else {
+        {
             "name": p.name,
-            "tables": [_publication_table(p, t) for t in p.tables],
+            **(
+                {"all_tables": True}
+                if p.all_tables
+                else {"tables": [_publication_table(p, t) for t in p.tables]}
+            ),
             "generated_columns": p.generated_columns,
+            "publish": list(p.publish) if p.publish is not None else None,
         },
-        {"generated_columns": None},
+        {"generated_columns": None, "publish": None},
     )
 
 

@@ -138,7 +138,8 @@ class Publication:
 
     ``generated_columns`` is ``publish_generated_columns`` (18): ``"stored"`` publishes
     stored generated columns of tables without a column list; None (not given) is
-    ``"none"``, the only behaviour before 18."""
+    ``"none"``, the only behaviour before 18. ``publish``: the actions it publishes
+    (``WITH (publish = 'insert, update')``), None for all four."""
 
     name: str
     tables: tuple[str, ...] = ()
@@ -146,6 +147,7 @@ class Publication:
     columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     where: Mapping[str, str] = field(default_factory=dict)
     generated_columns: str | None = None
+    publish: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ transaction is sent; it is handed begins and changes and answers with messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -30,6 +30,7 @@ from codec.pgoutput import (
     Truncate,
     Update,
 )
+from pgwire_mock.script.declarations import PUBLISH_ACTIONS
 from pgwire_mock.script.errors import OptionError, PublicationMissingError
 from pgwire_mock.script.events import PublicationsSkipped, Send, StreamEvent
 from pgwire_mock.script.options import StreamOptions
@@ -65,6 +66,7 @@ class OutputPlugin:
         self.listed = dict(compiled.publications)
         self.listed_tables = dict(compiled.published)
         self.gencols = dict(compiled.generated_columns)
+        self.actions = dict(compiled.publication_actions)
         self.changes_applied = 0
         self.oids = {name: version.oid for name, (version, _) in compiled.initial.items()}
         self.skipped_at: int | None = None  # the lookup's LSN, until the warning is yielded
@@ -103,12 +105,13 @@ class OutputPlugin:
             change = changes[self.changes_applied]
             self.changes_applied += 1
             if change.dropped:
-                for catalog in (self.listed, self.listed_tables, self.gencols):
+                for catalog in (self.listed, self.listed_tables, self.gencols, self.actions):
                     catalog.pop(change.name, None)
             else:
                 self.listed[change.name] = change.listed
                 self.listed_tables[change.name] = change.published
                 self.gencols[change.name] = change.generated_columns
+                self.actions[change.name] = change.actions
             # The tables whose Relation is sent again. rel_sync_cache_relation_cb resets
             # schema_sent for the relcache entries the change invalidates (for every
             # table from 15 on: 14's looks the invalid OID of CacheInvalidateRelcacheAll
@@ -145,12 +148,14 @@ class OutputPlugin:
         if view is not None and view.table is table:
             return view
         entries: list[tuple[PublishedTable, str]] = []  # with the publication's pubgencols
+        actions: list[frozenset[str]] = []  # each one's
         for name in self.options.publication_names:
             tables = self.listed.get(name, frozenset())
             if tables is not None and table.name not in tables:
                 continue
             published = self.listed_tables.get(name, {}).get(table.name, PublishedTable())
             entries.append((published, self.gencols.get(name, "n")))
+            actions.append(self.actions.get(name, PUBLISH_ACTIONS))
         qualified = f'"{table.namespace}.{table.relname}"'
         # check_and_init_gencol (18): the publications without a column list must agree
         # on publish_generated_columns, if the table has generated columns at all.
@@ -178,13 +183,15 @@ class OutputPlugin:
         if listed:
             columns = next(p.columns for p, _ in entries if p.columns is not None)
             columns = table.publishes(columns)
-        filters: list[RowFilter] | None = []
-        for published, _ in entries:
-            if published.filter is None:
-                filters = None  # a publication without a filter publishes every row
-            elif filters is not None:
-                filters.append(published.filter)
-        view = _View(table, columns, tuple(filters) if filters else None)
+        # pgoutput_row_filter_init: an action's filters are those of the publications
+        # that publish it; one without a filter publishes every row.
+        filters: dict[str, tuple[RowFilter, ...] | None] = {}
+        for action in PUBLISH_ACTIONS - {"truncate"}:
+            chosen = [p for (p, _), a in zip(entries, actions, strict=True) if action in a]
+            if chosen:
+                found = tuple(p.filter for p in chosen if p.filter is not None)
+                filters[action] = found if len(found) == len(chosen) else None
+        view = _View(table, columns, frozenset().union(*actions), filters)
         self.views[table.oid] = view
         return view
 
@@ -243,7 +250,11 @@ class OutputPlugin:
             for t in change.tables:
                 self.invalidate(t.oid)
                 invalidated.add(t.oid)
-            sent = [t for t in change.tables if self.is_published(t, change.lsn)]
+            sent = [
+                t
+                for t in change.tables
+                if self.is_published(t, change.lsn) and "truncate" in self.view(t).actions
+            ]
             for t in sent:
                 out.extend(self.schema(t, change.lsn, xid, in_stream, top_xid))
             if sent:
@@ -254,10 +265,12 @@ class OutputPlugin:
         assert table is not None
         if not self.is_published(table, change.lsn):
             return out
+        view = self.view(table)
+        if kind not in view.actions:  # pubinsert, pubupdate, pubdelete
+            return out
         if kind == "delete" and change.old is None:
             return out  # "didn't send DELETE change because of missing oldtuple"
-        view = self.view(table)
-        if view.filters is not None:
+        if view.filters.get(kind) is not None:
             filtered = view.filtered(table, kind, change.old, change.new)
             if filtered is None:
                 return out
@@ -310,12 +323,13 @@ class OutputPlugin:
 @dataclass(frozen=True, slots=True)
 class _View:
     """What the requested publications publish of one table: the columns sent
-    (:meth:`TableVersion.publishes`) and row filters (None: every row; else a row must
-    pass one of them)."""
+    (:meth:`TableVersion.publishes`), the actions, and each action's row filters (None:
+    every row; else a row must pass one of them)."""
 
     table: TableVersion
     columns: tuple[str, ...]
-    filters: tuple[RowFilter, ...] | None
+    actions: frozenset[str]
+    filters: Mapping[str, tuple[RowFilter, ...] | None]
 
     def filtered(
         self, table: TableVersion, kind: str, old: Row | None, new: Row | None
@@ -328,7 +342,7 @@ class _View:
             values = {
                 n: (None if v is UNCHANGED_TOAST else v) for n, v in zip(names, row, strict=True)
             }
-            return any(f.matches(values) for f in self.filters or ())
+            return any(f.matches(values) for f in self.filters.get(kind) or ())
 
         if kind == "insert" or (kind == "update" and old is None):
             # An UPDATE that kept its replica identity has no old row: the new one decides.

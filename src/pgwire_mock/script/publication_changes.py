@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pgwire_mock.script.declarations import declare_publications
+from pgwire_mock.script.declarations import (
+    PUBLISH_ACTIONS,
+    PublicationDeclarations,
+    declare_publications,
+)
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import AlterPublication, CreatePublication, DropPublication
 from pgwire_mock.script.wal import PublicationChange, PublishedTable, TableVersion
@@ -26,30 +30,31 @@ class _Definition:
     listed: frozenset[str] | None  # None: all tables
     published: Mapping[str, PublishedTable]
     generated_columns: str
+    actions: frozenset[str]
 
 
 class PublicationCatalog:
     """The publications at the end of a script's WAL, as its steps change them."""
 
-    def __init__(
-        self,
-        listed: Mapping[str, frozenset[str] | None],
-        published: Mapping[str, Mapping[str, PublishedTable]],
-        generated_columns: Mapping[str, str],
-    ) -> None:
-        self.definitions = {
-            name: _Definition(tables, published.get(name, {}), generated_columns.get(name, "n"))
-            for name, tables in listed.items()
-        }
+    def __init__(self, declared: PublicationDeclarations | None = None) -> None:
+        self.definitions: dict[str, _Definition] = {}
+        for name, tables in (declared.listed if declared is not None else {}).items():
+            assert declared is not None
+            self.definitions[name] = _Definition(
+                tables,
+                declared.published.get(name, {}),
+                declared.generated_columns.get(name, "n"),
+                declared.actions.get(name, PUBLISH_ACTIONS),
+            )
 
     def copy(self) -> PublicationCatalog:
-        other = PublicationCatalog({}, {}, {})
+        other = PublicationCatalog()
         other.definitions = dict(self.definitions)
         return other
 
     def declare_all_tables(self, name: str) -> None:
         """A FOR ALL TABLES publication that exists from the start."""
-        self.definitions.setdefault(name, _Definition(None, {}, "n"))
+        self.definitions.setdefault(name, _Definition(None, {}, "n", PUBLISH_ACTIONS))
 
     def change(
         self,
@@ -64,13 +69,22 @@ class PublicationCatalog:
             name = step.publication.name
             if name in self.definitions:
                 raise ScriptError(f'publication "{name}" already exists', where)
-            listed, published, gencols = declare_publications(
-                [step.publication], tables, pg_version, where=where
+            declared = declare_publications([step.publication], tables, pg_version, where=where)
+            new = _Definition(
+                declared.listed[name],
+                declared.published[name],
+                declared.generated_columns[name],
+                declared.actions[name],
             )
-            new = _Definition(listed[name], published[name], gencols[name])
             self.definitions[name] = new
             return PublicationChange(
-                0, name, new.listed, new.published, new.generated_columns, invalidated=new.listed
+                0,
+                name,
+                new.listed,
+                new.published,
+                new.generated_columns,
+                invalidated=new.listed,
+                actions=new.actions,
             )
         old = self.definitions.get(step.name)
         if old is None:
@@ -80,7 +94,7 @@ class PublicationCatalog:
             return PublicationChange(0, step.name, dropped=True, invalidated=old.listed)
         altered = self._altered(step, old, tables, where)
         kept = {t: p for t, p in old.published.items() if t in altered}
-        self.definitions[step.name] = _Definition(altered, kept, old.generated_columns)
+        self.definitions[step.name] = _Definition(altered, kept, old.generated_columns, old.actions)
         assert old.listed is not None  # _altered refuses FOR ALL TABLES
         return PublicationChange(
             0,
@@ -89,6 +103,7 @@ class PublicationCatalog:
             kept,
             old.generated_columns,
             invalidated=old.listed ^ altered,
+            actions=old.actions,
         )
 
     @staticmethod

@@ -330,6 +330,7 @@ class PublicationChange:
     generated_columns: str = "n"
     dropped: bool = False
     invalidated: frozenset[str] | None = frozenset()
+    actions: frozenset[str] = frozenset({"insert", "update", "delete", "truncate"})
 
 
 @dataclass(eq=False)
@@ -346,6 +347,8 @@ class CompiledScript:
     """Publication → listed table → its column list and row filter."""
     generated_columns: Mapping[str, str] = field(default_factory=dict)
     """Publication → pg_publication.pubgencols: ``n`` (none) or ``s`` (stored, 18)."""
+    publication_actions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Publication → the actions it publishes (all four when missing)."""
     publication_changes: list[PublicationChange] = field(default_factory=list)
     """Publications created and dropped by steps, in WAL order (the three maps above are
     the script's own, before its first step)."""

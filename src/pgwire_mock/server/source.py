@@ -461,6 +461,10 @@ class ScriptSource:
                 generated_columns="s"
                 if str(getattr(p, "generated_columns", "")).lower() == "stored"
                 else "n",
+                insert="insert" in _actions(p),
+                update="update" in _actions(p),
+                delete="delete" in _actions(p),
+                truncate="truncate" in _actions(p),
             )
             for p in script.publications
         )
@@ -571,6 +575,12 @@ class ScriptSource:
             if held is not None:
                 yield held
             yield SourceError(ServerError("ERROR", err.sqlstate, err.problem))
+
+
+def _actions(publication: Any) -> tuple[str, ...]:
+    """What a script's publication publishes (``publish``; None: all four)."""
+    publish = getattr(publication, "publish", None)
+    return ("insert", "update", "delete", "truncate") if publish is None else tuple(publish)
 
 
 def load_source(path: Path) -> RecordingSource | ScriptSource:

@@ -178,12 +178,15 @@ class PublicationCommands:
         elif isinstance(change, tuple):
             step = AlterPublication(*change)
         else:
+            actions = ("insert", "update", "delete", "truncate")
+            published = tuple(a for a in actions if getattr(change, a))
             step = CreatePublication(
                 Publication(
                     change.name,
                     change.tables,
                     change.all_tables,
                     generated_columns="stored" if change.generated_columns == "s" else None,
+                    publish=None if published == actions else published,
                 )
             )
         try:
