@@ -31,7 +31,7 @@ table, Insert with its key), with the notices and the error that ended it, if an
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -176,10 +176,16 @@ def new_tag() -> str:
 
 
 def run_story(
-    side: Side, steps: tuple[tuple[Any, ...], ...], tag: str, *, quiet: float = 2.0
+    side: Side,
+    steps: tuple[tuple[Any, ...], ...],
+    tag: str,
+    *,
+    quiet: float = 2.0,
+    publications: str | None = None,
 ) -> Observed:
-    """Run ``steps`` on ``side``, then stream the slot until the last change's commit,
-    an error, or ``quiet`` seconds without a message."""
+    """Run ``steps`` on ``side``, then stream the slot (through ``publications``,
+    default the story's one) until the last change's commit, an error, or ``quiet``
+    seconds without a message."""
     import psycopg  # noqa: PLC0415 - a test-time dependency
 
     pub, slot = f"pub_{tag}", f"slot_{tag}"
@@ -200,7 +206,7 @@ def run_story(
                 side.write(kind, side.table + ("_b" if second else ""), step[1])
         consumer = ReplicationConnection.connect(side.dsn, timeout=quiet, decode_pgoutput=True)
         try:
-            options = {"proto_version": "1", "publication_names": pub}
+            options = {"proto_version": "1", "publication_names": publications or pub}
             for event in consumer.start_replication(slot, 0, options):
                 if isinstance(event, Notice):
                     observed.received.append(f"{event.severity} {event.message}")
@@ -254,18 +260,19 @@ def real_side(server: Any, tag: str) -> Iterator[Side]:
 
 
 @contextmanager
-def fake_side(major: int, tag: str) -> Iterator[Side]:
-    """The fake emulating ``major``, serving a script with a table of that shape and no
-    publication; new slots start at the end of WAL, as PostgreSQL's."""
+def fake_side(major: int, tag: str, publications: Sequence[Any] = ()) -> Iterator[Side]:
+    """The fake emulating ``major``, serving a script with the story's two tables and
+    ``publications`` (script Publications; none by default); new slots start at the end
+    of WAL, as PostgreSQL's."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
     from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
 
     table = f"pubddl_{tag}"
     script = Script(pg_version=major)
+    columns = [column("id", "int4", key=True), column("v", "text")]
     for name in (table, f"{table}_b"):
-        script.table(
-            f"public.{name}", columns=[column("id", "int4", key=True), column("v", "text")]
-        )
+        script.table(f"public.{name}", columns=columns)
+    script.publications.extend(publications)
     server = start_walsender(script, new_slots="end_of_wal")
     try:
         yield Side(

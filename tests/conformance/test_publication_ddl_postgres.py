@@ -5,6 +5,7 @@ for those before it or after its drop — and the statements answer the same."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from conformance.provision import Server
@@ -65,3 +66,58 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
     if story == "a table that does not exist":
         assert real.sql == [f'42P01 relation "pubddl_{tag}_missing" does not exist'], real
     assert fake == real
+
+
+def test_each_action_takes_the_row_filters_of_the_publications_that_publish_it(
+    pg_server: Server,
+) -> None:
+    """Two publications of a table: inserts only, with a row filter, and updates and
+    deletes without one (15+: row filters). An insert is filtered by the first alone
+    (pgoutput_row_filter_init builds each action's filter from the publications that
+    publish it); updates and deletes pass unfiltered."""
+    if pg_server.version < 15:
+        pytest.skip("row filters are PostgreSQL 15+")
+    from pgwire_mock.script import Publication
+
+    tag = new_tag()
+    table = f"pubddl_{tag}"
+    changes = (
+        ("slot",),
+        ("insert", 1),
+        ("insert", 6),
+        ("update", 1),
+        ("delete", 6),
+        ("insert", 7),  # the stream is read to its commit
+    )
+    names = f"pi_{tag},pu_{tag}"
+    created = (
+        (
+            "sql",
+            f"CREATE PUBLICATION pi_{tag} FOR TABLE {table} WHERE (id > 5)"
+            " WITH (publish = 'insert')",
+        ),
+        ("sql", f"CREATE PUBLICATION pu_{tag} FOR TABLE {table} WITH (publish = 'update, delete')"),
+    )
+    with real_side(pg_server, tag) as side:
+        real = run_story(side, created + changes, tag, publications=names)
+        with psycopg.connect(pg_server.dsn) as conn:
+            for name in names.split(","):
+                conn.execute(f"DROP PUBLICATION {name}")
+    script_publications = (
+        Publication(
+            f"pi_{tag}",
+            (f"public.{table}",),
+            where={f"public.{table}": "(id > 5)"},
+            publish=("insert",),
+        ),
+        Publication(f"pu_{tag}", (f"public.{table}",), publish=("update", "delete")),
+    )
+    with fake_side(pg_server.version, tag, script_publications) as side:
+        fake = run_story(side, changes, tag, publications=names)
+    assert [m for m in real.received if m[0] in "IUD"] == [
+        "Insert 6",
+        "Update",
+        "Delete",
+        "Insert 7",
+    ], real
+    assert fake.received == real.received and fake.error == real.error
