@@ -20,6 +20,9 @@ table (id int key, v text) and slot:
 * ``alterations refused``: ALTER PUBLICATION of a missing publication, of a FOR ALL
   TABLES one, adding a member, dropping a table that is not one, adding a missing table;
 * ``inserts only`` / ``updates and deletes only``: WITH (publish = ...);
+* ``publish altered``: ALTER PUBLICATION ... SET (publish = ...) between changes;
+* ``options refused``: bad WITH / SET options (an unknown action or parameter, one
+  given twice, a missing publication);
 * ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
 
 The SQL runs on a replication connection, as Debezium's does; changes are committed in
@@ -138,6 +141,30 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
     ),
     "updates and deletes only": (
         ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'update, delete')"),
+        ("slot",),
+        ("insert", 1),
+        ("update", 1),
+        ("delete", 1),
+        ("insert", 2),
+    ),
+    "publish altered": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("sql", "ALTER PUBLICATION {pub} SET (publish = 'update, delete')"),
+        ("insert", 2),
+        ("update", 1),
+        ("delete", 1),
+        ("sql", "ALTER PUBLICATION {pub} SET (publish = 'insert')"),
+        ("insert", 3),
+    ),
+    "options refused": (
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table} WITH (publish = 'upsert')"),
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table} WITH (bogus = 1)"),
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table} WITH (publish = '', publish = '')"),
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'INSERT , delete')"),
+        ("sql", "ALTER PUBLICATION {pub} SET (publish = 'upsert')"),
+        ("sql", "ALTER PUBLICATION {pub}_missing SET (publish = 'insert')"),
         ("slot",),
         ("insert", 1),
         ("update", 1),

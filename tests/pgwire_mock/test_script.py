@@ -361,7 +361,8 @@ def test_bad_steps_fail_with_one_line(steps: str, expected: str) -> None:
         ),
         (
             "format_version: 1\npublications: [{name: p, all_tables: true, publish: [upsert]}]\n",
-            'script.yaml: publications[0].publish: unrecognized "publish" value: "upsert"',
+            "script.yaml: publications[0].publish: unrecognized value for publication option"
+            ' "publish": "upsert"',
         ),
         (
             "format_version: 1\nslots: [{name: My-Slot}]\n",

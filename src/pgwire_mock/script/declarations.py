@@ -41,6 +41,7 @@ __all__ = [
     "declare_slots",
     "declare_tables",
     "declare_types",
+    "publish_actions",
 ]
 
 _IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "n"}
@@ -197,18 +198,25 @@ def declare_publications(
         gencols[p.name] = _gencols(p, pg_version, f"{where}.generated_columns")
         published[p.name] = _published(p, tables, pg_version, where)
         _full_identity(p, tables, pg_version, gencols[p.name], where)
-        actions[p.name] = _actions(p, f"{where}.publish")
+        actions[p.name] = (
+            PUBLISH_ACTIONS
+            if p.publish is None
+            else publish_actions(p.publish, pg_version, f"{where}.publish")
+        )
     return PublicationDeclarations(listed, published, gencols, actions)
 
 
-def _actions(p: Publication, where: str) -> frozenset[str]:
+def publish_actions(publish: Sequence[str], pg_version: int, where: str) -> frozenset[str]:
     """WITH (publish = ...), checked as parse_publication_options checks it."""
-    if p.publish is None:
-        return PUBLISH_ACTIONS
-    for action in p.publish:
+    for action in publish:
         if action not in PUBLISH_ACTIONS:
-            raise ScriptError(f'unrecognized "publish" value: "{action}"', where)
-    return frozenset(p.publish)
+            problem = (
+                f'unrecognized "publish" value: "{action}"'
+                if pg_version < 15
+                else f'unrecognized value for publication option "publish": "{action}"'
+            )
+            raise ScriptError(problem, where)
+    return frozenset(publish)
 
 
 def _gencols(p: Publication, pg_version: int, where: str) -> str:

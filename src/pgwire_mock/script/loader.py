@@ -492,7 +492,7 @@ def _which(r: _Reader, keys: tuple[str, ...], what: str) -> str:
     return found[0]
 
 
-_ALTER_PUBLICATION_KEYS = ("add_tables", "drop_tables", "set_tables")
+_ALTER_PUBLICATION_KEYS = ("add_tables", "drop_tables", "set_tables", "publish")
 
 
 def _publication(raw: object, where: str) -> Publication:
@@ -548,9 +548,11 @@ def _step(raw: object, where: str) -> Step:
         step = DropPublication(r.need(kind, _str))
     elif kind == "alter_publication":
         action = _which(r, _ALTER_PUBLICATION_KEYS, "what alter_publication does")
-        listed = r.need(action, _list)
-        names = tuple(_str(t, f"{r.at(action)}[{j}]") for j, t in enumerate(listed))
-        step = AlterPublication(r.need(kind, _str), action.removesuffix("_tables"), names)
+        names = r.need(action, _str_list)
+        if action == "publish":
+            step = AlterPublication(r.need(kind, _str), action, publish=names)
+        else:
+            step = AlterPublication(r.need(kind, _str), action.removesuffix("_tables"), names)
     elif kind == "sleep":
         step = Sleep(r.need(kind, _number))
     elif kind == "wait_for":
@@ -908,6 +910,8 @@ def _step_dict(step: Step, plain: _Plain) -> dict[str, Any]:
     if isinstance(step, DropPublication):
         return {"drop_publication": step.name}
     if isinstance(step, AlterPublication):
+        if step.action == "publish":
+            return {"alter_publication": step.name, "publish": list(step.publish)}
         return {"alter_publication": step.name, f"{step.action}_tables": list(step.tables)}
     if isinstance(step, Sleep):
         return {"sleep": step.seconds}

@@ -277,12 +277,14 @@ class CreatePublication:
 @dataclass(frozen=True, slots=True)
 class AlterPublication:
     """ALTER PUBLICATION name ADD | DROP | SET TABLE ... as a step (``action`` add, drop
-    or set): a catalog transaction; tables added are published from its commit on,
-    those removed no longer, and each one's Relation is sent again."""
+    or set), or SET (publish = ...) (``action`` publish, the actions in ``publish``): a
+    catalog transaction; tables added are published from its commit on, those removed
+    no longer, and each one's Relation is sent again."""
 
     name: str
     action: str
-    tables: tuple[str, ...]
+    tables: tuple[str, ...] = ()
+    publish: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ added or removed; CacheInvalidateRelcacheAll for FOR ALL TABLES).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from pgwire_mock.script.declarations import (
     PUBLISH_ACTIONS,
     PublicationDeclarations,
     declare_publications,
+    publish_actions,
 )
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import AlterPublication, CreatePublication, DropPublication
@@ -92,18 +94,28 @@ class PublicationCatalog:
         if isinstance(step, DropPublication):
             del self.definitions[step.name]
             return PublicationChange(0, step.name, dropped=True, invalidated=old.listed)
-        altered = self._altered(step, old, tables, where)
-        kept = {t: p for t, p in old.published.items() if t in altered}
-        self.definitions[step.name] = _Definition(altered, kept, old.generated_columns, old.actions)
-        assert old.listed is not None  # _altered refuses FOR ALL TABLES
+        if step.action == "publish":
+            # AlterPublicationOptions invalidates the relcache of the publication's
+            # tables (of every table for FOR ALL TABLES).
+            new = dataclasses.replace(
+                old, actions=publish_actions(step.publish, pg_version, f"{where}.publish")
+            )
+            invalidated = old.listed
+        else:
+            altered = self._altered(step, old, tables, where)
+            kept = {t: p for t, p in old.published.items() if t in altered}
+            new = dataclasses.replace(old, listed=altered, published=kept)
+            assert old.listed is not None  # _altered refuses FOR ALL TABLES
+            invalidated = old.listed ^ altered
+        self.definitions[step.name] = new
         return PublicationChange(
             0,
             step.name,
-            altered,
-            kept,
-            old.generated_columns,
-            invalidated=old.listed ^ altered,
-            actions=old.actions,
+            new.listed,
+            new.published,
+            new.generated_columns,
+            invalidated=invalidated,
+            actions=new.actions,
         )
 
     @staticmethod
@@ -114,7 +126,7 @@ class PublicationCatalog:
         where: str,
     ) -> frozenset[str]:
         if step.action not in ("add", "drop", "set"):
-            raise ScriptError(f"expected add, drop or set, got {step.action!r}", where)
+            raise ScriptError(f"expected add, drop, set or publish, got {step.action!r}", where)
         if old.listed is None:
             raise ScriptError(f'publication "{step.name}" is defined as FOR ALL TABLES', where)
         for j, name in enumerate(step.tables):

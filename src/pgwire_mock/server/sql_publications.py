@@ -13,23 +13,29 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.server.sql_result import Result
-from pgwire_mock.server.sql_text import LITERAL
 from pgwire_mock.server.state import PublicationState, ServerState
 
 __all__ = ["IDENT", "PublicationCommands", "ident"]
 
 IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
 
+_ACTIONS: Final = ("insert", "update", "delete", "truncate")
+
 # The step's refusals that PostgreSQL makes too, by their text: SQLSTATE.
 _REFUSALS: Final = (
     (re.compile(r"relation .* is already member of publication .*"), "42710"),
     (re.compile(r"relation .* is not part of the publication"), "42704"),
 )
+
+
+def _split_options(text: str) -> list[str]:
+    """``a = 'x, y', b`` at its top-level commas (not those inside quotes)."""
+    return re.findall(r"(?:'(?:[^']|'')*'|[^,'])+", text)
 
 
 def ident(quoted: str | None, bare: str | None) -> str:
@@ -74,6 +80,10 @@ class PublicationCommands:
                 re.compile(r"alter publication " + IDENT + r" (add|drop|set) table (.+)", re.I),
                 self.alter,
             ),
+            (
+                re.compile(r"alter publication " + IDENT + r" set ?\((.*)\)", re.I),
+                self.alter_options,
+            ),
             (re.compile(r"drop publication (if exists )?" + IDENT, re.I), self.drop),
         )
 
@@ -83,16 +93,9 @@ class PublicationCommands:
             raise ServerError("ERROR", "42710", f'publication "{name}" already exists')
         target = (match.group(3) or "").lower()
         tables = _tables(match.group(4)) if target.startswith("table") else ()
-        publish = {"insert", "update", "delete", "truncate"}
-        generated = "n"
-        options = match.group(5)
-        if options:
-            m = re.search(r"publish ?= ?" + LITERAL, options, re.I)
-            if m is not None:
-                publish = {p.strip().lower() for p in m.group(1).split(",") if p.strip()}
-            m = re.search(r"publish_generated_columns ?(?:= ?'?(\w+)'?)?", options, re.I)
-            if m is not None and self.major >= 18 and (m.group(1) or "").lower() == "stored":
-                generated = "s"
+        options = self._options(match.group(5) or "")
+        publish = options.get("publish", _ACTIONS)
+        generated = "s" if options.get("publish_generated_columns") == "stored" else "n"
         publication = PublicationState(
             name,
             all_tables=target == "all tables",
@@ -122,7 +125,7 @@ class PublicationCommands:
             )
         action, tables = match.group(3).lower(), _tables(match.group(4))
         if self._catalog_step is not None:
-            self._write((name, action, tables))
+            self._write((name, action, tables, ()))
         else:  # no WAL to check them against: the catalog's own refusals
             for table in tables:
                 relname = table.rpartition(".")[2]
@@ -145,6 +148,63 @@ class PublicationCommands:
         self.state.add_publication(dataclasses.replace(publication, tables=tuple(listed)))
         return Result("ALTER PUBLICATION")
 
+    def alter_options(self, match: re.Match[str]) -> Result:
+        name = ident(match.group(1), match.group(2))
+        publication = self.state.publications.get(name)
+        if publication is None:
+            raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
+        options = self._options(match.group(3))
+        changed = publication
+        if "publish" in options:
+            publish = options["publish"]
+            if self._catalog_step is not None:
+                self._write((name, "publish", (), tuple(a for a in _ACTIONS if a in publish)))
+            changed = dataclasses.replace(
+                changed,
+                insert="insert" in publish,
+                update="update" in publish,
+                delete="delete" in publish,
+                truncate="truncate" in publish,
+            )
+        if "publish_generated_columns" in options:
+            stored = options["publish_generated_columns"] == "stored"
+            changed = dataclasses.replace(changed, generated_columns="s" if stored else "n")
+        self.state.add_publication(changed)
+        return Result("ALTER PUBLICATION")
+
+    def _options(self, text: str) -> dict[str, Any]:
+        """``name [= value], ...`` of WITH (...) or SET (...), checked as
+        parse_publication_options checks them: publish (a set of actions),
+        publish_via_partition_root, and publish_generated_columns on 18."""
+        found: dict[str, Any] = {}
+        for raw in filter(None, (part.strip() for part in _split_options(text))):
+            key, _, value = (part.strip() for part in raw.partition("="))
+            key = key.lower()
+            value = value[1:-1].replace("''", "'") if value[:1] == "'" else value
+            known = {"publish", "publish_via_partition_root"}
+            if self.major >= 18:
+                known.add("publish_generated_columns")
+            if key not in known:
+                raise ServerError("ERROR", "42601", f'unrecognized publication parameter: "{key}"')
+            if key in found:
+                raise ServerError("ERROR", "42601", "conflicting or redundant options")
+            if key == "publish":
+                actions = {a.strip().lower() for a in value.split(",") if a.strip()}
+                for action in sorted(actions - set(_ACTIONS)):
+                    raise ServerError(
+                        "ERROR",
+                        "42601",
+                        f'unrecognized "publish" value: "{action}"'
+                        if self.major < 15
+                        else f'unrecognized value for publication option "publish": "{action}"',
+                    )
+                found[key] = actions
+            elif key == "publish_generated_columns":
+                found[key] = value.lower() or "stored"
+            else:
+                found[key] = value
+        return found
+
     def drop(self, match: re.Match[str]) -> Result:
         name = ident(match.group(2), match.group(3))
         if name not in self.state.publications:
@@ -159,7 +219,10 @@ class PublicationCommands:
         self.state.save()
         return Result("DROP PUBLICATION")
 
-    def _write(self, change: PublicationState | tuple[str, str, tuple[str, ...]] | str) -> None:
+    def _write(
+        self,
+        change: PublicationState | tuple[str, str, tuple[str, ...], tuple[str, ...]] | str,
+    ) -> None:
         """A served script's WAL gets the statement's catalog transaction: a publication
         created, altered (name, action, tables) or dropped (a name)."""
         if self._catalog_step is None:
