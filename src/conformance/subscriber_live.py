@@ -53,6 +53,7 @@ __all__ = [
     "OPEN_PARTS",
     "ORIGIN_RACE",
     "RECEIVED",
+    "SYNC_STATES",
     "WORKERS_LEFT",
     "Outcome",
     "Publisher",
@@ -237,6 +238,12 @@ def fake_publisher(major: int, table: str, publication: str) -> Iterator[Publish
 # --- the story ------------------------------------------------------------------------------
 
 
+#: The table-sync states of the subscription named by the parameter, in relation order
+#: (pg_subscription_rel.srsubstate: 'd' copying, 'r' ready, ...).
+SYNC_STATES: Final = (
+    "SELECT string_agg(srsubstate::text, '' ORDER BY srrelid) FROM pg_subscription_rel r"
+    " JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
+)
 #: The leader apply worker's last received position (relid NULL; 16+ parallel apply
 #: workers have no received_lsn), for the subscription named by the parameter.
 RECEIVED: Final = (
@@ -350,10 +357,7 @@ def run(
     with Tap(pub.conninfo) as tap, subscriber.connect() as conn:
         one = query_one(conn, name)
         workers = "SELECT count(pid) FROM pg_stat_subscription WHERE subname = %s"
-        states = (
-            "SELECT string_agg(srsubstate::text, '') FROM pg_subscription_rel r "
-            "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
-        )
+        states = SYNC_STATES
         marker = sql.SQL("SELECT 1 FROM {} WHERE id = 9900").format(table)
         settings = {**options, "copy_data": "true"}
         with subscription(conn, name, tap.conninfo, pub.publication, pub.table, settings):

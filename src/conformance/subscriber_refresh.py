@@ -130,10 +130,7 @@ def run(subscriber: Any, publisher: Publisher, *, timeout: float = 60) -> Outcom
     log_start = log.stat().st_size
     with subscriber.connect() as conn:
         one = live.query_one(conn, name)
-        states = (
-            "SELECT string_agg(srsubstate::text, '' ORDER BY srrelid) FROM pg_subscription_rel r"
-            " JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
-        )
+        states = live.SYNC_STATES
         last = "SELECT count(*) FROM {} WHERE id = %s"
         conn.execute(f"CREATE TABLE {second} (id int PRIMARY KEY, v text)")
         settings = {"copy_data": "true"}

@@ -144,10 +144,7 @@ def run(subscriber: Any, publisher: Publisher, *, timeout: float = 60) -> Outcom
     log_start = log.stat().st_size
     with subscriber.connect() as conn:
         one = live.query_one(conn, name)
-        state = (
-            "SELECT string_agg(srsubstate::text, '') FROM pg_subscription_rel r "
-            "JOIN pg_subscription s ON s.oid = r.srsubid WHERE s.subname = %s"
-        )
+        state = live.SYNC_STATES
         settings = {"copy_data": "true"}
         with live.subscription(
             conn, name, publisher.conninfo, publisher.publication, publisher.table, settings
