@@ -23,6 +23,8 @@ table (id int key, v text) and slot:
 * ``publish altered``: ALTER PUBLICATION ... SET (publish = ...) between changes;
 * ``options refused``: bad WITH / SET options (an unknown action or parameter, one
   given twice, a missing publication);
+* ``a table added while the consumer is away``: a consumer reads and confirms a change,
+  goes, the publication gains a table, and the consumer comes back;
 * ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
 
 The SQL runs on a replication connection, as Debezium's does; changes are committed in
@@ -33,6 +35,7 @@ table, Insert with its key), with the notices and the error that ended it, if an
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -171,6 +174,17 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
         ("delete", 1),
         ("insert", 2),
     ),
+    # The consumer goes and comes back (it confirmed insert 1): the new walsender
+    # decodes the later changes with the publication as the ALTER left it.
+    "a table added while the consumer is away": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("stream",),
+        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}_b"),
+        ("insert_b", 2),
+        ("insert", 3),
+    ),
     "a table that does not exist": (
         ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}_missing"),
         ("slot",),
@@ -217,20 +231,12 @@ def run_story(
 
     pub, slot = f"pub_{tag}", f"slot_{tag}"
     observed = Observed()
-    last = max(step[1] for step in steps if step[0] in ("insert", "insert_b"))
-    with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
-        for step in steps:
-            if step[0] == "sql":
-                try:
-                    cur = conn.execute(step[1].format(table=side.table, pub=pub))
-                    observed.sql.append(str(cur.statusmessage))
-                except psycopg.Error as err:
-                    observed.sql.append(f"{err.diag.sqlstate} {err.diag.message_primary}")
-            elif step[0] == "slot":
-                conn.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")
-            else:  # insert, update or delete; insert_b into the story's second table
-                kind, _, second = step[0].partition("_")
-                side.write(kind, side.table + ("_b" if second else ""), step[1])
+    written: list[int] = []  # the keys inserted so far
+
+    def stream() -> None:
+        """Stream the slot until the commit of the last key inserted so far, confirm
+        it, and stop (or the error, or quiet)."""
+        last = written[-1] if written else None
         consumer = ReplicationConnection.connect(side.dsn, timeout=quiet, decode_pgoutput=True)
         try:
             options = {"proto_version": "1", "publication_names": publications or pub}
@@ -243,6 +249,7 @@ def run_story(
                     if isinstance(message, po.Insert) and message.new_tuple[0] == str(last):
                         last = -1  # its Commit is the end
                     elif isinstance(message, po.Commit) and last == -1:
+                        consumer.send_status(flush=message.end_lsn)
                         break
         except ServerError as err:
             observed.error = (str(err.get("S")), err.sqlstate, err.message)
@@ -250,10 +257,41 @@ def run_story(
             pass
         finally:
             consumer.close()
+
+    with psycopg.connect(side.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        for step in steps:
+            if step[0] == "sql":
+                try:
+                    cur = conn.execute(step[1].format(table=side.table, pub=pub))
+                    observed.sql.append(str(cur.statusmessage))
+                except psycopg.Error as err:
+                    observed.sql.append(f"{err.diag.sqlstate} {err.diag.message_primary}")
+            elif step[0] == "slot":
+                conn.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")
+            elif step[0] == "stream":  # a consumer that reads, confirms and goes away
+                stream()
+                observed.received.append("(the consumer stops)")
+                _wait_released(conn, slot)
+            else:  # insert, update or delete; insert_b into the story's second table
+                kind, _, second = step[0].partition("_")
+                side.write(kind, side.table + ("_b" if second else ""), step[1])
+                if kind == "insert":
+                    written.append(step[1])
+        stream()
         conn.execute(f"DROP_REPLICATION_SLOT {slot} WAIT")
         conn.execute(f"DROP PUBLICATION IF EXISTS {pub}")
         conn.execute(f"DROP PUBLICATION IF EXISTS {pub}_2")
     return observed
+
+
+def _wait_released(conn: Any, slot: str, timeout: float = 10) -> None:
+    """Until the walsender of a consumer that went has released ``slot``."""
+    query = "SELECT active FROM pg_replication_slots WHERE slot_name = %s"
+    deadline = time.monotonic() + timeout
+    while (row := conn.execute(query, (slot,)).fetchone()) is not None and row[0]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"slot {slot} still active")
+        time.sleep(0.05)
 
 
 def _named(message: po.PgOutputMessage | None) -> str:

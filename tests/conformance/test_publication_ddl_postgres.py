@@ -41,6 +41,7 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         "updates and deletes only": ([], None),
         "publish altered": (["Insert 1", "Insert 3"], None),
         "options refused": (["Insert 1", "Insert 2"], None),
+        "a table added while the consumer is away": (["Insert 1", "Insert 2", "Insert 3"], None),
     }[story]
     assert inserts == expected[0], real
     assert real.error == (expected[1] if before_18 else None), real
@@ -62,6 +63,10 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
             "42601",
             "42704",
         ], real
+    if story == "a table added while the consumer is away":
+        # Nothing sent twice: the consumer confirmed insert 1 before it went.
+        after = real.received[real.received.index("(the consumer stops)") :]
+        assert "Insert 1" not in after and "Insert 2" in after, real
     if story == "a table dropped":
         # 15-17 send the other table's Relation again too: get_rel_sync_entry rebuilds
         # every entry after a publication change, and resets schema_sent there.
