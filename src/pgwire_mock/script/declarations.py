@@ -31,7 +31,7 @@ from pgwire_mock.script.model import (
 from pgwire_mock.script.rowfilter import RowFilter, RowFilterError
 from pgwire_mock.script.types import TypeCatalog, UserType
 from pgwire_mock.script.wal import CColumn, PublishedTable, TableVersion
-from pgwire_mock.server.state import slot_name_problem
+from pgwire_mock.server.state import PUBLICATION_ACTIONS, slot_name_problem
 
 __all__ = [
     "PUBLISH_ACTIONS",
@@ -48,7 +48,7 @@ _IDENTITY_CODE: Final = {"default": "d", "full": "f", "index": "i", "nothing": "
 _GENERATED_CODE: Final = {"": "", "stored": "s", "virtual": "v"}
 
 #: What a publication may publish (pubinsert, pubupdate, pubdelete, pubtruncate).
-PUBLISH_ACTIONS: Final = frozenset({"insert", "update", "delete", "truncate"})
+PUBLISH_ACTIONS: Final = frozenset(PUBLICATION_ACTIONS)
 
 
 @dataclass(frozen=True, slots=True)

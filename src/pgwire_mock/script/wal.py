@@ -330,7 +330,7 @@ class PublicationChange:
     generated_columns: str = "n"
     dropped: bool = False
     invalidated: frozenset[str] | None = frozenset()
-    actions: frozenset[str] = frozenset({"insert", "update", "delete", "truncate"})
+    actions: frozenset[str] = frozenset()  # those it publishes (a dropped one: none)
 
 
 @dataclass(eq=False)

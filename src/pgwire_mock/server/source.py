@@ -29,7 +29,12 @@ from codec import DecodeError
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.pgoutput_options import PgOutputOptions, split_identifier_string
 from pgwire_mock.server.resume import RecordedStream, resume
-from pgwire_mock.server.state import PublicationState, SlotState, wal_file_name
+from pgwire_mock.server.state import (
+    PUBLICATION_ACTIONS,
+    PublicationState,
+    SlotState,
+    wal_file_name,
+)
 from pgwire_mock.server.versions import error
 from pgwire_mock.streamfile import StreamEntry, read_meta, read_snapshot, read_stream
 
@@ -461,11 +466,7 @@ class ScriptSource:
                 generated_columns="s"
                 if str(getattr(p, "generated_columns", "")).lower() == "stored"
                 else "n",
-                insert="insert" in _actions(p),
-                update="update" in _actions(p),
-                delete="delete" in _actions(p),
-                truncate="truncate" in _actions(p),
-            )
+            ).publishing(_actions(p))
             for p in script.publications
         )
 
@@ -580,7 +581,7 @@ class ScriptSource:
 def _actions(publication: Any) -> tuple[str, ...]:
     """What a script's publication publishes (``publish``; None: all four)."""
     publish = getattr(publication, "publish", None)
-    return ("insert", "update", "delete", "truncate") if publish is None else tuple(publish)
+    return PUBLICATION_ACTIONS if publish is None else tuple(publish)
 
 
 def load_source(path: Path) -> RecordingSource | ScriptSource:

@@ -18,13 +18,11 @@ from typing import Any, Final
 from pgwire_mock.server.errors import ServerError
 from pgwire_mock.server.live import ShuttingDownError
 from pgwire_mock.server.sql_result import Result
-from pgwire_mock.server.state import PublicationState, ServerState
+from pgwire_mock.server.state import PUBLICATION_ACTIONS, PublicationState, ServerState
 
 __all__ = ["IDENT", "PublicationCommands", "ident"]
 
 IDENT: Final = r'(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*))'
-
-_ACTIONS: Final = ("insert", "update", "delete", "truncate")
 
 # The step's refusals that PostgreSQL makes too, by their text: SQLSTATE.
 _REFUSALS: Final = (
@@ -96,28 +94,21 @@ class PublicationCommands:
         target = (match.group(3) or "").lower()
         tables = _tables(match.group(4)) if target.startswith("table") else ()
         options = self._options(match.group(5) or "")
-        publish = options.get("publish", _ACTIONS)
         generated = "s" if options.get("publish_generated_columns") == "stored" else "n"
         publication = PublicationState(
             name,
             all_tables=target == "all tables",
             tables=tables,
-            insert="insert" in publish,
-            update="update" in publish,
-            delete="delete" in publish,
-            truncate="truncate" in publish,
             owner=self.user,
             generated_columns=generated,
-        )
+        ).publishing(options.get("publish", PUBLICATION_ACTIONS))
         self._write(publication)
         self.state.add_publication(publication)
         return Result("CREATE PUBLICATION")
 
     def alter(self, match: re.Match[str]) -> Result:
         name = ident(match.group(1), match.group(2))
-        publication = self.state.publications.get(name)
-        if publication is None:
-            raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
+        publication = self._existing(name)
         if publication.all_tables:
             raise ServerError(
                 "ERROR",
@@ -152,27 +143,25 @@ class PublicationCommands:
 
     def alter_options(self, match: re.Match[str]) -> Result:
         name = ident(match.group(1), match.group(2))
-        publication = self.state.publications.get(name)
-        if publication is None:
-            raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
+        publication = self._existing(name)
         options = self._options(match.group(3))
         changed = publication
         if "publish" in options:
             publish = options["publish"]
+            changed = changed.publishing(publish)
             if self._catalog_step is not None:
-                self._write((name, "publish", (), tuple(a for a in _ACTIONS if a in publish)))
-            changed = dataclasses.replace(
-                changed,
-                insert="insert" in publish,
-                update="update" in publish,
-                delete="delete" in publish,
-                truncate="truncate" in publish,
-            )
+                self._write((name, "publish", (), changed.actions))
         if "publish_generated_columns" in options:
             stored = options["publish_generated_columns"] == "stored"
             changed = dataclasses.replace(changed, generated_columns="s" if stored else "n")
         self.state.add_publication(changed)
         return Result("ALTER PUBLICATION")
+
+    def _existing(self, name: str) -> PublicationState:
+        publication = self.state.publications.get(name)
+        if publication is None:
+            raise ServerError("ERROR", "42704", f'publication "{name}" does not exist')
+        return publication
 
     def _options(self, text: str) -> dict[str, Any]:
         """``name [= value], ...`` of WITH (...) or SET (...), checked as
@@ -192,7 +181,7 @@ class PublicationCommands:
                 raise ServerError("ERROR", "42601", "conflicting or redundant options")
             if key == "publish":
                 actions = {a.strip().lower() for a in value.split(",") if a.strip()}
-                for action in sorted(actions - set(_ACTIONS)):
+                for action in sorted(actions - set(PUBLICATION_ACTIONS)):
                     raise ServerError(
                         "ERROR",
                         "42601",
@@ -243,15 +232,13 @@ class PublicationCommands:
         elif isinstance(change, tuple):
             step = AlterPublication(*change)
         else:
-            actions = ("insert", "update", "delete", "truncate")
-            published = tuple(a for a in actions if getattr(change, a))
             step = CreatePublication(
                 Publication(
                     change.name,
                     change.tables,
                     change.all_tables,
                     generated_columns="stored" if change.generated_columns == "s" else None,
-                    publish=None if published == actions else published,
+                    publish=None if change.actions == PUBLICATION_ACTIONS else change.actions,
                 )
             )
         try:

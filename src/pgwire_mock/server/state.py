@@ -16,8 +16,8 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_DATABASES",
     "DEFAULT_SYSTEM_IDENTIFIER",
     "INVALIDATION_CAUSES",
+    "PUBLICATION_ACTIONS",
     "SLOT_NAME_CHARACTERS",
     "SLOT_SAVES",
     "PublicationState",
@@ -198,6 +199,10 @@ class SlotState:
         return self.plugin is not None
 
 
+PUBLICATION_ACTIONS: Final = ("insert", "update", "delete", "truncate")
+"""What a publication may publish (pubinsert, pubupdate, pubdelete, pubtruncate)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PublicationState:
     """A publication: FOR ALL TABLES, or a list of ``schema.table`` names."""
@@ -211,6 +216,21 @@ class PublicationState:
     truncate: bool = True
     owner: str = "postgres"
     generated_columns: str = "n"  # pubgencols (18): n = none, s = stored
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The actions it publishes, in PUBLICATION_ACTIONS' order."""
+        return tuple(a for a in PUBLICATION_ACTIONS if getattr(self, a))
+
+    def publishing(self, actions: Collection[str]) -> PublicationState:
+        """The same publication publishing ``actions``."""
+        return replace(
+            self,
+            insert="insert" in actions,
+            update="update" in actions,
+            delete="delete" in actions,
+            truncate="truncate" in actions,
+        )
 
 
 SLOT_SAVES: Final = ("every-confirmation", "postgresql")
