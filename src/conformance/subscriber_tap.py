@@ -13,11 +13,18 @@ transaction comes in one block. Read together, nothing inside is confirmed and t
 blocks come as the first time. :class:`Tap` with ``confirm_before_stream_commit`` holds
 each Stream Commit until the subscriber has reported what came before it, so both
 servers see the first case, every run.
+
+One event loop relays every connection, so bytes reach the publisher in the order they
+reached the relay: an apply worker that exits sends Terminate before the launcher starts
+the next one, and the publisher must see that Terminate (and release the slot) before
+the next worker's START_REPLICATION, as it does without a relay. With a thread per
+connection, a thread the scheduler left waiting once let the new worker's command
+through first ("replication slot … is active"), a timing neither server has alone.
 """
 
 from __future__ import annotations
 
-import socket
+import asyncio
 import threading
 from contextlib import suppress
 
@@ -36,77 +43,106 @@ __all__ = ["Tap"]
 _STREAM_COMMIT = ord("c")
 #: How long a held Stream Commit waits for the subscriber's report.
 _HOLD_TIMEOUT = 10.0
+#: How much the relay reads at a time.
+_CHUNK = 1 << 16
 
 
 class _Connection:
     """One relayed connection: what the publisher streamed, and how far the subscriber
-    said it had written."""
+    said it had written. Its condition belongs to the relay's event loop."""
 
     def __init__(self) -> None:
         self.payloads: list[bytes] = []
         self.reported = 0
-        self.changed = threading.Condition()
+        self.changed = asyncio.Condition()
 
-    def report(self, lsn: int) -> None:
-        with self.changed:
+    async def report(self, lsn: int) -> None:
+        async with self.changed:
             self.reported = max(self.reported, lsn)
             self.changed.notify_all()
 
-    def wait_for_report(self, lsn: int) -> bool:
-        with self.changed:
-            return self.changed.wait_for(lambda: self.reported >= lsn, _HOLD_TIMEOUT)
+    async def wait_for_report(self, lsn: int) -> bool:
+        async with self.changed:
+            try:
+                await asyncio.wait_for(
+                    self.changed.wait_for(lambda: self.reported >= lsn), _HOLD_TIMEOUT
+                )
+            except TimeoutError:
+                return False
+            return True
 
 
 class Tap:
     """A TCP relay between the subscriber and a publisher (SSL and GSS encryption off)
     that keeps, for each connection, the XLogData payloads the publisher sent; with
     ``confirm_before_stream_commit``, see the module docstring. :attr:`held` lists, for
-    each Stream Commit held, whether the subscriber's report came in time."""
+    each Stream Commit held, whether the subscriber's report came in time. Closing it
+    stops new connections; those relayed end when their ends close."""
 
     def __init__(self, conninfo: str, *, confirm_before_stream_commit: bool = False) -> None:
         from psycopg import conninfo as info  # noqa: PLC0415 - a test-time dependency
 
         params = info.conninfo_to_dict(conninfo)
         self.upstream = (str(params["host"]), int(str(params["port"])))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        port = self.listener.getsockname()[1]
+        self.hold = confirm_before_stream_commit
+        self.lock = threading.Lock()  # the lists below, read from other threads
+        self.connections: list[_Connection] = []
+        self.held: list[bool] = []
+        self._relays = 0
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._run, name="subscriber tap", daemon=True).start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._relay, "127.0.0.1", 0), self._loop
+        ).result()
+        port = self._server.sockets[0].getsockname()[1]
         self.conninfo = info.make_conninfo(
             conninfo, host="127.0.0.1", port=str(port), sslmode="disable", gssencmode="disable"
         )
-        self.hold = confirm_before_stream_commit
-        self.lock = threading.Lock()
-        self.connections: list[_Connection] = []
-        self.held: list[bool] = []
-        threading.Thread(target=self._accept, name="subscriber tap", daemon=True).start()
 
     @property
     def received(self) -> list[list[bytes]]:
         with self.lock:
             return [list(c.payloads) for c in self.connections]
 
-    def _accept(self) -> None:
-        while True:
+    def _run(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    async def _relay(self, client: asyncio.StreamReader, to_client: asyncio.StreamWriter) -> None:
+        self._relays += 1
+        try:
             try:
-                client, _ = self.listener.accept()
-                server = socket.create_connection(self.upstream)
+                server, to_server = await asyncio.open_connection(*self.upstream)
             except OSError:
+                to_client.close()
                 return
             connection = _Connection()
             with self.lock:
                 self.connections.append(connection)
-            for target, args in (
-                (self._from_subscriber, (client, server, connection)),
-                (self._from_publisher, (server, client, connection)),
-            ):
-                threading.Thread(target=target, args=args, daemon=True).start()
+            ends = (to_client, to_server)
+            await asyncio.gather(
+                self._from_subscriber(client, to_server, connection, ends),
+                self._from_publisher(server, to_client, connection, ends),
+            )
+        finally:
+            self._relays -= 1
+            self._stop_when_idle()
 
-    def _from_subscriber(
-        self, source: socket.socket, sink: socket.socket, connection: _Connection
+    async def _from_subscriber(
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        connection: _Connection,
+        ends: tuple[asyncio.StreamWriter, ...],
     ) -> None:
         reader: FrontendReader | None = FrontendReader(max_message_size=1 << 30)
         try:
-            while data := source.recv(1 << 16):
-                sink.sendall(data)
+            while data := await source.read(_CHUNK):
+                sink.write(data)
+                await sink.drain()
                 if reader is None:
                     continue
                 try:
@@ -115,25 +151,30 @@ class Tap:
                         if isinstance(message, CopyData):
                             status = decode_client_copy_data(message.data)
                             if isinstance(status, StandbyStatusUpdate):
-                                connection.report(status.written_lsn)
+                                await connection.report(status.written_lsn)
                 except DecodeError:
                     reader = None  # a password exchange the reader was not told of
         except OSError:
             pass
         finally:
-            _shut(source, sink)
+            _close(ends)
 
-    def _from_publisher(
-        self, source: socket.socket, sink: socket.socket, connection: _Connection
+    async def _from_publisher(
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        connection: _Connection,
+        ends: tuple[asyncio.StreamWriter, ...],
     ) -> None:
         reader = BackendReader(max_message_size=1 << 30)
         keep = True
         streaming = False  # CopyData after CopyBothResponse; a table sync's COPY is not
         last_start = 0  # the last XLogData's position
         try:
-            while data := source.recv(1 << 16):
+            while data := await source.read(_CHUNK):
                 if not keep:
-                    sink.sendall(data)
+                    sink.write(data)
+                    await sink.drain()
                     continue
                 sent = 0  # how much of data is sent
                 try:
@@ -152,9 +193,10 @@ class Tap:
                             # with an earlier chunk is no use alone), then wait.
                             end = len(data) - reader.buffered
                             start = max(sent, end - 5 - len(message.data))
-                            sink.sendall(data[sent:start])
+                            sink.write(data[sent:start])
+                            await sink.drain()
                             sent = start
-                            reported = connection.wait_for_report(last_start)
+                            reported = await connection.wait_for_report(last_start)
                             with self.lock:
                                 self.held.append(reported)
                         last_start = copied.wal_start
@@ -162,14 +204,25 @@ class Tap:
                     with self.lock:
                         connection.payloads.append(b"undecodable")  # shape() fails on it
                     keep = False
-                sink.sendall(data[sent:])
+                sink.write(data[sent:])
+                await sink.drain()
         except OSError:
             pass
         finally:
-            _shut(source, sink)
+            _close(ends)
+
+    def _stop_when_idle(self) -> None:
+        if self._closed and self._relays == 0:
+            self._loop.stop()
 
     def close(self) -> None:
-        self.listener.close()
+        def stop_accepting() -> None:
+            self._closed = True
+            self._server.close()
+            self._stop_when_idle()
+
+        with suppress(RuntimeError):  # closed twice: the loop may be gone
+            self._loop.call_soon_threadsafe(stop_accepting)
 
     def __enter__(self) -> Tap:
         return self
@@ -178,7 +231,8 @@ class Tap:
         self.close()
 
 
-def _shut(*ends: socket.socket) -> None:
+def _close(ends: tuple[asyncio.StreamWriter, ...]) -> None:
+    """One direction ended: close both sockets (after what is buffered for them), so
+    the other direction ends too, as a relayed connection does."""
     for end in ends:
-        with suppress(OSError):
-            end.shutdown(socket.SHUT_RDWR)
+        end.close()
