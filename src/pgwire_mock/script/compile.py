@@ -70,6 +70,8 @@ from pgwire_mock.script.sizes import (
     PREPARE_RECORD,
     RUNNING_XACTS_RECORD,
     SHUTDOWN_CHECKPOINT_RECORD,
+    invalidations_memory,
+    snapshot_memory,
 )
 from pgwire_mock.script.wal import (
     CRASHED,
@@ -406,6 +408,25 @@ class Compiler(ChangeWriter):
         commit = self.wal[-1]
         assert isinstance(commit, WTxn)
         self.publication_changes.append(dataclasses.replace(change, lsn=commit.lsn))
+        self._distribute(commit.lsn, len(self.publication_changes) - 1)
+
+    def _distribute(self, lsn: int, index: int) -> None:
+        """SnapBuildDistributeSnapshotAndInval: each transaction in progress with a
+        change written (a base snapshot; not a prepared one) gets, at the commit of
+        publication change ``index``, a new catalog snapshot and its invalidations among
+        its changes, which count against its memory and run where its decoding reaches
+        them."""
+        change = self.publication_changes[index]
+        for wtxn in self.running:
+            if wtxn.kind != OPEN:
+                continue
+            committed = sum(1 for c in self.publication_changes if c.lsn > wtxn.first_lsn)
+            snapshot = snapshot_memory(self.pg_version, committed)
+            wtxn.items.append(WChange("snapshot", lsn, wtxn.top, snapshot))
+            invalidations = invalidations_memory(change.messages)
+            wtxn.items.append(
+                WChange("invalidation", lsn, wtxn.top, invalidations, publication_change=index)
+            )
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")

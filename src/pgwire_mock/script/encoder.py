@@ -157,6 +157,8 @@ class _Session:
             if isinstance(item, WChange) and item.kind in ("ddl", "truncate"):
                 for t in item.tables:
                     self.plugin.invalidate(t.oid)
+            elif isinstance(item, WChange) and item.publication_change is not None:
+                self.plugin.invalidate_for(item.publication_change)
 
     # the walk
 

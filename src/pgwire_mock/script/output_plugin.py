@@ -16,6 +16,7 @@ transaction is sent; it is handed begins and changes and answers with messages.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -37,6 +38,7 @@ from pgwire_mock.script.options import StreamOptions
 from pgwire_mock.script.rowfilter import RowFilter
 from pgwire_mock.script.wal import (
     CompiledScript,
+    PublicationChange,
     PublishedTable,
     Row,
     TableVersion,
@@ -60,84 +62,117 @@ class OutputPlugin:
         self.options = options
         self.version = version
         self.binary = options.binary
-        # The catalog as the change being decoded sees it (its historic snapshot): the
-        # script's publications, then those steps created or dropped, applied once the
-        # walsender decodes past their commit (catch_up).
-        self.listed = dict(compiled.publications)
-        self.listed_tables = dict(compiled.published)
-        self.gencols = dict(compiled.generated_columns)
-        self.actions = dict(compiled.publication_actions)
-        self.changes_applied = 0
+        # The publications as each historic snapshot sees them: catalogs[k] after the
+        # first k publication changes (CompiledScript.publication_changes), made as asked.
+        self.catalogs = [
+            _Catalog(
+                dict(compiled.publications),
+                dict(compiled.published),
+                dict(compiled.generated_columns),
+                dict(compiled.publication_actions),
+            )
+        ]
+        # How many publication changes the WAL read has passed the commit of: their
+        # invalidations ran (publication_invalidation_cb, rel_sync_cache_*_cb).
+        self.passed_changes = 0
         self.oids = {name: version.oid for name, (version, _) in compiled.initial.items()}
-        self.skipped_at: int | None = None  # the lookup's LSN, until the warning is yielded
+        # LoadPublications: the requested publications found, in the catalog of the
+        # lookup that loaded them; loaded again after any publication change.
+        self.publications_valid = False
+        self.loaded: tuple[str, ...] = ()
+        self.loaded_catalog = self.catalogs[0]
+        self.missing: str | None = None  # 14-17: the lookup fails
+        self.skipped_at: int | None = None  # 18: the lookup's LSN, until the warning is yielded
+        self.skipped_names: tuple[str, ...] = ()
+        # pgoutput's RelationSyncCache entries (replicate_valid): whether the table is
+        # published, and the catalog it was looked up in. They stand until a publication
+        # change invalidates them, whatever snapshot a later change has: a transaction
+        # decoded after one that began later uses entries that one built.
+        self.entries: dict[int, tuple[bool, int]] = {}
         self.views: dict[int, _View] = {}  # by table OID, for one TableVersion
-        self.load_publications()
         self.schema_sent: dict[int, bool] = {}
         self.stream_schema: dict[int, set[int]] = {}
         # Tables with a valid entry in pgoutput's RelationSyncCache (looked up, published
         # or not, and not invalidated since): reading them needs no catalog access.
         self.looked_up: set[int] = set()
 
-    def load_publications(self) -> None:
-        """LoadPublications: the requested publications the catalog has, and what they
-        publish. Up to 17 a missing one fails the first lookup (get_publication_oid);
-        18 warns and goes on, at every load."""
-        missing = tuple(p for p in self.options.publication_names if p not in self.listed)
-        self.missing = missing[0] if missing and self.version < 18 else None
-        self.skipped_publications = missing if self.version >= 18 else ()
-        published: set[str] = set()
-        self.all_tables = False
-        for name in self.options.publication_names:
-            tables = self.listed.get(name)
-            if tables is None:
-                self.all_tables = self.all_tables or name in self.listed
-            else:
-                published |= tables
-        self.published = published
+    def catalog_at(self, lsn: int) -> int:
+        """How many publication changes committed before ``lsn``: the catalog a change
+        there sees (its transaction's snapshot, which each catalog commit during the
+        transaction moves on: SnapBuildDistributeSnapshotAndInval)."""
+        return bisect_left(self.compiled.publication_changes, lsn, key=_change_lsn)
 
-    def catch_up(self, lsn: int) -> None:
-        """Apply the publications created or dropped by transactions committed before
-        ``lsn``: their invalidation reloads the publications and every table's entry
-        (publication_invalidation_cb, rel_sync_cache_publication_cb)."""
+    def catalog(self, index: int) -> _Catalog:
         changes = self.compiled.publication_changes
-        start = self.changes_applied
-        while self.changes_applied < len(changes) and changes[self.changes_applied].lsn < lsn:
-            change = changes[self.changes_applied]
-            self.changes_applied += 1
-            if change.dropped:
-                for catalog in (self.listed, self.listed_tables, self.gencols, self.actions):
-                    catalog.pop(change.name, None)
-            else:
-                self.listed[change.name] = change.listed
-                self.listed_tables[change.name] = change.published
-                self.gencols[change.name] = change.generated_columns
-                self.actions[change.name] = change.actions
-            # The tables whose Relation is sent again. rel_sync_cache_relation_cb resets
-            # schema_sent for the relcache entries the change invalidates (for every
-            # table from 15 on: 14's looks the invalid OID of CacheInvalidateRelcacheAll
-            # up and finds none). 15-17 also reset it for every table whose entry
-            # get_rel_sync_entry rebuilds after any publication change (measured: ALTER
-            # PUBLICATION ... DROP TABLE b sends a's Relation again on 15-17 only).
-            if change.invalidated is None or 15 <= self.version <= 17:
-                invalidated = list(self.schema_sent) if self.version >= 15 else []
-            else:
-                invalidated = [self.oids[t] for t in change.invalidated if t in self.oids]
-            for oid in invalidated:
-                self.invalidate(oid)
-        if self.changes_applied != start:
-            self.load_publications()
-            self.views.clear()
-            self.looked_up.clear()
+        while len(self.catalogs) <= index:
+            self.catalogs.append(self.catalogs[-1].after(changes[len(self.catalogs) - 1]))
+        return self.catalogs[index]
+
+    def passed(self, lsn: int) -> None:
+        """The WAL read reached ``lsn``: the publication changes committed there or
+        before have had their invalidations run."""
+        changes = self.compiled.publication_changes
+        while self.passed_changes < len(changes) and changes[self.passed_changes].lsn <= lsn:
+            self.invalidate_for(self.passed_changes)
+            self.passed_changes += 1
+
+    def invalidate_for(self, index: int) -> None:
+        """The invalidations of publication change ``index``, run where the WAL read
+        passes its commit, again where it falls inside a transaction being decoded, and
+        once more when that transaction is done (ReorderBufferProcessTXN). Every entry
+        looks its publications up again, and the publications are loaded again
+        (rel_sync_cache_publication_cb, publication_invalidation_cb); the Relation goes
+        again for the tables whose relcache entry it invalidates
+        (rel_sync_cache_relation_cb resets schema_sent): the publication's, or every
+        table's from 15 on for FOR ALL TABLES (14's callback looks the invalid OID of
+        CacheInvalidateRelcacheAll up and finds none); 15-17 also reset it for every
+        entry they rebuild after any publication change (measured: ALTER PUBLICATION ...
+        DROP TABLE b sends a's Relation again on 15-17 only)."""
+        change = self.compiled.publication_changes[index]
+        if change.invalidated is None or 15 <= self.version <= 17:
+            # Every entry: those whose schema went in a streamed transaction too.
+            invalidated = [*self.schema_sent, *self.stream_schema] if self.version >= 15 else []
+        else:
+            invalidated = [self.oids[t] for t in change.invalidated if t in self.oids]
+        for oid in invalidated:
+            self.invalidate(oid)
+        self.publications_valid = False
+        self.entries.clear()
+        self.views.clear()
+        self.looked_up.clear()
+
+    def load_publications(self, catalog: _Catalog, lsn: int) -> None:
+        """LoadPublications in the catalog of the change at ``lsn``: the requested
+        publications it has. Up to 17 a missing one fails the lookup
+        (get_publication_oid); 18 warns and goes on, at every load."""
+        names = self.options.publication_names
+        missing = tuple(p for p in names if p not in catalog.listed)
+        self.missing = missing[0] if missing and self.version < 18 else None
+        if missing and self.version >= 18:
+            self.skipped_at, self.skipped_names = lsn, missing
+        self.loaded = tuple(p for p in names if p in catalog.listed)
+        self.loaded_catalog = catalog
+        self.publications_valid = True
 
     def is_published(self, table: TableVersion, lsn: int) -> bool:
-        self.catch_up(lsn)
+        """get_rel_sync_entry for a change at ``lsn``: a valid entry as it is, or one
+        looked up in the change's catalog."""
+        index = self.catalog_at(lsn)
+        catalog = self.catalog(index)
+        if not self.publications_valid:
+            self.load_publications(catalog, lsn)
         self.looked_up.add(table.oid)
         if self.missing is not None:
             raise PublicationMissingError(self.missing)
-        if self.skipped_publications:
-            self.skipped_at = lsn
-            self.skipped_publications = ()
-        return self.all_tables or table.name in self.published
+        entry = self.entries.get(table.oid)
+        if entry is None:
+            published = any(
+                self.loaded_catalog.listed[name] is None
+                or table.name in (catalog.listed.get(name) or ())
+                for name in self.loaded
+            )
+            entry = self.entries[table.oid] = (published, index)
+        return entry[0]
 
     def view(self, table: TableVersion) -> _View:
         """The columns and row filters of the requested publications that publish
@@ -147,15 +182,18 @@ class OutputPlugin:
         view = self.views.get(table.oid)
         if view is not None and view.table is table:
             return view
+        # The entry's catalog for its tables, the loaded publications for their options.
+        catalog, loaded = self.catalog(self.entries[table.oid][1]), self.loaded_catalog
         entries: list[tuple[PublishedTable, str]] = []  # with the publication's pubgencols
         actions: list[frozenset[str]] = []  # each one's
-        for name in self.options.publication_names:
-            tables = self.listed.get(name, frozenset())
-            if tables is not None and table.name not in tables:
+        for name in self.loaded:
+            if loaded.listed[name] is not None and table.name not in (
+                catalog.listed.get(name) or ()
+            ):
                 continue
-            published = self.listed_tables.get(name, {}).get(table.name, PublishedTable())
-            entries.append((published, self.gencols.get(name, "n")))
-            actions.append(self.actions.get(name, PUBLISH_ACTIONS))
+            published = catalog.tables.get(name, {}).get(table.name, PublishedTable())
+            entries.append((published, loaded.gencols.get(name, "n")))
+            actions.append(loaded.actions.get(name, PUBLISH_ACTIONS))
         qualified = f'"{table.namespace}.{table.relname}"'
         # check_and_init_gencol (18): the publications without a column list must agree
         # on publish_generated_columns, if the table has generated columns at all.
@@ -215,8 +253,7 @@ class OutputPlugin:
 
     def skipped_warning(self) -> Iterator[StreamEvent]:
         assert self.skipped_at is not None
-        missing = (p for p in self.options.publication_names if p not in self.listed)
-        yield PublicationsSkipped(tuple(missing), self.skipped_at)
+        yield PublicationsSkipped(self.skipped_names, self.skipped_at)
         self.skipped_at = None
 
     def begin(self, txn: WTxn, wal: int, message: PgOutputMessage) -> Iterator[StreamEvent]:
@@ -318,6 +355,34 @@ class OutputPlugin:
         else:
             self.schema_sent[table.oid] = True
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Catalog:
+    """The publications as one historic snapshot sees them: each one's tables (None:
+    all), its listed tables' column lists and row filters, pubgencols and actions."""
+
+    listed: Mapping[str, frozenset[str] | None]
+    tables: Mapping[str, Mapping[str, PublishedTable]]
+    gencols: Mapping[str, str]
+    actions: Mapping[str, frozenset[str]]
+
+    def after(self, change: PublicationChange) -> _Catalog:
+        listed, tables = dict(self.listed), dict(self.tables)
+        gencols, actions = dict(self.gencols), dict(self.actions)
+        if change.dropped:
+            for catalog in (listed, tables, gencols, actions):
+                catalog.pop(change.name, None)
+        else:
+            listed[change.name] = change.listed
+            tables[change.name] = change.published
+            gencols[change.name] = change.generated_columns
+            actions[change.name] = change.actions
+        return _Catalog(listed, tables, gencols, actions)
+
+
+def _change_lsn(change: PublicationChange) -> int:
+    return change.lsn
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from pgwire_mock.script.declarations import (
 )
 from pgwire_mock.script.errors import ScriptError
 from pgwire_mock.script.model import AlterPublication, CreatePublication, DropPublication
+from pgwire_mock.script.sizes import publication_invalidations
 from pgwire_mock.script.wal import PublicationChange, PublishedTable, TableVersion
 
 __all__ = ["PublicationCatalog"]
@@ -87,13 +88,20 @@ class PublicationCatalog:
                 new.generated_columns,
                 invalidated=new.listed,
                 actions=new.actions,
+                messages=_messages("create", new.listed),
             )
         old = self.definitions.get(step.name)
         if old is None:
             raise ScriptError(f'publication "{step.name}" does not exist', where)
         if isinstance(step, DropPublication):
             del self.definitions[step.name]
-            return PublicationChange(0, step.name, dropped=True, invalidated=old.listed)
+            return PublicationChange(
+                0,
+                step.name,
+                dropped=True,
+                invalidated=old.listed,
+                messages=_messages("drop", old.listed),
+            )
         if step.action == "publish":
             # AlterPublicationOptions invalidates the relcache of the publication's
             # tables (of every table for FOR ALL TABLES).
@@ -101,12 +109,14 @@ class PublicationCatalog:
                 old, actions=publish_actions(step.publish, pg_version, f"{where}.publish")
             )
             invalidated = old.listed
+            command = "publish"
         else:
             altered = self._altered(step, old, tables, where)
             kept = {t: p for t, p in old.published.items() if t in altered}
             new = dataclasses.replace(old, listed=altered, published=kept)
             assert old.listed is not None  # _altered refuses FOR ALL TABLES
             invalidated = old.listed ^ altered
+            command = "alter"
         self.definitions[step.name] = new
         return PublicationChange(
             0,
@@ -116,6 +126,7 @@ class PublicationCatalog:
             new.generated_columns,
             invalidated=invalidated,
             actions=new.actions,
+            messages=_messages(command, invalidated),
         )
 
     @staticmethod
@@ -151,3 +162,7 @@ class PublicationCatalog:
                     f'relation "{relname[name]}" is not part of the publication', where
                 )
         return old.listed - named
+
+
+def _messages(command: str, tables: frozenset[str] | None) -> int:
+    return publication_invalidations(command, None if tables is None else len(tables))

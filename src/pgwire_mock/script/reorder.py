@@ -60,6 +60,9 @@ class TxnState:
     streamed: bool = False
     streamed_subs: set[int] = field(default_factory=set)  # id() of SubTxn
     invalidated: set[int] = field(default_factory=set)  # table OIDs, flushed at the end
+    # The publication changes whose invalidations were queued among its changes and
+    # have run (indexes of CompiledScript.publication_changes), run again at the end.
+    distributed: list[int] = field(default_factory=list)
     # 18 evicts one (sub)transaction at a time: id() of the WChanges it spilled, and of
     # the (sub)transactions it found aborted and truncated (their changes are dropped).
     on_disk: set[int] = field(default_factory=set)
@@ -98,6 +101,7 @@ class ReorderBuffer:
     ) -> Iterator[StreamEvent]:
         """ReorderBufferQueueChange: ``change`` joins ``txn``'s changes in memory, then
         what the memory limit asks for is sent (18: :meth:`queue_change_18`)."""
+        self.plugin.passed(change.lsn)
         if self.version >= 18:
             yield from self.queue_change_18(txn, state, change, streamable)
             return
@@ -296,6 +300,8 @@ class ReorderBuffer:
             yield Send(start, Origin(0, txn.origin))
         for change in state.pending:
             state.streamed_subs.add(id(change.sub))
+            if self.run_distributed(state, change):
+                continue
             for wal, message in self.plugin.change(
                 change, state.invalidated, in_stream=True, top_xid=top_xid
             ):
@@ -311,9 +317,23 @@ class ReorderBuffer:
 
     def flush_invalidations(self, state: TxnState) -> None:
         # "make sure there's no cache pollution": ReorderBufferProcessTXN runs the
-        # transaction's invalidations when it is done with it.
+        # transaction's invalidations when it is done with it, those distributed to it
+        # included (measured: the next transaction gets the Relation again).
         for oid in state.invalidated:
             self.plugin.invalidate(oid)
+        for index in state.distributed:
+            self.plugin.invalidate_for(index)
+
+    def run_distributed(self, state: TxnState, change: WChange) -> bool:
+        """Whether ``change`` is a snapshot or invalidations another transaction's commit
+        queued (SnapBuildDistributeSnapshotAndInval): the reorder buffer's, not the
+        output plugin's. The new snapshot is the catalog the later changes see
+        (OutputPlugin.catalog_at); the invalidations run here."""
+        if change.kind == "invalidation":
+            assert change.publication_change is not None
+            self.plugin.invalidate_for(change.publication_change)
+            state.distributed.append(change.publication_change)
+        return change.kind in ("snapshot", "invalidation")
 
     def finish(
         self, txn: WTxn, state: TxnState, commit_lsn: int, end_lsn: int, time: int
@@ -321,6 +341,7 @@ class ReorderBuffer:
         """ReorderBufferCommit: Begin…Commit (15+: none if no change is sent), or the last
         block and Stream Commit for a streamed transaction."""
         xid = xid_of(txn.top)
+        self.plugin.passed(commit_lsn)
         streamable = self.can_stream and txn.stream != "never"
         if state.streamed or (streamable and txn.stream == "always" and state.pending):
             yield from self.stream_block(txn, state)
@@ -332,6 +353,8 @@ class ReorderBuffer:
             yield from self.plugin.begin(txn, txn.first_lsn, Begin(commit_lsn, time, xid))
             begin_sent = True
         for change in state.pending:
+            if self.run_distributed(state, change):
+                continue
             for wal, message in self.plugin.change(
                 change, state.invalidated, in_stream=False, top_xid=xid
             ):
@@ -347,6 +370,7 @@ class ReorderBuffer:
         """ReorderBufferPrepare: Begin Prepare…Prepare, or the last block and Stream Prepare."""
         xid = xid_of(txn.top)
         gid = txn.gid or ""
+        self.plugin.passed(txn.lsn)
         streamable = self.can_stream and txn.stream != "never"
         if state.streamed or (streamable and txn.stream == "always" and state.pending):
             yield from self.stream_block(txn, state)
@@ -363,6 +387,8 @@ class ReorderBuffer:
             # ReorderBufferPrepare sends the Prepare all the same (measured on 15-18).
             changes = self.before_lookup(changes)
         for change in changes:
+            if self.run_distributed(state, change):
+                continue
             for wal, message in self.plugin.change(
                 change, state.invalidated, in_stream=False, top_xid=xid
             ):

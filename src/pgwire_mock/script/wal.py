@@ -174,7 +174,7 @@ class WChange:
     """One decodable record of a transaction (a row change, TRUNCATE, a transactional
     message, or a catalog change that invalidates ``tables``)."""
 
-    kind: str  # insert, update, delete, truncate, message, ddl
+    kind: str  # insert, update, delete, truncate, message, ddl, snapshot, invalidation
     lsn: int
     sub: SubTxn
     size: int  # reorder buffer memory
@@ -186,6 +186,10 @@ class WChange:
     options: int = 0
     prefix: str = ""
     content: bytes = b""
+    # snapshot and invalidation: what a catalog transaction committed while this one
+    # ran queues among its changes (SnapBuildDistributeSnapshotAndInval); the
+    # invalidation's publication change (an index of CompiledScript.publication_changes).
+    publication_change: int | None = None
 
 
 @dataclass(eq=False)
@@ -331,6 +335,7 @@ class PublicationChange:
     dropped: bool = False
     invalidated: frozenset[str] | None = frozenset()
     actions: frozenset[str] = frozenset()  # those it publishes (a dropped one: none)
+    messages: int = 0  # the invalidation messages of its commit (sizes.publication_invalidations)
 
 
 @dataclass(eq=False)
