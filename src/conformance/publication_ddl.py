@@ -4,33 +4,15 @@ PostgreSQL and on the fake, and what a consumer streaming through the publicatio
 pgoutput looks a publication up with the historic snapshot of the change it decodes: a
 publication exists for the changes written after its creation committed, and no longer
 for those after its drop. Before it exists, 14-17 end the stream with 42704 and 18 skips
-it with a WARNING (LoadPublications). The stories (:data:`STORIES`), each on a fresh
-table (id int key, v text) and slot:
-
-* ``created first``: what Debezium does at its first start: the publication, then the
-  slot, then a change;
-* ``created after a change``: the slot, a change, the publication, a change;
-* ``dropped between changes``: the publication, the slot, a change, the drop, a change;
-* ``another created for the table`` / ``for all tables``: a second publication, not
-  streamed through, created and dropped between changes: its catalog change invalidates
-  the table's relcache entry (every table's, for all tables), and pgoutput sends the
-  Relation again before the next change;
-* ``a table added`` / ``dropped`` / ``tables set``: ALTER PUBLICATION between changes to
-  the story's two tables;
-* ``alterations refused``: ALTER PUBLICATION of a missing publication, of a FOR ALL
-  TABLES one, adding a member, dropping a table that is not one, adding a missing table;
-* ``inserts only`` / ``updates and deletes only``: WITH (publish = ...);
-* ``publish altered``: ALTER PUBLICATION ... SET (publish = ...) between changes;
-* ``options refused``: bad WITH / SET options (an unknown action or parameter, one
-  given twice, a missing publication);
-* ``a table added while the consumer is away``: a consumer reads and confirms a change,
-  goes, the publication gains a table, and the consumer comes back;
-* ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table.
+it with a WARNING (LoadPublications). The stories are
+:mod:`conformance.publication_ddl_stories`.
 
 The SQL runs on a replication connection, as Debezium's does; changes are committed in
-SQL on the real server and with ``WalSender.commit`` on the fake. Then a client streams
-the slot (proto_version 1) and what it receives is kept by name (Relation with its
-table, Insert with its key), with the notices and the error that ended it, if any.
+SQL on the real server and with ``WalSender.commit`` on the fake, an open transaction's
+on a second connection and with ``WalSender.begin``. Then a client streams the slot
+(proto_version 1; 2 with streaming for the ``streamed:`` stories) and what it receives
+is kept by name (Relation with its table, Insert with its key), with the notices and
+the error that ended it, if any.
 """
 
 from __future__ import annotations
@@ -40,9 +22,10 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Protocol
 
 from codec import pgoutput as po
+from conformance.publication_ddl_stories import STORIES
 from pgwire_mock.client import (
     Notice,
     ReplicationConnection,
@@ -53,154 +36,24 @@ from pgwire_mock.client import (
 
 __all__ = ["STORIES", "Observed", "Side", "fake_side", "new_tag", "real_side", "run_story"]
 
-#: Story name → its steps: ("sql", text with {table} and {pub}), ("slot",), ("insert", key).
-STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
-    "created first": (
-        ("sql", "CREATE PUBLICATION {pub} FOR ALL TABLES"),
-        ("slot",),
-        ("insert", 1),
-    ),
-    "created after a change": (
-        ("slot",),
-        ("insert", 1),
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("insert", 2),
-    ),
-    "dropped between changes": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("sql", "DROP PUBLICATION {pub}"),
-        ("insert", 2),
-    ),
-    # Its catalog change invalidates the table's relcache entry (CacheInvalidateRelcache,
-    # for every table with FOR ALL TABLES): pgoutput sends the Relation again.
-    "another created for the table": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table}"),
-        ("insert", 2),
-        ("sql", "DROP PUBLICATION {pub}_2"),
-        ("insert", 3),
-    ),
-    "another created for all tables": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("sql", "CREATE PUBLICATION {pub}_2 FOR ALL TABLES"),
-        ("insert", 2),
-        ("sql", "DROP PUBLICATION {pub}_2"),
-        ("insert", 3),
-    ),
-    # ALTER PUBLICATION: a table added or removed is published from the commit on, or no
-    # longer, and only its relcache entry is invalidated (its Relation comes again, not
-    # the other table's).
-    "a table added": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("insert_b", 2),
-        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}_b"),
-        ("insert_b", 3),
-        ("insert", 4),
-    ),
-    "a table dropped": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
-        ("slot",),
-        ("insert", 1),
-        ("insert_b", 2),
-        ("sql", "ALTER PUBLICATION {pub} DROP TABLE {table}_b"),
-        ("insert_b", 3),
-        ("insert", 4),
-    ),
-    "tables set": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("sql", "ALTER PUBLICATION {pub} SET TABLE {table}_b"),
-        ("insert", 2),
-        ("insert_b", 3),
-    ),
-    "alterations refused": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("sql", "CREATE PUBLICATION {pub}_2 FOR ALL TABLES"),
-        ("sql", "ALTER PUBLICATION {pub}_missing ADD TABLE {table}"),
-        ("sql", "ALTER PUBLICATION {pub}_2 ADD TABLE {table}"),
-        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}"),
-        ("sql", "ALTER PUBLICATION {pub} DROP TABLE {table}_b"),
-        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}_missing"),
-        ("slot",),
-        ("insert", 1),
-    ),
-    # WITH (publish = ...): the actions not published are not sent (pgoutput_change).
-    "inserts only": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'insert')"),
-        ("slot",),
-        ("insert", 1),
-        ("update", 1),
-        ("delete", 1),
-        ("insert", 2),
-    ),
-    "updates and deletes only": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'update, delete')"),
-        ("slot",),
-        ("insert", 1),
-        ("update", 1),
-        ("delete", 1),
-        ("insert", 2),
-    ),
-    "publish altered": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("sql", "ALTER PUBLICATION {pub} SET (publish = 'update, delete')"),
-        ("insert", 2),
-        ("update", 1),
-        ("delete", 1),
-        ("sql", "ALTER PUBLICATION {pub} SET (publish = 'insert')"),
-        ("insert", 3),
-    ),
-    "options refused": (
-        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table} WITH (publish = 'upsert')"),
-        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table} WITH (bogus = 1)"),
-        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table} WITH (publish = '', publish = '')"),
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table} WITH (publish = 'INSERT , delete')"),
-        ("sql", "ALTER PUBLICATION {pub} SET (publish = 'upsert')"),
-        ("sql", "ALTER PUBLICATION {pub}_missing SET (publish = 'insert')"),
-        ("slot",),
-        ("insert", 1),
-        ("update", 1),
-        ("delete", 1),
-        ("insert", 2),
-    ),
-    # The consumer goes and comes back (it confirmed insert 1): the new walsender
-    # decodes the later changes with the publication as the ALTER left it.
-    "a table added while the consumer is away": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
-        ("slot",),
-        ("insert", 1),
-        ("stream",),
-        ("sql", "ALTER PUBLICATION {pub} ADD TABLE {table}_b"),
-        ("insert_b", 2),
-        ("insert", 3),
-    ),
-    "a table that does not exist": (
-        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}_missing"),
-        ("slot",),
-        ("insert", 1),
-    ),
-}
+
+class OpenWrites(Protocol):
+    """A transaction left open on one server while the story goes on."""
+
+    def insert(self, table: str, keys: range) -> object: ...
+    def commit(self) -> object: ...
 
 
 @dataclass
 class Side:
     """One server: its replication DSN, the story's first table (the second is the
-    same name with ``_b``), and how a change is made (an insert into one of them)."""
+    same name with ``_b``), how a change is made (an insert into one of them), and how
+    a transaction is opened."""
 
     dsn: str
     table: str
     write: Callable[[str, str, int], object]  # (insert | update | delete, table, key)
+    begin: Callable[[], OpenWrites]
 
 
 @dataclass
@@ -232,15 +85,21 @@ def run_story(
     pub, slot = f"pub_{tag}", f"slot_{tag}"
     observed = Observed()
     written: list[int] = []  # the keys inserted so far
+    options = {"proto_version": "1"}
+    if steps and steps[0] == ("streaming",):
+        options = {"proto_version": "2", "streaming": "on"}
+    # The fake's limit is its script's (fake_side).
+    dsn = f"{side.dsn} options='-c logical_decoding_work_mem=64kB'"
+    open_writes: OpenWrites | None = None
 
     def stream() -> None:
         """Stream the slot until the commit of the last key inserted so far, confirm
         it, and stop (or the error, or quiet)."""
         last = written[-1] if written else None
-        consumer = ReplicationConnection.connect(side.dsn, timeout=quiet, decode_pgoutput=True)
+        consumer = ReplicationConnection.connect(dsn, timeout=quiet, decode_pgoutput=True)
         try:
-            options = {"proto_version": "1", "publication_names": publications or pub}
-            for event in consumer.start_replication(slot, 0, options):
+            names = {"publication_names": publications or pub}
+            for event in consumer.start_replication(slot, 0, {**options, **names}):
                 if isinstance(event, Notice):
                     observed.received.append(f"{event.severity} {event.message}")
                 elif isinstance(event, WalData):
@@ -272,6 +131,19 @@ def run_story(
                 stream()
                 observed.received.append("(the consumer stops)")
                 _wait_released(conn, slot)
+            elif step[0] == "streaming":
+                pass
+            elif step[0] == "begin":
+                open_writes = side.begin()
+            elif step[0] == "commit":
+                assert open_writes is not None
+                open_writes.commit()
+            elif step[0].startswith("txn_"):
+                assert open_writes is not None
+                second = step[0].endswith("_b")
+                bulk = step[0].removesuffix("_b") == "txn_bulk"
+                keys = range(step[1], step[1] + (600 if bulk else 1))
+                open_writes.insert(side.table + ("_b" if second else ""), keys)
             else:  # insert, update or delete; insert_b into the story's second table
                 kind, _, second = step[0].partition("_")
                 side.write(kind, side.table + ("_b" if second else ""), step[1])
@@ -319,9 +191,24 @@ def real_side(server: Any, tag: str) -> Iterator[Side]:
                 server.replication_dsn,
                 table,
                 lambda kind, name, key: conn.execute(statements[kind].format(name), (key,)),
+                lambda: _RealOpenWrites(server),
             )
         finally:
             conn.execute(f"DROP TABLE {table}, {table}_b")
+
+
+class _RealOpenWrites:
+    def __init__(self, server: Any) -> None:
+        self.conn = server.connect()
+        self.conn.execute("BEGIN")
+
+    def insert(self, table: str, keys: range) -> None:
+        query = f"INSERT INTO {table} SELECT g, 'v' FROM generate_series(%s::int, %s::int) g"
+        self.conn.execute(query, (keys[0], keys[-1]))
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+        self.conn.close()
 
 
 @contextmanager
@@ -333,7 +220,7 @@ def fake_side(major: int, tag: str, publications: Sequence[Any] = ()) -> Iterato
     from pgwire_mock.script import Script, column, delete, insert, update  # noqa: PLC0415
 
     table = f"pubddl_{tag}"
-    script = Script(pg_version=major)
+    script = Script(pg_version=major, logical_decoding_work_mem=64)
     columns = [column("id", "int4", key=True), column("v", "text")]
     for name in (table, f"{table}_b"):
         script.table(f"public.{name}", columns=columns)
@@ -352,6 +239,20 @@ def fake_side(major: int, tag: str, publications: Sequence[Any] = ()) -> Iterato
                     else delete(f"public.{name}", key={"id": key})
                 ]
             ),
+            lambda: _FakeOpenWrites(server.begin()),
         )
     finally:
         server.stop()
+
+
+class _FakeOpenWrites:
+    def __init__(self, txn: Any) -> None:
+        self.txn = txn
+
+    def insert(self, table: str, keys: range) -> None:
+        from pgwire_mock.script import insert  # noqa: PLC0415
+
+        self.txn.write([insert(f"public.{table}", id=key, v="v") for key in keys])
+
+    def commit(self) -> None:
+        self.txn.commit()

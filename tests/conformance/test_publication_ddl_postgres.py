@@ -42,6 +42,27 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         "publish altered": (["Insert 1", "Insert 3"], None),
         "options refused": (["Insert 1", "Insert 2"], None),
         "a table added while the consumer is away": (["Insert 1", "Insert 2", "Insert 3"], None),
+        # Inside a transaction: its changes before the command in the old catalog, those
+        # after in the new, unless a later transaction built the entry first.
+        "a table added inside a transaction": (_inserts(1, 3, 4, 5, 6, 7), None),
+        "a table dropped inside a transaction": (_inserts(1, 2, 4, 6), None),
+        "a table added inside a transaction, a later one first": (_inserts(1, 3, 2, 4, 5), None),
+        "a table dropped inside a transaction, a later one first": (_inserts(1, 5), None),
+        "a table dropped inside a transaction, its entry built before": (_inserts(1, 2, 4), None),
+        "created inside a transaction": ([] if before_18 else _inserts(3, 4), missing),
+        "publish altered inside a transaction": (_inserts(1, 2, 4), None),
+        "streamed: a table added inside a transaction": (
+            _inserts(1, *range(1000, 1600), *range(3000, 3600), 5, 6, 7),
+            None,
+        ),
+        "streamed: a table dropped inside a transaction": (
+            _inserts(1, *range(2000, 2600), *range(1000, 1600), 7),
+            None,
+        ),
+        "streamed: another created, altered and dropped inside a transaction": (
+            _inserts(1, 2, *range(1000, 1600), 7),
+            None,
+        ),
     }[story]
     assert inserts == expected[0], real
     assert real.error == (expected[1] if before_18 else None), real
@@ -80,9 +101,15 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
             "42704",
             "42P01",
         ], real
+    if story.startswith("streamed:"):
+        assert real.received.count("StreamStart") >= 2, real
     if story == "a table that does not exist":
         assert real.sql == [f'42P01 relation "pubddl_{tag}_missing" does not exist'], real
     assert fake == real
+
+
+def _inserts(*keys: int) -> list[str]:
+    return [f"Insert {key}" for key in keys]
 
 
 def test_each_action_takes_the_row_filters_of_the_publications_that_publish_it(
