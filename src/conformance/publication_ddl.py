@@ -90,7 +90,7 @@ def run_story(
         options = {"proto_version": "2", "streaming": "on"}
     # The fake's limit is its script's (fake_side).
     dsn = f"{side.dsn} options='-c logical_decoding_work_mem=64kB'"
-    open_writes: OpenWrites | None = None
+    open_writes: dict[str, OpenWrites] = {}  # by the step that began it
 
     def stream() -> None:
         """Stream the slot until the commit of the last key inserted so far, confirm
@@ -133,17 +133,17 @@ def run_story(
                 _wait_released(conn, slot)
             elif step[0] == "streaming":
                 pass
-            elif step[0] == "begin":
-                open_writes = side.begin()
-            elif step[0] == "commit":
-                assert open_writes is not None
-                open_writes.commit()
+            elif step[0] in ("begin", "begin_2"):
+                open_writes[step[0]] = side.begin()
+            elif step[0] in ("commit", "commit_2"):
+                open_writes.pop(step[0].replace("commit", "begin")).commit()
             elif step[0].startswith("txn_"):
-                assert open_writes is not None
-                second = step[0].endswith("_b")
-                bulk = step[0].removesuffix("_b") == "txn_bulk"
-                keys = range(step[1], step[1] + (600 if bulk else 1))
-                open_writes.insert(side.table + ("_b" if second else ""), keys)
+                # txn_insert, txn_bulk (600 keys); txn_2_...: the second one; ..._b
+                words = step[0].split("_")
+                which = "begin_2" if words[1] == "2" else "begin"
+                keys = range(step[1], step[1] + (600 if "bulk" in words else 1))
+                table = side.table + ("_b" if words[-1] == "b" else "")
+                open_writes[which].insert(table, keys)
             else:  # insert, update or delete; insert_b into the story's second table
                 kind, _, second = step[0].partition("_")
                 side.write(kind, side.table + ("_b" if second else ""), step[1])

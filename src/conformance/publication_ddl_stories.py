@@ -20,7 +20,8 @@ key, v text) and slot, and its second table (the same name with ``_b``):
 * ``a table added while the consumer is away``: a consumer reads and confirms a change,
   goes, the publication gains a table, and the consumer comes back;
 * ``a table that does not exist``: CREATE PUBLICATION ... FOR TABLE of a missing table;
-* ``... inside a transaction``: the command commits while another transaction runs.
+* ``... inside a transaction`` (or ``two``): the command commits while another
+  transaction (or two) runs.
   PostgreSQL queues the new catalog snapshot and the command's invalidations among
   that transaction's changes (SnapBuildDistributeSnapshotAndInval): its changes before
   the command are looked up in the old catalog, those after in the new, the Relation
@@ -40,7 +41,8 @@ __all__ = ["STORIES"]
 #: Story name → its steps: ("sql", text with {table} and {pub}), ("slot",), ("insert",
 #: key) and the like (update, delete; ``_b``: the second table), ("stream",), and for an
 #: open transaction ("begin",), ("txn_insert", key), ("txn_bulk", first of 600 keys)
-#: (``_b`` too) and ("commit",); ("streaming",) first streams with protocol 2.
+#: (``_b`` too) and ("commit",), for a second one ("begin_2",), ("txn_2_insert", key)
+#: and ("commit_2",); ("streaming",) first streams with protocol 2.
 STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
     "created first": (
         ("sql", "CREATE PUBLICATION {pub} FOR ALL TABLES"),
@@ -247,6 +249,33 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
         ("txn_insert", 3),
         ("commit",),
         ("insert", 4),
+    ),
+    "dropped inside a transaction": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),
+        ("slot",),
+        ("insert", 1),
+        ("begin",),
+        ("txn_insert", 2),
+        ("sql", "DROP PUBLICATION {pub}"),
+        ("txn_insert", 3),
+        ("commit",),
+        ("insert", 4),
+    ),
+    # Two transactions open across the command, the second begun after the first wrote.
+    "a table added inside two transactions": (
+        ("sql", "CREATE PUBLICATION {pub} FOR ALL TABLES"),
+        ("sql", "CREATE PUBLICATION {pub}_2 FOR TABLE {table}"),
+        ("slot",),
+        ("begin",),
+        ("txn_insert_b", 2),
+        ("begin_2",),
+        ("txn_2_insert_b", 3),
+        ("sql", "ALTER PUBLICATION {pub}_2 ADD TABLE {table}_b"),
+        ("txn_2_insert_b", 4),
+        ("txn_insert_b", 5),
+        ("commit_2",),
+        ("commit",),
+        ("insert", 6),
     ),
     "publish altered inside a transaction": (
         ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}"),

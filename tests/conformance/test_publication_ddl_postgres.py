@@ -50,6 +50,8 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         "a table dropped inside a transaction, a later one first": (_inserts(1, 5), None),
         "a table dropped inside a transaction, its entry built before": (_inserts(1, 2, 4), None),
         "created inside a transaction": ([] if before_18 else _inserts(3, 4), missing),
+        "dropped inside a transaction": (_inserts(1, 2), missing),
+        "a table added inside two transactions": (_inserts(3, 4, 2, 5, 6), None),
         "publish altered inside a transaction": (_inserts(1, 2, 4), None),
         "streamed: a table added inside a transaction": (
             _inserts(1, *range(1000, 1600), *range(3000, 3600), 5, 6, 7),
