@@ -649,6 +649,27 @@ def test_stream_never_and_always() -> None:
     ]
 
 
+def test_a_transaction_prepared_with_nothing_written_is_not_decoded() -> None:
+    """PREPARE TRANSACTION takes an xid and writes its record, but with no change the
+    reorder buffer has no transaction: no Begin Prepare, Prepare or Commit Prepared, with
+    or without two-phase (measured on 14, 15, 16 with two_phase and 18; found by
+    conformance.live_random, seed 215 on 15)."""
+    script = _load(
+        """
+  - transaction:
+      prepare: g1
+      changes: []
+  - commit_prepared: g1
+  - transaction:
+      changes: [{insert: public.t, values: {id: 1}}]
+"""
+    )
+    for options in (StreamOptions(3, ("pub",), two_phase=True), StreamOptions(1, ("pub",))):
+        assert _names(_messages(script, options)) == ["Begin", "Relation", "Insert", "Commit"]
+    on_14 = _messages(script, StreamOptions(1, ("pub",)), server_version=14)
+    assert _names(on_14) == ["Begin", "Relation", "Insert", "Commit"]
+
+
 def test_two_phase_with_and_without_the_option() -> None:
     script = _load(
         """

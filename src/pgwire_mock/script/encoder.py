@@ -267,6 +267,12 @@ class _Session:
     def txn(self, txn: WTxn) -> Iterator[StreamEvent | None]:
         """Decode ``txn``; None where one written change by change is read no further
         for now (:meth:`items`)."""
+        if txn.kind == "prepare" and not txn.items:
+            # PREPARE TRANSACTION with nothing written: an xid and a prepare record, but
+            # no ReorderBufferTXN, so ReorderBufferPrepare and ReorderBufferFinishPrepared
+            # find no transaction and send nothing (measured on 15: with two_phase, no
+            # Begin Prepare, Prepare or Commit Prepared).
+            return
         if self.plugin.skipped(txn):
             for item in self.items(txn):
                 if item is None:
@@ -377,7 +383,7 @@ class _Session:
         # The reorder buffer lets go of a transaction prepared without two-phase decoding
         # at its COMMIT or ROLLBACK PREPARED, decoded or skipped (ReorderBufferForget).
         self.buffer.queued.pop(id(txn), None)
-        if self.plugin.skipped(txn) or item.lsn < self.from_lsn:
+        if self.plugin.skipped(txn) or item.lsn < self.from_lsn or not txn.items:
             self.deferred.pop(id(txn), None)
             return
         xid = xid_of(txn.top)
