@@ -12,7 +12,8 @@ It is told in modules that depend one way, re-exported here for its users (the t
 - :mod:`conformance.live_observed`: what is compared of a run (:func:`observed`);
 - :mod:`conformance.live_slot_creation`: a slot created while a transaction is open
   (:func:`run_slot_creation_story`, :func:`run_vanished_creation_story`);
-- :mod:`conformance.live_sides`: the two sides (:func:`real_side`, :func:`fake_side`).
+- :mod:`conformance.live_sides`: the two sides (:func:`real_side`, :func:`fake_side`);
+- :mod:`conformance.live_random`: random stories drawn from the same steps.
 """
 
 from __future__ import annotations

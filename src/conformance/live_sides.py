@@ -140,6 +140,10 @@ def apply_rows(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
         elif kind == "update":
             query = sql.SQL("UPDATE {} SET v = %s WHERE id = %s").format(ident)
             conn.execute(query, (value, key))
+        elif kind == "savepoint":
+            conn.execute(sql.SQL("SAVEPOINT {}").format(sql.Identifier(value)))
+        elif kind == "rollback_to":
+            conn.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(sql.Identifier(value)))
         else:
             conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(ident), (key,))
 
@@ -231,7 +235,13 @@ def fake_story_server(
     """The fake emulating ``major``, serving the story's script (:func:`story_script`),
     started (``stop()`` it); and what turns rows into the script's changes."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
-    from pgwire_mock.script import delete, insert, update  # noqa: PLC0415
+    from pgwire_mock.script import (  # noqa: PLC0415
+        delete,
+        insert,
+        rollback_to_savepoint,
+        savepoint,
+        update,
+    )
 
     name = f"public.{names[0]}"
     script = story_script(major, names)
@@ -241,6 +251,8 @@ def fake_story_server(
         "insert": lambda key, value: insert(name, id=key, v=value),
         "update": lambda key, value: update(name, id=key, v=value),
         "delete": lambda key, _value: delete(name, key={"id": key}),
+        "savepoint": lambda _key, value: savepoint(value),
+        "rollback_to": lambda _key, value: rollback_to_savepoint(value),
     }
 
     def changes(rows: Sequence[Row]) -> list[Any]:

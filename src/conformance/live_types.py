@@ -28,7 +28,9 @@ __all__ = [
 ]
 
 #: (kind, id, value) rows of each transaction the story commits, in order. The third is
-#: big enough to be streamed in blocks under a 64 kB logical_decoding_work_mem.
+#: big enough to be streamed in blocks under a 64 kB logical_decoding_work_mem. Kinds:
+#: insert, update, delete, and in an open transaction savepoint and rollback_to (value:
+#: the savepoint's name).
 Row = tuple[str, int, str]
 TRANSACTIONS: tuple[tuple[Row, ...], ...] = (
     (("insert", 1, "one"), ("insert", 2, "two"), ("insert", 3, "three")),

@@ -1,0 +1,217 @@
+"""Random live-WAL stories: a seed draws a story from the steps the fixed stories
+(:mod:`conformance.live_stories`) tell one at a time, and it is told on both sides of
+the live-WAL check (:mod:`conformance.live`) with the same psycopg2 consumer.
+
+The steps (:func:`random_story`): short commits (new rows, and an update or a delete of
+a committed row); up to two transactions left open and written in turns (a row or two,
+or 300 that bring them near logical_decoding_work_mem), with savepoints rolled back;
+their ends by COMMIT, ROLLBACK or PREPARE TRANSACTION, a prepared one finished later by
+COMMIT or ROLLBACK PREPARED; reads that acknowledge what they read or not; and restarts
+of the consumer. Every story holds a restart, a 300-row write into an open transaction
+and a savepoint rolled back (and a prepared transaction, if asked).
+
+A read commits a marker row and reads until its commit, so that it ends at the same
+place on both sides whatever came before (a transaction whose changes were all rolled
+back to a savepoint sends nothing on 15+). After each step the story waits for the
+walsender to read what was written, as the fixed stories do: what a walsender decodes
+while a transaction runs differs from what it decodes after the fact.
+
+What is compared (:func:`observed_phases`): for each connection of the consumer, every
+message with what differs between servers taken out (``live_observed.plain_message``),
+and whether it came at 0/0.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import time
+from collections.abc import Mapping
+from itertools import count
+from typing import Any, Final
+
+from codec import pgoutput as po
+from conformance.live_observed import plain_message
+from conformance.live_types import _ENDS, Consumer, OpenTransaction, Received, Row, Side
+
+__all__ = ["Step", "observed_phases", "random_story", "run_random_story"]
+
+Step = tuple[Any, ...]
+"""("commit", rows, draw) | ("open",) | ("write", which, rows) | ("savepoint", which) |
+("rollback_to", which) | ("end", which, commit | rollback | prepare) |
+("finish", commit | rollback) | ("read", acknowledge) | ("restart",); ``which`` is the
+index of an open transaction, oldest first."""
+
+#: Rows an open transaction writes at a time: the big one nears the memory limit.
+_WRITES: Final = (1, 2, 300)
+#: Keys of the rows a read commits as its marker.
+_MARKERS: Final = 1_000_000
+#: Seconds to wait after each step, for the walsender to read what it wrote.
+_SETTLE: Final = 0.3
+
+
+def random_story(seed: int, *, prepare: bool = True) -> tuple[Step, ...]:
+    """The story of ``seed``: drawn again until it holds a restart, a big write into an
+    open transaction and a savepoint rolled back, and with ``prepare`` a prepared
+    transaction."""
+    for attempt in count():
+        steps = _draw(random.Random(f"{seed}/{attempt}"), prepare)
+        if (
+            ("restart",) in steps
+            and any(s[0] == "write" and s[2] == max(_WRITES) for s in steps)
+            and any(s[0] == "rollback_to" for s in steps)
+            and (not prepare or any(s[0] == "end" and s[2] == "prepare" for s in steps))
+        ):
+            return steps
+    raise AssertionError("unreachable")
+
+
+def _draw(rnd: random.Random, prepare: bool) -> tuple[Step, ...]:
+    steps: list[Step] = [("commit", 1, 0.0)]
+    open_count = 0
+    saved: list[bool] = []  # per open transaction: a savepoint was set
+    prepared = False
+    for _ in range(rnd.randint(10, 18)):
+        roll = rnd.random()
+        if roll < 0.15:
+            steps.append(("commit", rnd.randint(1, 3), rnd.random()))
+        elif roll < 0.27 and open_count < 2:
+            steps.append(("open",))
+            open_count += 1
+            saved.append(False)
+        elif roll < 0.5 and open_count:
+            steps.append(("write", rnd.randrange(open_count), rnd.choice(_WRITES)))
+        elif roll < 0.55 and open_count:
+            which = rnd.randrange(open_count)
+            steps.append(("savepoint", which))
+            saved[which] = True
+        elif roll < 0.6 and open_count and any(saved):
+            steps.append(("rollback_to", rnd.choice([i for i, s in enumerate(saved) if s])))
+        elif roll < 0.7 and open_count:
+            ends = ["commit", "commit", "rollback"] + (["prepare"] if prepare else [])
+            end = rnd.choice(ends)
+            if end == "prepare" and prepared:
+                end = "commit"
+            which = rnd.randrange(open_count)
+            steps.append(("end", which, end))
+            open_count -= 1
+            del saved[which]
+            prepared = prepared or end == "prepare"
+        elif roll < 0.75 and prepared:
+            steps.append(("finish", rnd.choice(["commit", "rollback"])))
+            prepared = False
+        elif roll < 0.9:
+            steps.append(("read", rnd.random() < 0.5))
+        else:
+            steps.append(("restart",))
+    steps += [("end", 0, "commit")] * open_count
+    if prepared:
+        steps.append(("finish", "commit"))
+    steps.append(("read", True))
+    return tuple(steps)
+
+
+def run_random_story(
+    side: Side, options: Mapping[str, str], steps: tuple[Step, ...], *, timeout: float = 30.0
+) -> list[list[Received]]:
+    """Tell ``steps`` on ``side``; what each connection of the consumer received."""
+    phases: list[list[Received]] = [[]]
+    consumer = Consumer(side, options, timeout)
+    time.sleep(0.5)  # the walsender waits at the end of WAL
+    opened: list[OpenTransaction] = []
+    committed: list[int] = []  # keys of rows short commits wrote, still there
+    next_key = 10
+    markers = 0
+    gid = f"{side.slot}_gid"
+    for step in steps:
+        kind = step[0]
+        if kind == "commit":
+            rows: list[Row] = [("insert", next_key + i, f"v{next_key + i}") for i in range(step[1])]
+            next_key += step[1]
+            if committed and step[2] < 0.5:  # and an update or a delete of a committed row
+                key = committed[int(step[2] * 1000) % len(committed)]
+                if step[2] < 0.25:
+                    rows.append(("update", key, f"u{step[2]:.3f}"))
+                else:
+                    rows.append(("delete", key, ""))
+                    committed.remove(key)
+            side.commit(rows)
+            committed += [key for verb, key, _ in rows if verb == "insert"]
+        elif kind == "open":
+            opened.append(side.begin())
+        elif kind == "write":
+            value = "row " + "x" * 40 if step[2] > 2 else "w"
+            opened[step[1]].write([("insert", next_key + i, value) for i in range(step[2])])
+            next_key += step[2]
+        elif kind in ("savepoint", "rollback_to"):
+            opened[step[1]].write([(kind, 0, "s")])
+        elif kind == "end":
+            txn = opened.pop(step[1])
+            if step[2] == "prepare":
+                txn.prepare(gid)
+            elif step[2] == "rollback":
+                txn.rollback()
+            else:
+                txn.commit()
+        elif kind == "finish":
+            (side.commit_prepared if step[1] == "commit" else side.rollback_prepared)(gid)
+        elif kind == "read":
+            markers += 1
+            side.commit([("insert", _MARKERS + markers, "marker")])
+            phases[-1] += _read_to(consumer, _MARKERS + markers, step[1], timeout)
+        else:  # restart
+            consumer.kill()
+            consumer = Consumer(side, options, timeout)
+            phases.append([])
+        time.sleep(_SETTLE)
+    consumer.kill()
+    return phases
+
+
+def _read_to(consumer: Consumer, key: int, acknowledge: bool, timeout: float) -> list[Received]:
+    """Read up to the end of the transaction that inserted ``key``, acknowledging every
+    end on the way if told."""
+    decoder = po.Decoder()
+    out: list[Received] = []
+    seen = False
+    deadline = time.monotonic() + timeout
+    while True:
+        message = consumer.cur.read_message()
+        if message is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the marker {key} did not come within the timeout")
+            select.select([consumer.conn], [], [], 0.5)
+            continue
+        payload = bytes(message.payload)
+        out.append(Received(message.data_start, message.wal_end, payload))
+        decoded = decoder.decode(payload)
+        if isinstance(decoded, po.Insert):
+            seen = seen or _key(decoded.new_tuple[0]) == key
+        if payload[:1] in _ENDS:
+            if acknowledge:
+                consumer.cur.send_feedback(flush_lsn=message.data_start, force=True)
+            if seen:
+                return out
+
+
+def _key(value: object) -> int | None:
+    """An int4 key as text or binary (``binary = true``)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        return int.from_bytes(raw, "big", signed=True) if len(raw) == 4 else None
+    return int(str(value)) if value is not None and str(value).lstrip("-").isdigit() else None
+
+
+def observed_phases(phases: list[list[Received]]) -> list[list[dict[str, Any]]]:
+    """Each connection's messages, with what differs between servers taken out and
+    whether each came at 0/0."""
+    out = []
+    for received in phases:
+        decoder = po.Decoder()
+        out.append(
+            [
+                {**plain_message(decoder.decode(r.payload)), "at_0/0": r.wal_start == 0}
+                for r in received
+            ]
+        )
+    return out
