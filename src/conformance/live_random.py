@@ -24,7 +24,6 @@ and whether it came at 0/0.
 from __future__ import annotations
 
 import random
-import select
 import time
 from collections.abc import Mapping
 from itertools import count
@@ -158,7 +157,7 @@ def run_random_story(
         elif kind == "read":
             markers += 1
             side.commit([("insert", _MARKERS + markers, "marker")])
-            phases[-1] += _read_to(consumer, _MARKERS + markers, step[1], timeout)
+            phases[-1] += _read_to(consumer, _MARKERS + markers, step[1])
         else:  # restart
             consumer.kill()
             consumer = Consumer(side, options, timeout)
@@ -168,30 +167,20 @@ def run_random_story(
     return phases
 
 
-def _read_to(consumer: Consumer, key: int, acknowledge: bool, timeout: float) -> list[Received]:
+def _read_to(consumer: Consumer, key: int, acknowledge: bool) -> list[Received]:
     """Read up to the end of the transaction that inserted ``key``, acknowledging every
     end on the way if told."""
     decoder = po.Decoder()
-    out: list[Received] = []
     seen = False
-    deadline = time.monotonic() + timeout
-    while True:
-        message = consumer.cur.read_message()
-        if message is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the marker {key} did not come within the timeout")
-            select.select([consumer.conn], [], [], 0.5)
-            continue
-        payload = bytes(message.payload)
-        out.append(Received(message.data_start, message.wal_end, payload))
-        decoded = decoder.decode(payload)
+
+    def last(received: Received) -> bool:
+        nonlocal seen
+        decoded = decoder.decode(received.payload)
         if isinstance(decoded, po.Insert):
             seen = seen or _key(decoded.new_tuple[0]) == key
-        if payload[:1] in _ENDS:
-            if acknowledge:
-                consumer.cur.send_feedback(flush_lsn=message.data_start, force=True)
-            if seen:
-                return out
+        return seen and received.payload[:1] in _ENDS
+
+    return consumer.read_until(last, acknowledge=acknowledge, waiting=lambda: f"the marker {key}")
 
 
 def _key(value: object) -> int | None:

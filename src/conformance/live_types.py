@@ -180,28 +180,49 @@ class Consumer:
     def read(self, commits: int, *, acknowledge: bool, blocks: int = 0) -> list[Received]:
         """Read until ``commits`` transactions and ``blocks`` streamed blocks ended;
         acknowledge each commit if told."""
+        left = {"commits": commits, "blocks": blocks}
+        if commits <= 0 and blocks <= 0:
+            return []
+
+        def counted(received: Received) -> bool:
+            left["blocks"] -= received.payload[:1] == b"E"
+            left["commits"] -= received.payload[:1] in _ENDS
+            return left["commits"] <= 0 and left["blocks"] <= 0
+
+        def waiting() -> str:
+            done = commits - left["commits"]
+            return (
+                f"{done} of {commits} transactions ({left['blocks']} more streamed blocks awaited)"
+            )
+
+        return self.read_until(counted, acknowledge=acknowledge, waiting=waiting)
+
+    def read_until(
+        self,
+        last: Callable[[Received], bool],
+        *,
+        acknowledge: bool,
+        waiting: Callable[[], str],
+    ) -> list[Received]:
+        """Read up to the first message ``last`` says ends the read, acknowledging every
+        transaction's end on the way if told; TimeoutError (``waiting()`` says for what)
+        when the timeout passes first."""
         out: list[Received] = []
         deadline = time.monotonic() + self.timeout
-        done = 0
-        while done < commits or blocks > 0:
+        while True:
             message = self.cur.read_message()
             if message is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(
-                        f"{done} of {commits} transactions ({blocks} more streamed blocks "
-                        "awaited) within the timeout"
-                    )
+                    raise TimeoutError(f"{waiting()} within the timeout")
                 select.select([self.conn], [], [], min(left, 0.5))
                 continue
-            payload = bytes(message.payload)
-            out.append(Received(message.data_start, message.wal_end, payload))
-            blocks -= payload[:1] == b"E"
-            if payload[:1] in _ENDS:
-                done += 1
-                if acknowledge:
-                    self.cur.send_feedback(flush_lsn=message.data_start, force=True)
-        return out
+            received = Received(message.data_start, message.wal_end, bytes(message.payload))
+            out.append(received)
+            if acknowledge and received.payload[:1] in _ENDS:
+                self.cur.send_feedback(flush_lsn=message.data_start, force=True)
+            if last(received):
+                return out
 
     def read_to_the_end(self) -> str:
         """Read, acknowledging, until the server ends the stream; how psycopg2 reports
