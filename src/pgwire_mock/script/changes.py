@@ -49,8 +49,11 @@ from pgwire_mock.script.sizes import (
     HEAP_TUPLE_DATA,
     MESSAGE_RECORD,
     TRUNCATE_RECORD,
+    alter_table_invalidations,
     change_memory,
     maxalign,
+    needs_toast_table,
+    truncate_invalidations,
     tuple_size,
 )
 from pgwire_mock.script.types import TypeCatalog, ValueProblem, convert
@@ -125,7 +128,18 @@ class ChangeWriter:
             self.assign(sub)
             lsn, _ = self.record(TRUNCATE_RECORD + 4 * len(tables))
             memory = CHANGE_STRUCT + 4 * len(tables)
-            items.append(WChange("truncate", lsn, sub, memory, tables=tables, options=options))
+            invalidations = truncate_invalidations(tables)
+            items.append(
+                WChange(
+                    "truncate",
+                    lsn,
+                    sub,
+                    memory,
+                    tables=tables,
+                    options=options,
+                    invalidations=invalidations,
+                )
+            )
         elif isinstance(change, LogicalMessage):
             self.assign(sub)
             size = MESSAGE_RECORD + len(change.prefix.encode()) + 1 + len(change.content)
@@ -304,6 +318,8 @@ class ChangeWriter:
                     f"column {c.name!r} already exists", f"{where}.add_columns[{j}].name"
                 )
             names.append(c.name)
+        natts = table.natts + len(added)
+        toast = needs_toast_table((*columns, *added), natts)
         new = TableVersion(
             table.name,
             table.namespace,
@@ -311,14 +327,21 @@ class ChangeWriter:
             table.oid,
             table.identity,
             (*columns, *added),
-            table.natts + len(added),
+            natts,
+            table.toast or toast,
         )
         if new.identity == "i" and not any(c.key for c in new.columns):
             raise ScriptError("REPLICA IDENTITY INDEX needs key columns", where)
         self.tables[table.name] = new
         self.assign(sub)
         lsn, _ = self.record(DDL_RECORDS)
-        items.append(WChange("ddl", lsn, sub, DDL_CHANGE_MEMORY, new, tables=(new,)))
+        dropped = [c for c in table.columns if c.name in change.drop_columns]
+        invalidations = alter_table_invalidations(table, added, dropped, toast)
+        items.append(
+            WChange(
+                "ddl", lsn, sub, DDL_CHANGE_MEMORY, new, tables=(new,), invalidations=invalidations
+            )
+        )
 
 
 def _find_savepoint(stack: list[SubTxn], name: str, where: str) -> int:

@@ -28,6 +28,7 @@ extends; the record sizes and the memory they count are in
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Final, cast
 
@@ -88,6 +89,7 @@ from pgwire_mock.script.wal import (
     WMessage,
     WSubAbort,
     WTxn,
+    add_locks,
 )
 from pgwire_mock.server.faults import Fault as ServerFault
 from pgwire_mock.server.faults import FaultError
@@ -136,6 +138,7 @@ class Compiler(ChangeWriter):
         self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
         self.publication_changes: list[PublicationChange] = []  # and its publication_changes
+        self.catalog_commits: list[int] = []  # the LSNs of commits that changed the catalog
         self.publications = PublicationCatalog()  # at the end of WAL
 
     @classmethod
@@ -157,6 +160,7 @@ class Compiler(ChangeWriter):
         used_oids, prepared, tables = set(self.used_oids), dict(self.prepared), dict(self.tables)
         open_named = dict(self.open_named)
         publications = (self.publications.copy(), len(self.publication_changes))
+        catalog_commits = len(self.catalog_commits)
         try:
             self.step(step, where)
         except ScriptError as err:
@@ -165,6 +169,7 @@ class Compiler(ChangeWriter):
             self.open_named = open_named
             self.publications = publications[0]
             del self.publication_changes[publications[1] :]
+            del self.catalog_commits[catalog_commits:]
             del self.wal[count:]
             del self.prepares[prepares:]
             raise err.located(self.script.source) from err.__cause__
@@ -217,6 +222,7 @@ class Compiler(ChangeWriter):
                     # and the compiler keeps one version of each table for all.
                     raise ScriptError("alter_table is not supported in an open transaction", here)
                 self.change(change, txn.stack, wtxn.items, here)
+            self._wait_for_locks(wtxn.items[count:], wtxn, where or wtxn.where)
         except ScriptError as err:
             subs = {id(s): s for s in (*stack, *txn.stack)}
             subs.update((id(c.sub), c.sub) for c in wtxn.items[count:] if isinstance(c, WChange))
@@ -267,6 +273,8 @@ class Compiler(ChangeWriter):
         wtxn.gid = prepare
         try:
             self.end(wtxn, kind, commit_time)
+            if kind == "commit":
+                self.catalog_commit(wtxn)
         except ScriptError as err:
             self.lsn, self.next_xid, self.clock, count = saved
             del self.wal[count:]
@@ -404,29 +412,82 @@ class Compiler(ChangeWriter):
         records, a commit; 14 decodes it as an empty transaction), and the change of the
         catalog at its commit (CompiledScript.publication_changes)."""
         change = self.publications.change(step, self.tables, self.pg_version, where)
-        self.transaction(Transaction(cast("tuple[Change, ...]", (step,))), where, ddl_step=True)
+        index = len(self.publication_changes)
+        self.publication_changes.append(change)  # its LSN once committed
+        changes = cast("tuple[Change, ...]", (step,))
+        self.transaction(Transaction(changes), where, ddl_step=True, publication_change=index)
         commit = self.wal[-1]
         assert isinstance(commit, WTxn)
-        self.publication_changes.append(dataclasses.replace(change, lsn=commit.lsn))
-        self._distribute(commit.lsn, len(self.publication_changes) - 1)
+        self.publication_changes[index] = dataclasses.replace(change, lsn=commit.lsn)
 
-    def _distribute(self, lsn: int, index: int) -> None:
-        """SnapBuildDistributeSnapshotAndInval: each transaction in progress with a
-        change written (a base snapshot; not a prepared one) gets, at the commit of
-        publication change ``index``, a new catalog snapshot and its invalidations among
-        its changes, which count against its memory and run where its decoding reaches
-        them."""
-        change = self.publication_changes[index]
-        for wtxn in self.running:
-            if wtxn.kind != OPEN:
+    def catalog_commit(
+        self, wtxn: WTxn, publication_change: int | None = None, *, lsn: int | None = None
+    ) -> None:
+        """``wtxn`` committed (its record written; at ``lsn`` for COMMIT PREPARED): if it
+        changed the catalog, each other transaction in progress with a change written (a
+        base snapshot; not a prepared one) gets a new catalog snapshot and the commit's
+        invalidations among its changes (SnapBuildDistributeSnapshotAndInval), which
+        count against its memory and run where its decoding reaches them: those of
+        publication change ``publication_change``, or of the tables ALTER TABLE or
+        TRUNCATE changed."""
+        changes = wtxn.catalog_changes()
+        if not changes:
+            return
+        lsn = wtxn.lsn if lsn is None else lsn
+        self.catalog_commits.append(lsn)
+        if publication_change is not None:
+            messages = self.publication_changes[publication_change].messages
+        else:
+            messages = sum(c.invalidations for c in changes)
+        tables = tuple(t for c in changes for t in c.tables)
+        for running in self.running:
+            if running.kind != OPEN:
                 continue
-            committed = sum(1 for c in self.publication_changes if c.lsn > wtxn.first_lsn)
-            snapshot = snapshot_memory(self.pg_version, committed)
-            wtxn.items.append(WChange("snapshot", lsn, wtxn.top, snapshot))
-            invalidations = invalidations_memory(change.messages)
-            wtxn.items.append(
-                WChange("invalidation", lsn, wtxn.top, invalidations, publication_change=index)
+            committed = len(self.catalog_commits) - bisect_right(
+                self.catalog_commits, running.first_lsn
             )
+            snapshot = snapshot_memory(self.pg_version, committed)
+            running.items.append(WChange("snapshot", lsn, running.top, snapshot))
+            running.items.append(
+                WChange(
+                    "invalidation",
+                    lsn,
+                    running.top,
+                    invalidations_memory(messages),
+                    tables=tables,
+                    publication_change=publication_change,
+                )
+            )
+
+    def _wait_for_locks(
+        self, items: list[WChange | WSubAbort], own: WTxn | None, where: str
+    ) -> None:
+        """The lock manager: a row change takes ROW EXCLUSIVE on its table, TRUNCATE and
+        ALTER TABLE take ACCESS EXCLUSIVE, which conflicts with any other lock, and a
+        transaction holds them until it ends (a prepared one until COMMIT or ROLLBACK
+        PREPARED). PostgreSQL would wait for the holder here; a script cannot, so a
+        change that would wait is refused."""
+        needed: dict[str, bool] = {}
+        add_locks(needed, items, set())
+        if not needed:
+            return
+        holders = [t for t in self.running if t.kind == OPEN and t is not own]
+        holders += [t for t in self.prepared.values() if t is not own]
+        for holder in holders:
+            held = holder.locks()
+            for table, exclusive in needed.items():
+                if table in held and (exclusive or held[table]):
+                    raise ScriptError(
+                        f"{table} is locked by {self._describe(holder)} until it ends "
+                        "(PostgreSQL would wait for it here)",
+                        where,
+                    )
+
+    def _describe(self, txn: WTxn) -> str:
+        if txn.kind != OPEN:
+            return f"prepared transaction {txn.gid!r}"
+        names = [n for n, t in self.open_named.items() if t.wtxn is txn]
+        return f"open transaction {names[0]!r}" if names else f"the {txn.where}"
 
     def _fresh_oid(self) -> int:
         return self.oid(None, "")
@@ -450,6 +511,8 @@ class Compiler(ChangeWriter):
                 WFinishPrepared(txn, isinstance(step, CommitPrepared), start, end, time)
             )
             txn.finished_at = start
+            if isinstance(step, CommitPrepared):
+                self.catalog_commit(txn, lsn=start)
         elif isinstance(step, LogicalMessage):
             size = MESSAGE_RECORD + len(step.prefix.encode()) + 1 + len(step.content)
             start, end = self.record(size)
@@ -496,7 +559,14 @@ class Compiler(ChangeWriter):
         else:  # pragma: no cover - the loader builds only the classes above
             raise ScriptError(f"unknown step {type(step).__name__}", where)
 
-    def transaction(self, txn: Transaction, where: str, *, ddl_step: bool = False) -> None:
+    def transaction(
+        self,
+        txn: Transaction,
+        where: str,
+        *,
+        ddl_step: bool = False,
+        publication_change: int | None = None,
+    ) -> None:
         if txn.stream not in STREAM_MODES:
             raise ScriptError(
                 f"expected one of {', '.join(STREAM_MODES)}, got {txn.stream!r}", f"{where}.stream"
@@ -516,6 +586,7 @@ class Compiler(ChangeWriter):
         for i, change in enumerate(txn.changes):
             here = f"{cwhere}[{i}]" if not ddl_step else where
             self.change(change, stack, items, here)
+        self._wait_for_locks(items, None, where)
         if top.xid is None and txn.prepare is not None:
             self.assign(top)
         if top.xid is None:
@@ -543,6 +614,8 @@ class Compiler(ChangeWriter):
         self.end(wtxn, kind, txn.commit_time)
         if kind == "abort":
             self.tables = saved_tables
+        elif kind == "commit":
+            self.catalog_commit(wtxn, publication_change)
 
     def end(self, wtxn: WTxn, kind: str, commit_time: str | None) -> None:
         """Write the record that ends ``wtxn`` (commit, abort or prepare) and put the

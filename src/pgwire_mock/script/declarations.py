@@ -29,6 +29,7 @@ from pgwire_mock.script.model import (
     UserTypeDecl,
 )
 from pgwire_mock.script.rowfilter import RowFilter, RowFilterError
+from pgwire_mock.script.sizes import needs_toast_table
 from pgwire_mock.script.types import TypeCatalog, UserType
 from pgwire_mock.script.wal import CColumn, PublishedTable, TableVersion
 from pgwire_mock.server.state import PUBLICATION_ACTIONS, slot_name_problem
@@ -130,7 +131,8 @@ def _table(
     if identity == "index" and not any(c.key for c in cols):
         raise ScriptError("REPLICA IDENTITY INDEX needs key columns", f"{where}.columns")
     real_oid = oid if oid is not None else fresh_oid()
-    return TableVersion(name, schema, relname, real_oid, _IDENTITY_CODE[identity], cols, len(cols))
+    code, toast = _IDENTITY_CODE[identity], needs_toast_table(cols, len(cols))
+    return TableVersion(name, schema, relname, real_oid, code, cols, len(cols), toast)
 
 
 def compiled_columns(

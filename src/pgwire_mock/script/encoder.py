@@ -154,11 +154,13 @@ class _Session:
     def forget(self, txn: WTxn) -> None:
         # A skipped transaction's invalidations still run (ReorderBufferForget).
         for item in txn.items:
-            if isinstance(item, WChange) and item.kind in ("ddl", "truncate"):
+            if not isinstance(item, WChange):
+                continue
+            if item.publication_change is not None:
+                self.plugin.invalidate_for(item.publication_change)
+            elif item.kind in ("ddl", "truncate", "invalidation"):
                 for t in item.tables:
                     self.plugin.invalidate(t.oid)
-            elif isinstance(item, WChange) and item.publication_change is not None:
-                self.plugin.invalidate_for(item.publication_change)
 
     # the walk
 

@@ -329,10 +329,13 @@ class ReorderBuffer:
         queued (SnapBuildDistributeSnapshotAndInval): the reorder buffer's, not the
         output plugin's. The new snapshot is the catalog the later changes see
         (OutputPlugin.catalog_at); the invalidations run here."""
-        if change.kind == "invalidation":
-            assert change.publication_change is not None
+        if change.kind == "invalidation" and change.publication_change is not None:
             self.plugin.invalidate_for(change.publication_change)
             state.distributed.append(change.publication_change)
+        elif change.kind == "invalidation":  # ALTER TABLE's or TRUNCATE's relcache entries
+            for table in change.tables:
+                self.plugin.invalidate(table.oid)
+                state.invalidated.add(table.oid)
         return change.kind in ("snapshot", "invalidation")
 
     def finish(

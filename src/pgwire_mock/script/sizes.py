@@ -14,11 +14,12 @@ numbers, not its rules: both the compiler and the change writer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.script.types import ColumnType, encode_value
-from pgwire_mock.script.wal import Row, TableVersion
+from pgwire_mock.script.wal import CColumn, Row, TableVersion
 
 __all__ = [
     "ABORT_RECORD",
@@ -37,11 +38,14 @@ __all__ = [
     "RUNNING_XACTS_RECORD",
     "SHUTDOWN_CHECKPOINT_RECORD",
     "TRUNCATE_RECORD",
+    "alter_table_invalidations",
     "change_memory",
     "invalidations_memory",
     "maxalign",
+    "needs_toast_table",
     "publication_invalidations",
     "snapshot_memory",
+    "truncate_invalidations",
     "tuple_size",
     "type_length",
 ]
@@ -85,6 +89,68 @@ def snapshot_memory(version: int, committed: int) -> int:
 
 def invalidations_memory(messages: int) -> int:
     return CHANGE_STRUCT + INVALIDATION_MESSAGE * messages
+
+
+def alter_table_invalidations(
+    before: TableVersion, added: Sequence[CColumn], dropped: Sequence[CColumn], toast: bool
+) -> int:
+    """How many invalidation messages the commit of ALTER TABLE ... ADD / DROP COLUMN
+    carries, measured on 14, 16 and 18 (the same on each): 5 for each column added (its
+    pg_attribute row, pg_class's relnatts, the relcache entry), 4 for each dropped, one
+    more for each of a type that is not built in (its pg_depend row), and 41 when the
+    table gets its TOAST table (``toast`` given, ``before`` had none: the TOAST
+    relation, its index and their attributes)."""
+    user_types = sum(c.ctype.is_user_defined for c in (*added, *dropped))
+    created = 41 if toast and not before.toast else 0
+    return 5 * len(added) + 4 * len(dropped) + user_types + created
+
+
+def truncate_invalidations(tables: Sequence[TableVersion]) -> int:
+    """How many invalidation messages the commit of TRUNCATE carries, measured on 14,
+    16 and 18: each relation gets a new relfilenode, 3 for the table, 5 for its
+    primary key's index, 8 for its TOAST table and that one's index. (A script knows of
+    no index but the primary key's.)"""
+    return sum(
+        3 + (5 if any(c.key for c in t.columns) else 0) + (8 if t.toast else 0) for t in tables
+    )
+
+
+def needs_toast_table(columns: Sequence[CColumn], natts: int) -> bool:
+    """needs_toast_table: a table gets a TOAST table (at CREATE TABLE, or at ALTER TABLE
+    ADD COLUMN if it has none) when a column is a varlena, and its rows may be longer than
+    TOAST_TUPLE_THRESHOLD (2032 bytes): always if a varlena's maximum length is unknown
+    (type_maximum_size: known for varchar(n), char(n), numeric(p, s), bit(n) and
+    varbit(n) only)."""
+    data, toastable, unknown = 0, False, False
+    for c in columns:
+        if c.generated == "v":
+            continue  # no storage
+        length = type_length(c.ctype)
+        if length > 0:
+            data += length
+            continue
+        toastable = True
+        maximum = _maximum_size(c.ctype.oid, c.typmod)
+        if maximum is None:
+            unknown = True
+        else:
+            data += maximum
+    if not toastable:
+        return False
+    return unknown or maxalign(23 + (natts + 7) // 8) + maxalign(data) > 2032
+
+
+def _maximum_size(oid: int, typmod: int) -> int | None:
+    if typmod < 0:
+        return None
+    if oid in (1042, 1043):  # bpchar, varchar: 4 bytes a character at most (UTF-8)
+        return (typmod - 4) * 4 + 4
+    if oid == 1700:  # numeric_maximum_size
+        precision = ((typmod - 4) >> 16) & 0xFFFF
+        return 8 + (precision + 6) // 4 * 2
+    if oid in (1560, 1562):  # bit, varbit: VARBITTOTALLEN
+        return 8 + (typmod + 7) // 8
+    return None
 
 
 def publication_invalidations(command: str, tables: int | None) -> int:

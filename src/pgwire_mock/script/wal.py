@@ -5,7 +5,7 @@ changes, LSNs and xids, non-transactional messages, markers — which
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -32,6 +32,7 @@ __all__ = [
     "WSubAbort",
     "WTxn",
     "WalItem",
+    "add_locks",
     "encode_row",
     "xid_of",
 ]
@@ -64,6 +65,8 @@ class TableVersion:
     columns: tuple[CColumn, ...]
     natts: int = 0
     """pg_class.relnatts: columns ever added, dropped ones included."""
+    toast: bool = False
+    """Whether it has a TOAST table (sizes.needs_toast_table, at its creation or since)."""
 
     @property
     def published(self) -> tuple[CColumn, ...]:
@@ -188,8 +191,11 @@ class WChange:
     content: bytes = b""
     # snapshot and invalidation: what a catalog transaction committed while this one
     # ran queues among its changes (SnapBuildDistributeSnapshotAndInval); the
-    # invalidation's publication change (an index of CompiledScript.publication_changes).
+    # invalidation's publication change (an index of CompiledScript.publication_changes),
+    # or else the tables whose relcache entries it invalidates.
     publication_change: int | None = None
+    # ddl and truncate: how many invalidation messages the command adds to its commit.
+    invalidations: int = 0
 
 
 @dataclass(eq=False)
@@ -235,6 +241,9 @@ class WTxn:
     """A prepared one's COMMIT or ROLLBACK PREPARED record (its start), once compiled."""
     _sub_xids: set[int] = field(default_factory=set, repr=False)
     _sub_xids_read: int = field(default=0, repr=False)
+    _locks: dict[str, bool] = field(default_factory=dict, repr=False)
+    _locks_read: int = field(default=0, repr=False)
+    _aborted: set[int] = field(default_factory=set, repr=False)
 
     def xids(self) -> set[int]:
         """Its xid and those of its subtransactions that wrote a change. Each change is
@@ -249,6 +258,54 @@ class WTxn:
         self._sub_xids_read = len(self.items)
         top = self.top.xid
         return self._sub_xids if top is None else self._sub_xids | {top}
+
+    def catalog_changes(self) -> list[WChange]:
+        """Its changes to the catalog (ALTER TABLE, TRUNCATE, a publication command)
+        outside the subtransactions rolled back: what its commit makes other
+        transactions' snapshots see."""
+        aborted = {id(s) for i in self.items if isinstance(i, WSubAbort) for s in i.subs}
+        return [
+            i
+            for i in self.items
+            if isinstance(i, WChange)
+            and i.kind in ("ddl", "truncate")
+            and not _rolled_back(i.sub, aborted)
+        ]
+
+    def locks(self) -> dict[str, bool]:
+        """The tables it holds a lock on until it ends, by name: True for ACCESS
+        EXCLUSIVE (TRUNCATE, ALTER TABLE), False for ROW EXCLUSIVE (a row change). A
+        subtransaction rolled back released its own. Read as xids() is: new items only,
+        unless one is a rollback, which has it read again from the start."""
+        new = self.items[self._locks_read :]
+        if len(self.items) < self._locks_read or any(isinstance(i, WSubAbort) for i in new):
+            self._locks, new = {}, self.items
+            self._aborted = {id(s) for i in new if isinstance(i, WSubAbort) for s in i.subs}
+        add_locks(self._locks, new, self._aborted)
+        self._locks_read = len(self.items)
+        return self._locks
+
+
+def add_locks(
+    locks: dict[str, bool], items: Sequence[WChange | WSubAbort], aborted: set[int]
+) -> None:
+    """Add to ``locks`` those the changes among ``items`` take (as WTxn.locks), except
+    in the (sub)transactions ``aborted`` (their id())."""
+    for item in items:
+        if not isinstance(item, WChange) or _rolled_back(item.sub, aborted):
+            continue
+        exclusive = item.kind in ("truncate", "ddl")
+        tables = item.tables if exclusive else (item.table,) if item.table else ()
+        for table in tables:
+            locks[table.name] = locks.get(table.name, False) or exclusive
+
+
+def _rolled_back(sub: SubTxn | None, aborted: set[int]) -> bool:
+    while sub is not None:
+        if id(sub) in aborted:
+            return True
+        sub = sub.parent
+    return False
 
 
 @dataclass(eq=False)

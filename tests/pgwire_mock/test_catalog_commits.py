@@ -1,0 +1,131 @@
+"""A commit that changes the catalog (ALTER TABLE, TRUNCATE) while other transactions
+run: the locks that would make PostgreSQL wait are refused, and each transaction in
+progress gets the new catalog snapshot and the commit's invalidations among its changes.
+Compared with real 14-18 in tests/conformance/test_publication_ddl_postgres.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from codec.pgoutput import Decoder, PgOutputMessage, Relation
+from pgwire_mock.script import (
+    Script,
+    ScriptError,
+    Send,
+    StreamOptions,
+    column,
+    compile_script,
+    encode_stream,
+    insert,
+    rollback_to_savepoint,
+    savepoint,
+    truncate,
+)
+from pgwire_mock.script.wal import WChange
+
+A, B = "public.a", "public.b"
+PROTO_1 = StreamOptions(proto_version=1, publication_names=("pub",))
+
+
+def script(major: int = 16) -> Script:
+    columns = [column("id", "int4", key=True), column("v", "text")]
+    return (
+        Script(pg_version=major, logical_decoding_work_mem=64)
+        .table(A, columns=columns)
+        .table(B, columns=columns)
+        .publication("pub", tables=[A, B])
+        .slot("s")
+    )
+
+
+def sent(s: Script) -> list[PgOutputMessage]:
+    decoder = Decoder()
+    return [decoder.decode(e.payload) for e in encode_stream(s, PROTO_1) if isinstance(e, Send)]
+
+
+def named(messages: list[PgOutputMessage]) -> list[str]:
+    """Relation with its table, row changes with their key, the rest by kind."""
+    out = []
+    for m in messages:
+        if isinstance(m, Relation):
+            out.append(f"Relation {m.relation_name}")
+        elif hasattr(m, "new_tuple"):
+            out.append(f"{type(m).__name__} {m.new_tuple[0]}")
+        else:
+            out.append(type(m).__name__)
+    return out
+
+
+# --- locks ------------------------------------------------------------------------------
+
+
+def test_altering_a_table_an_open_transaction_wrote_is_refused() -> None:
+    s = script().begin("t").write("t", [insert(A, id=1, v="x")]).alter_table(A, add=[])
+    with pytest.raises(ScriptError, match=r"public.a is locked by open transaction 't'"):
+        compile_script(s)
+
+
+def test_a_savepoint_rolled_back_releases_the_lock_it_took() -> None:
+    s = script().begin("t")
+    s.write("t", [savepoint("p"), insert(A, id=1, v="x"), rollback_to_savepoint("p")])
+    s.alter_table(A, add=[column("w", "int4")])
+    s.write("t", [insert(B, id=2, v="y")]).end("t")
+    compile_script(s)  # no error
+
+
+def test_a_prepared_transaction_holds_its_locks_until_committed() -> None:
+    s = script().transaction([insert(A, id=1, v="x")], prepare="g")
+    refused = script().transaction([insert(A, id=1, v="x")], prepare="g")
+    refused.transaction([truncate(A)])
+    with pytest.raises(ScriptError, match=r"locked by prepared transaction 'g'"):
+        compile_script(refused)
+    s.commit_prepared("g").transaction([truncate(A)])
+    compile_script(s)
+
+
+def test_truncate_in_an_open_transaction_holds_other_writers_of_the_table() -> None:
+    base = script().begin("t").write("t", [truncate(A)])
+    compile_script(base.transaction([insert(B, id=1, v="x")]))  # another table: no wait
+    refused = script().begin("t").write("t", [truncate(A)]).transaction([insert(A, id=1)])
+    with pytest.raises(ScriptError, match=r"steps\[2\].*locked by open transaction 't'"):
+        compile_script(refused)
+
+
+def test_row_changes_of_two_transactions_do_not_wait_for_each_other() -> None:
+    s = script().begin("t").write("t", [insert(A, id=1, v="x")])
+    s.transaction([insert(A, id=2, v="y")]).write("t", [insert(A, id=3, v="z")]).end("t")
+    assert named(sent(s)).count("Insert 3") == 1
+
+
+# --- what the commit queues in the transactions in progress -----------------------------
+
+
+def test_another_tables_alteration_is_queued_in_the_open_transaction() -> None:
+    s = script().transaction([insert(B, id=1, v="x")])
+    s.begin("t").write("t", [insert(A, id=2, v="x")])
+    s.alter_table(B, add=[column("c", "int4")])
+    s.transaction([insert(B, id=3, v="x")])
+    s.write("t", [insert(B, id=4, v="x")]).end("t")
+    s.transaction([insert(B, id=5, v="x")]).transaction([insert(A, id=6, v="x")])
+    # b's relcache entry is invalidated where the open transaction's decoding reaches
+    # the commit of ALTER TABLE, and again when it is done; a's is not.
+    assert named(sent(s)) == [
+        *("Begin", "Relation b", "Insert 1", "Commit"),
+        *("Begin", "Relation b", "Insert 3", "Commit"),
+        *("Begin", "Relation a", "Insert 2", "Relation b", "Insert 4", "Commit"),
+        *("Begin", "Relation b", "Insert 5", "Commit"),
+        *("Begin", "Insert 6", "Commit"),
+    ]
+    compiled = compile_script(s)
+    opened = next(t for t in compiled.running if t.items)
+    queued = [c for c in opened.items if isinstance(c, WChange)]
+    assert [c.kind for c in queued] == ["insert", "snapshot", "invalidation", "insert"]
+    assert [t.name for t in queued[2].tables] == [B]
+
+
+def test_a_snapshot_lists_every_catalog_commit_since_the_transaction_began() -> None:
+    s = script().begin("t").write("t", [insert(A, id=1, v="x")])
+    s.alter_table(B, add=[column("c", "int4")]).transaction([truncate(B)])
+    opened = next(t for t in compile_script(s).running if t.items)
+    snapshots = [c.size for c in opened.items if isinstance(c, WChange) and c.kind == "snapshot"]
+    assert snapshots[1] - snapshots[0] == 4  # one more committed xid in the second
