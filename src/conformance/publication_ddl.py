@@ -1,5 +1,6 @@
-"""CREATE and DROP PUBLICATION while changes are written, run the same on real
-PostgreSQL and on the fake, and what a consumer streaming through the publication sees.
+"""CREATE and DROP PUBLICATION (and ALTER TABLE or TRUNCATE of a table while another
+transaction runs) while changes are written, run the same on real PostgreSQL and on the
+fake, and what a consumer streaming through the publication sees.
 
 pgoutput looks a publication up with the historic snapshot of the change it decodes: a
 publication exists for the changes written after its creation committed, and no longer
@@ -22,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from codec import pgoutput as po
 from conformance.publication_ddl_stories import STORIES
@@ -54,6 +55,7 @@ class Side:
     table: str
     write: Callable[[str, str, int], object]  # (insert | update | delete, table, key)
     begin: Callable[[], OpenWrites]
+    table_command: Callable[[str], object]  # a TABLE_COMMANDS name
 
 
 @dataclass
@@ -61,6 +63,25 @@ class Observed:
     sql: list[str] = field(default_factory=list)  # each statement's tag, or its error
     received: list[str] = field(default_factory=list)
     error: tuple[str, str, str] | None = None  # severity, SQLSTATE, message
+
+
+#: ALTER TABLE and TRUNCATE of the story's second table: the SQL, and the script step.
+TABLE_COMMANDS: Final = {
+    "add_column_b": "ALTER TABLE {table}_b ADD COLUMN c int",
+    "drop_column_b": "ALTER TABLE {table}_b DROP COLUMN c",
+    "truncate_b": "TRUNCATE {table}_b",
+}
+
+
+def _table_step(name: str, table: str) -> Any:
+    from pgwire_mock.script import Transaction, alter_table, column, truncate  # noqa: PLC0415
+
+    second = f"public.{table}_b"
+    if name == "add_column_b":
+        return alter_table(second, add=[column("c", "int4")])
+    if name == "drop_column_b":
+        return alter_table(second, drop=["c"])
+    return Transaction((truncate(second),))
 
 
 def new_tag() -> str:
@@ -131,6 +152,8 @@ def run_story(
                 stream()
                 observed.received.append("(the consumer stops)")
                 _wait_released(conn, slot)
+            elif step[0] == "table":  # ("table", a TABLE_COMMANDS name)
+                side.table_command(step[1])
             elif step[0] == "streaming":
                 pass
             elif step[0] in ("begin", "begin_2"):
@@ -192,6 +215,7 @@ def real_side(server: Any, tag: str) -> Iterator[Side]:
                 table,
                 lambda kind, name, key: conn.execute(statements[kind].format(name), (key,)),
                 lambda: _RealOpenWrites(server),
+                lambda name: conn.execute(TABLE_COMMANDS[name].format(table=table)),
             )
         finally:
             conn.execute(f"DROP TABLE {table}, {table}_b")
@@ -240,6 +264,7 @@ def fake_side(major: int, tag: str, publications: Sequence[Any] = ()) -> Iterato
                 ]
             ),
             lambda: _FakeOpenWrites(server.begin()),
+            lambda name: server.append(_table_step(name, table)),
         )
     finally:
         server.stop()

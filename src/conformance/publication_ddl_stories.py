@@ -30,6 +30,10 @@ key, v text) and slot, and its second table (the same name with ``_b``):
   changes too (``a later one first``). ``streamed:`` stories run 600-row writes with
   streaming on and logical_decoding_work_mem = 64kB: the snapshot and invalidations
   count against the memory, which moves where the blocks end.
+* ``a column added to another table`` / ``dropped from`` / ``another table truncated``
+  ``inside a transaction``: ALTER TABLE or TRUNCATE of the second table commits while a
+  transaction writes the first, which then writes the second: the same queued snapshot
+  and invalidations, of that table's relcache entry.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ __all__ = ["STORIES"]
 #: key) and the like (update, delete; ``_b``: the second table), ("stream",), and for an
 #: open transaction ("begin",), ("txn_insert", key), ("txn_bulk", first of 600 keys)
 #: (``_b`` too) and ("commit",), for a second one ("begin_2",), ("txn_2_insert", key)
-#: and ("commit_2",); ("streaming",) first streams with protocol 2.
+#: and ("commit_2",); ("table", name) runs ALTER TABLE or TRUNCATE of the second table
+#: (publication_ddl.TABLE_COMMANDS); ("streaming",) first streams with protocol 2.
 STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
     "created first": (
         ("sql", "CREATE PUBLICATION {pub} FOR ALL TABLES"),
@@ -333,5 +338,73 @@ STORIES: Final[dict[str, tuple[tuple[Any, ...], ...]]] = {
         ("txn_bulk", 1000),
         ("commit",),
         ("insert", 7),
+    ),
+    # ALTER TABLE and TRUNCATE of the second table commit while a transaction that has
+    # not touched it runs (one that had would hold its lock): the same snapshot and
+    # invalidations, of that table's relcache entry, so its Relation goes again inside
+    # the transaction and after it.
+    "a column added to another table inside a transaction": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
+        ("slot",),
+        ("insert_b", 1),
+        ("begin",),
+        ("txn_insert", 2),
+        ("table", "add_column_b"),
+        ("insert_b", 3),
+        ("txn_insert_b", 4),
+        ("commit",),
+        ("insert_b", 5),
+        ("insert", 6),
+    ),
+    "a column dropped from another table inside a transaction": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
+        ("slot",),
+        ("table", "add_column_b"),
+        ("insert_b", 1),
+        ("begin",),
+        ("txn_insert", 2),
+        ("table", "drop_column_b"),
+        ("txn_insert_b", 4),
+        ("commit",),
+        ("insert_b", 5),
+        ("insert", 6),
+    ),
+    "another table truncated inside a transaction": (
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
+        ("slot",),
+        ("insert_b", 1),
+        ("begin",),
+        ("txn_insert", 2),
+        ("table", "truncate_b"),
+        ("txn_insert_b", 4),
+        ("commit",),
+        ("insert_b", 5),
+        ("insert", 6),
+    ),
+    "streamed: a column added to another table inside a transaction": (
+        ("streaming",),
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
+        ("slot",),
+        ("insert_b", 1),
+        ("begin",),
+        ("txn_bulk", 1000),
+        ("table", "add_column_b"),
+        ("txn_bulk_b", 2000),
+        ("commit",),
+        ("insert_b", 5),
+        ("insert", 6),
+    ),
+    "streamed: another table truncated inside a transaction": (
+        ("streaming",),
+        ("sql", "CREATE PUBLICATION {pub} FOR TABLE {table}, {table}_b"),
+        ("slot",),
+        ("insert_b", 1),
+        ("begin",),
+        ("txn_bulk", 1000),
+        ("table", "truncate_b"),
+        ("txn_bulk", 2000),
+        ("commit",),
+        ("insert_b", 5),
+        ("insert", 6),
     ),
 }

@@ -65,6 +65,21 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
             _inserts(1, 2, *range(1000, 1600), 7),
             None,
         ),
+        # ALTER TABLE and TRUNCATE of the second table inside a transaction.
+        "a column added to another table inside a transaction": (_inserts(1, 3, 2, 4, 5, 6), None),
+        "a column dropped from another table inside a transaction": (
+            _inserts(1, 2, 4, 5, 6),
+            None,
+        ),
+        "another table truncated inside a transaction": (_inserts(1, 2, 4, 5, 6), None),
+        "streamed: a column added to another table inside a transaction": (
+            _inserts(1, *range(1000, 1600), *range(2000, 2600), 5, 6),
+            None,
+        ),
+        "streamed: another table truncated inside a transaction": (
+            _inserts(1, *range(1000, 1600), *range(2000, 2600), 5, 6),
+            None,
+        ),
     }[story]
     assert inserts == expected[0], real
     assert real.error == (expected[1] if before_18 else None), real
@@ -105,6 +120,13 @@ def test_a_publication_created_or_dropped_between_changes_streams_as_on_postgres
         ], real
     if story.startswith("streamed:"):
         assert real.received.count("StreamStart") >= 2, real
+    if "another table" in story and not story.startswith("streamed:"):
+        # The second table's Relation again inside the transaction, after the command,
+        # and after the transaction: the invalidations queued in it, run twice.
+        second = f"Relation public.pubddl_{tag}_b"
+        received = real.received
+        assert second in received[received.index("Insert 2") : received.index("Insert 4")], real
+        assert second in received[received.index("Insert 4") : received.index("Insert 5")], real
     if story == "a table that does not exist":
         assert real.sql == [f'42P01 relation "pubddl_{tag}_missing" does not exist'], real
     assert fake == real
