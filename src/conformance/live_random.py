@@ -6,9 +6,11 @@ The steps (:func:`random_story`): short commits (new rows, and an update or a de
 a committed row); up to two transactions left open and written in turns (a row or two,
 or 300 that bring them near logical_decoding_work_mem), with savepoints rolled back;
 their ends by COMMIT, ROLLBACK or PREPARE TRANSACTION, a prepared one finished later by
-COMMIT or ROLLBACK PREPARED; reads that acknowledge what they read or not; and restarts
-of the consumer. Every story holds a restart, a 300-row write into an open transaction
-and a savepoint rolled back (and a prepared transaction, if asked).
+COMMIT or ROLLBACK PREPARED; reads that acknowledge what they read or not; restarts of
+the consumer; and, if asked, catalog commands (TRUNCATE, ADD COLUMN) on a second table
+that the publication leaves out, which count in the open transactions' memory. Every
+story holds a restart, a 300-row write into an open transaction and a savepoint rolled
+back (and a prepared transaction and a catalog command, if asked).
 
 A read commits a marker row and reads until its commit, so that it ends at the same
 place on both sides whatever came before (a transaction whose changes were all rolled
@@ -31,15 +33,24 @@ from typing import Any, Final
 
 from codec import pgoutput as po
 from conformance.live_observed import plain_message
-from conformance.live_types import _ENDS, Consumer, OpenTransaction, Received, Row, Side
+from conformance.live_types import (
+    _ENDS,
+    CATALOG_COMMANDS,
+    Consumer,
+    OpenTransaction,
+    Received,
+    Row,
+    Side,
+)
 
 __all__ = ["Step", "observed_phases", "random_story", "run_random_story"]
 
 Step = tuple[Any, ...]
 """("commit", rows, draw) | ("open",) | ("write", which, rows) | ("savepoint", which) |
 ("rollback_to", which) | ("end", which, commit | rollback | prepare) |
-("finish", commit | rollback) | ("read", acknowledge) | ("restart",); ``which`` is the
-index of an open transaction, oldest first."""
+("finish", commit | rollback) | ("read", acknowledge) | ("restart",) |
+("catalog", one of CATALOG_COMMANDS); ``which`` is the index of an open transaction,
+oldest first."""
 
 #: Rows an open transaction writes at a time: the big one nears the memory limit.
 _WRITES: Final = (1, 2, 300)
@@ -49,28 +60,42 @@ _MARKERS: Final = 1_000_000
 _SETTLE: Final = 0.3
 
 
-def random_story(seed: int, *, prepare: bool = True) -> tuple[Step, ...]:
+def random_story(seed: int, *, prepare: bool = True, catalog: bool = False) -> tuple[Step, ...]:
     """The story of ``seed``: drawn again until it holds a restart, a big write into an
-    open transaction and a savepoint rolled back, and with ``prepare`` a prepared
-    transaction."""
+    open transaction and a savepoint rolled back, with ``prepare`` a prepared
+    transaction, and with ``catalog`` a catalog command while a transaction is open (the
+    sides need ``second=True``)."""
     for attempt in count():
-        steps = _draw(random.Random(f"{seed}/{attempt}"), prepare)
+        steps = _draw(random.Random(f"{seed}/{attempt}"), prepare, catalog)
         if (
             ("restart",) in steps
             and any(s[0] == "write" and s[2] == max(_WRITES) for s in steps)
             and any(s[0] == "rollback_to" for s in steps)
             and (not prepare or any(s[0] == "end" and s[2] == "prepare" for s in steps))
+            and (not catalog or _catalog_while_open(steps))
         ):
             return steps
     raise AssertionError("unreachable")
 
 
-def _draw(rnd: random.Random, prepare: bool) -> tuple[Step, ...]:
+def _catalog_while_open(steps: tuple[Step, ...]) -> bool:
+    running = 0
+    for step in steps:
+        running += (step[0] == "open") - (step[0] == "end")
+        if step[0] == "catalog" and running:
+            return True
+    return False
+
+
+def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
     steps: list[Step] = [("commit", 1, 0.0)]
     open_count = 0
     saved: list[bool] = []  # per open transaction: a savepoint was set
     prepared = False
     for _ in range(rnd.randint(10, 18)):
+        if catalog and rnd.random() < 0.15:
+            steps.append(("catalog", rnd.choice(CATALOG_COMMANDS)))
+            continue
         roll = rnd.random()
         if roll < 0.15:
             steps.append(("commit", rnd.randint(1, 3), rnd.random()))
@@ -154,6 +179,9 @@ def run_random_story(
                 txn.commit()
         elif kind == "finish":
             (side.commit_prepared if step[1] == "commit" else side.rollback_prepared)(gid)
+        elif kind == "catalog":
+            assert side.catalog_command is not None, "a catalog story needs second=True"
+            side.catalog_command(step[1])
         elif kind == "read":
             markers += 1
             side.commit([("insert", _MARKERS + markers, "marker")])

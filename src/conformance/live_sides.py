@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import count
 from typing import Any
 
 from conformance.live_types import LongTransaction, OpenTransaction, Row, Side
@@ -36,13 +37,16 @@ def new_names() -> tuple[str, str, str]:
     return f"live_{tag}", f"live_pub_{tag}", f"live_slot_{tag}"
 
 
-def create_story_objects(conn: Any, names: tuple[str, str, str]) -> Any:
+def create_story_objects(conn: Any, names: tuple[str, str, str], *, second: bool = False) -> Any:
     """The story's table (id int key, v text), a publication of it and a pgoutput slot,
-    made on a real server through ``conn``; the table's SQL identifier."""
+    made on a real server through ``conn`` (with ``second``, first a second table
+    ``{table}_x`` (id int) that the publication leaves out); the table's identifier."""
     from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
     table, publication, slot = names
     ident = sql.Identifier(table)
+    if second:
+        conn.execute(sql.SQL("CREATE TABLE {} (id int)").format(sql.Identifier(f"{table}_x")))
     conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, v text)").format(ident))
     conn.execute(
         sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(publication), ident)
@@ -52,19 +56,31 @@ def create_story_objects(conn: Any, names: tuple[str, str, str]) -> Any:
 
 
 @contextmanager
-def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
+def real_side(server: Any, names: tuple[str, str, str], *, second: bool = False) -> Iterator[Side]:
     """A table, publication and slot on a real server (``conformance.provision.Server``);
-    transactions committed in SQL. Everything is dropped afterwards."""
+    transactions committed in SQL; with ``second``, a second table for
+    ``Side.catalog_command``. Everything is dropped afterwards."""
     from psycopg import conninfo, sql  # noqa: PLC0415 - a test-time dependency
 
-    _, publication, slot = names
+    table, publication, slot = names
     # The fake's scripts run with the least logical_decoding_work_mem, so the big
     # transaction streams in blocks on both sides.
     dsn = conninfo.make_conninfo(
         server.replication_dsn, options="-c logical_decoding_work_mem=64kB"
     )
     with server.connect() as conn:
-        ident = create_story_objects(conn, names)
+        ident = create_story_objects(conn, names, second=second)
+        added = count(1)
+
+        def catalog_command(command: str) -> None:
+            other = sql.Identifier(f"{table}_x")
+            if command == "truncate":
+                conn.execute(sql.SQL("TRUNCATE {}").format(other))
+            else:
+                kind = "int" if command == "add_int" else "text"
+                column = sql.Identifier(f"c{next(added)}")
+                alter = sql.SQL("ALTER TABLE {} ADD COLUMN {} " + kind)
+                conn.execute(alter.format(other, column))
 
         def commit(rows: Sequence[Row]) -> None:
             with conn.transaction():
@@ -119,6 +135,7 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
                 # A walsender waiting on a lock reads nothing: the end of its client's
                 # connection waits in its socket, whenever the client went.
                 lambda _pid: None,
+                catalog_command if second else None,
             )
         finally:
             # A prepared transaction left by a failed run would hold the table's lock.
@@ -129,6 +146,8 @@ def real_side(server: Any, names: tuple[str, str, str]) -> Iterator[Side]:
             drop_slot(conn, slot)
             conn.execute(sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(publication)))
             conn.execute(sql.SQL("DROP TABLE {}").format(ident))
+            if second:
+                conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(f"{table}_x")))
 
 
 def apply_rows(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
@@ -213,24 +232,27 @@ def drop_slot(conn: Any, slot: str) -> None:
             time.sleep(0.1)
 
 
-def story_script(major: int, names: tuple[str, str, str]) -> Any:
+def story_script(major: int, names: tuple[str, str, str], *, second: bool = False) -> Any:
     """The script of a fake emulating ``major`` for a story: its table (id int4 key, v
     text), publication and slot, and the least logical_decoding_work_mem, so that the
-    big transaction streams in blocks as on the real side (``real_side``)."""
+    big transaction streams in blocks as on the real side (``real_side``); with
+    ``second``, first the second table (id int4)."""
     from pgwire_mock.script import Script, column  # noqa: PLC0415
 
     table, publication, slot = names
     name = f"public.{table}"
+    script = Script(pg_version=major, logical_decoding_work_mem=64)
+    if second:
+        script.table(f"{name}_x", columns=[column("id", "int4")])
     return (
-        Script(pg_version=major, logical_decoding_work_mem=64)
-        .table(name, columns=[column("id", "int4", key=True), column("v", "text")])
+        script.table(name, columns=[column("id", "int4", key=True), column("v", "text")])
         .publication(publication, tables=[name])
         .slot(slot)
     )
 
 
 def fake_story_server(
-    major: int, names: tuple[str, str, str]
+    major: int, names: tuple[str, str, str], *, second: bool = False
 ) -> tuple[Any, Callable[[Sequence[Row]], list[Any]]]:
     """The fake emulating ``major``, serving the story's script (:func:`story_script`),
     started (``stop()`` it); and what turns rows into the script's changes."""
@@ -244,7 +266,7 @@ def fake_story_server(
     )
 
     name = f"public.{names[0]}"
-    script = story_script(major, names)
+    script = story_script(major, names, second=second)
     # PostgreSQL's rule for where a new slot starts (a story creates one).
     server = start_walsender(script, new_slots="end_of_wal")
     makers: dict[str, Callable[[int, str], Any]] = {
@@ -262,20 +284,33 @@ def fake_story_server(
 
 
 @contextmanager
-def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
+def fake_side(major: int, names: tuple[str, str, str], *, second: bool = False) -> Iterator[Side]:
     """The fake emulating ``major``, serving a script with the same table, publication and
-    slot; transactions committed with ``WalSender.commit``."""
+    slot (and second table); transactions committed with ``WalSender.commit``."""
     from pgwire_mock.script import (  # noqa: PLC0415
         CommitPrepared,
         RollbackPrepared,
+        Transaction,
+        alter_table,
+        column,
         insert,
         rollback_to_savepoint,
         savepoint,
+        truncate,
     )
 
     table, publication, slot = names
     name = f"public.{table}"
-    server, changes = fake_story_server(major, names)
+    server, changes = fake_story_server(major, names, second=second)
+    added = count(1)
+
+    def catalog_command(command: str) -> None:
+        if command == "truncate":
+            server.append(Transaction((truncate(f"{name}_x"),)))
+        else:
+            kind = "int4" if command == "add_int" else "text"
+            added_column = column(f"c{next(added)}", kind)
+            server.append(alter_table(f"{name}_x", add=[added_column]))
 
     def run_long(txn: LongTransaction) -> None:
         changes: list[Any] = []
@@ -311,6 +346,7 @@ def fake_side(major: int, names: tuple[str, str, str]) -> Iterator[Side]:
             # As on the real side: pg_log_standby_snapshot (16+), else CHECKPOINT.
             server.log_standby_snapshot if major >= 16 else server.checkpoint,
             client_gone,
+            catalog_command if second else None,
         )
     finally:
         server.stop()

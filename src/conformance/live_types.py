@@ -10,9 +10,10 @@ import select
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 __all__ = [
+    "CATALOG_COMMANDS",
     "LONG_TRANSACTIONS",
     "OPEN_PARTS",
     "OPTION_SETS",
@@ -125,6 +126,14 @@ class Side:
     client_gone: Callable[[int], object]
     """Wait until the server has read that the client of backend ``pid`` went away (a
     waiting walsender finds it in its socket when it reads again: nothing to wait for)."""
+    catalog_command: Callable[[str], object] | None = None
+    """With a second table (``second=True``): run a :data:`CATALOG_COMMANDS` one on it."""
+
+
+#: Catalog commands on a side's second table (``{table}_x``, id int, not published),
+#: which other transactions' decoding counts: TRUNCATE, ADD COLUMN of an int, of a text
+#: (the first one gives the table its TOAST table).
+CATALOG_COMMANDS: Final = ("truncate", "add_int", "add_text")
 
 
 class OpenTransaction(Protocol):
