@@ -7,8 +7,9 @@ a committed row); up to two transactions left open and written in turns (a row o
 or 300 that bring them near logical_decoding_work_mem), with savepoints rolled back;
 their ends by COMMIT, ROLLBACK or PREPARE TRANSACTION, a prepared one finished later by
 COMMIT or ROLLBACK PREPARED; reads that acknowledge what they read or not; restarts of
-the consumer; and, if asked, catalog commands (TRUNCATE, ADD COLUMN) on a second table
-that the publication leaves out, which count in the open transactions' memory. Every
+the consumer; and, if asked, rows into a second table and catalog commands on it
+(TRUNCATE, ADD COLUMN while no transaction holds its lock, and ALTER PUBLICATION ... ADD
+or DROP TABLE of it), which count in the open transactions' memory. Every
 story holds a restart, a 300-row write into an open transaction and a savepoint rolled
 back (and a prepared transaction and a catalog command, if asked).
 
@@ -49,8 +50,9 @@ Step = tuple[Any, ...]
 """("commit", rows, draw) | ("open",) | ("write", which, rows) | ("savepoint", which) |
 ("rollback_to", which) | ("end", which, commit | rollback | prepare) |
 ("finish", commit | rollback) | ("read", acknowledge) | ("restart",) |
-("catalog", one of CATALOG_COMMANDS); ``which`` is the index of an open transaction,
-oldest first."""
+("catalog", one of CATALOG_COMMANDS) | ("commit_x",) | ("write_x", which): a row into the
+second table, committed or in an open transaction; ``which`` is the index of an open
+transaction, oldest first."""
 
 #: Rows an open transaction writes at a time: the big one nears the memory limit.
 _WRITES: Final = (1, 2, 300)
@@ -91,10 +93,23 @@ def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
     steps: list[Step] = [("commit", 1, 0.0)]
     open_count = 0
     saved: list[bool] = []  # per open transaction: a savepoint was set
-    prepared = False
+    wrote_x: list[bool] = []  # per open transaction: it holds a lock on the second table
+    prepared = prepared_x = published = False
     for _ in range(rnd.randint(10, 18)):
-        if catalog and rnd.random() < 0.15:
-            steps.append(("catalog", rnd.choice(CATALOG_COMMANDS)))
+        if catalog and rnd.random() < 0.25:
+            # TRUNCATE and ADD COLUMN would wait for a transaction that wrote the table.
+            locked = any(wrote_x) or prepared_x
+            choices: list[Step] = [
+                ("commit_x",),
+                ("catalog", "unpublish" if published else "publish"),
+            ]
+            choices += [("write_x", which) for which in range(open_count)]
+            choices += [] if locked else [("catalog", c) for c in CATALOG_COMMANDS[:3]] * 2
+            step = rnd.choice(choices)
+            steps.append(step)
+            published ^= step[-1] in ("publish", "unpublish")
+            if step[0] == "write_x":
+                wrote_x[step[1]] = True
             continue
         roll = rnd.random()
         if roll < 0.15:
@@ -103,6 +118,7 @@ def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
             steps.append(("open",))
             open_count += 1
             saved.append(False)
+            wrote_x.append(False)
         elif roll < 0.5 and open_count:
             steps.append(("write", rnd.randrange(open_count), rnd.choice(_WRITES)))
         elif roll < 0.55 and open_count:
@@ -120,10 +136,12 @@ def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
             steps.append(("end", which, end))
             open_count -= 1
             del saved[which]
+            prepared_x = prepared_x or (end == "prepare" and wrote_x[which])
+            del wrote_x[which]
             prepared = prepared or end == "prepare"
         elif roll < 0.75 and prepared:
             steps.append(("finish", rnd.choice(["commit", "rollback"])))
-            prepared = False
+            prepared = prepared_x = False
         elif roll < 0.9:
             steps.append(("read", rnd.random() < 0.5))
         else:
@@ -182,6 +200,12 @@ def run_random_story(
         elif kind == "catalog":
             assert side.catalog_command is not None, "a catalog story needs second=True"
             side.catalog_command(step[1])
+        elif kind == "commit_x":
+            side.commit([("insert_x", next_key, "")])
+            next_key += 1
+        elif kind == "write_x":
+            opened[step[1]].write([("insert_x", next_key, "")])
+            next_key += 1
         elif kind == "read":
             markers += 1
             side.commit([("insert", _MARKERS + markers, "marker")])

@@ -70,11 +70,15 @@ def real_side(server: Any, names: tuple[str, str, str], *, second: bool = False)
     )
     with server.connect() as conn:
         ident = create_story_objects(conn, names, second=second)
+        other = sql.Identifier(f"{table}_x")
         added = count(1)
 
         def catalog_command(command: str) -> None:
-            other = sql.Identifier(f"{table}_x")
-            if command == "truncate":
+            if command in ("publish", "unpublish"):
+                verb = "ADD" if command == "publish" else "DROP"
+                alter = sql.SQL("ALTER PUBLICATION {} " + verb + " TABLE {}")
+                conn.execute(alter.format(sql.Identifier(publication), other))
+            elif command == "truncate":
                 conn.execute(sql.SQL("TRUNCATE {}").format(other))
             else:
                 kind = "int" if command == "add_int" else "text"
@@ -84,7 +88,7 @@ def real_side(server: Any, names: tuple[str, str, str], *, second: bool = False)
 
         def commit(rows: Sequence[Row]) -> None:
             with conn.transaction():
-                apply_rows(conn, ident, rows)
+                apply_rows(conn, ident, rows, other)
 
         def run_long(txn: LongTransaction) -> None:
             # Pauses long enough for the WAL writer (wal_writer_delay 200 ms) to flush
@@ -98,7 +102,7 @@ def real_side(server: Any, names: tuple[str, str, str], *, second: bool = False)
                 conn.execute(command)
 
         def begin() -> OpenTransaction:
-            return RealOpenTransaction(server.connect(), ident)
+            return RealOpenTransaction(server.connect(), ident, other)
 
         def commit_prepared(gid: str) -> None:
             conn.execute(sql.SQL("COMMIT PREPARED {}").format(sql.Literal(gid)))
@@ -150,7 +154,9 @@ def real_side(server: Any, names: tuple[str, str, str], *, second: bool = False)
                 conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(f"{table}_x")))
 
 
-def apply_rows(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
+def apply_rows(conn: Any, ident: Any, rows: Sequence[Row], second: Any = None) -> None:
+    """Write ``rows`` into the table ``ident`` (``insert_x`` ones into ``second``; both
+    psycopg ``sql.Identifier``)."""
     from psycopg import sql  # noqa: PLC0415 - a test-time dependency
 
     for kind, key, value in rows:
@@ -163,21 +169,24 @@ def apply_rows(conn: Any, ident: Any, rows: Sequence[Row]) -> None:
             conn.execute(sql.SQL("SAVEPOINT {}").format(sql.Identifier(value)))
         elif kind == "rollback_to":
             conn.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(sql.Identifier(value)))
+        elif kind == "insert_x":
+            conn.execute(sql.SQL("INSERT INTO {} (id) VALUES (%s)").format(second), (key,))
         else:
             conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(ident), (key,))
 
 
 class RealOpenTransaction:
     """A transaction left open on a connection of its own (``conn``, autocommit), on the
-    table ``ident`` (a psycopg ``sql.Identifier``)."""
+    table ``ident`` (and ``second``; psycopg ``sql.Identifier``)."""
 
-    def __init__(self, conn: Any, ident: Any) -> None:
+    def __init__(self, conn: Any, ident: Any, second: Any = None) -> None:
         self.conn = conn
         self.ident = ident
+        self.second = second
         conn.execute("BEGIN")
 
     def write(self, rows: Sequence[Row]) -> None:
-        apply_rows(self.conn, self.ident, rows)
+        apply_rows(self.conn, self.ident, rows, self.second)
         # An open transaction's records reach the walsender once the WAL writer flushes
         # them (wal_writer_delay, 200 ms).
         time.sleep(0.5)
@@ -275,6 +284,7 @@ def fake_story_server(
         "delete": lambda key, _value: delete(name, key={"id": key}),
         "savepoint": lambda _key, value: savepoint(value),
         "rollback_to": lambda _key, value: rollback_to_savepoint(value),
+        "insert_x": lambda key, _value: insert(f"{name}_x", id=key),
     }
 
     def changes(rows: Sequence[Row]) -> list[Any]:
@@ -288,6 +298,7 @@ def fake_side(major: int, names: tuple[str, str, str], *, second: bool = False) 
     """The fake emulating ``major``, serving a script with the same table, publication and
     slot (and second table); transactions committed with ``WalSender.commit``."""
     from pgwire_mock.script import (  # noqa: PLC0415
+        AlterPublication,
         CommitPrepared,
         RollbackPrepared,
         Transaction,
@@ -305,7 +316,10 @@ def fake_side(major: int, names: tuple[str, str, str], *, second: bool = False) 
     added = count(1)
 
     def catalog_command(command: str) -> None:
-        if command == "truncate":
+        if command in ("publish", "unpublish"):
+            action = "add" if command == "publish" else "drop"
+            server.append(AlterPublication(publication, action, (f"{name}_x",)))
+        elif command == "truncate":
             server.append(Transaction((truncate(f"{name}_x"),)))
         else:
             kind = "int4" if command == "add_int" else "text"

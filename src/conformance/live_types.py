@@ -31,7 +31,8 @@ __all__ = [
 #: (kind, id, value) rows of each transaction the story commits, in order. The third is
 #: big enough to be streamed in blocks under a 64 kB logical_decoding_work_mem. Kinds:
 #: insert, update, delete, and in an open transaction savepoint and rollback_to (value:
-#: the savepoint's name).
+#: the savepoint's name); insert_x into the second table of a side made with
+#: ``second=True`` (its key only).
 Row = tuple[str, int, str]
 TRANSACTIONS: tuple[tuple[Row, ...], ...] = (
     (("insert", 1, "one"), ("insert", 2, "two"), ("insert", 3, "three")),
@@ -130,10 +131,11 @@ class Side:
     """With a second table (``second=True``): run a :data:`CATALOG_COMMANDS` one on it."""
 
 
-#: Catalog commands on a side's second table (``{table}_x``, id int, not published),
-#: which other transactions' decoding counts: TRUNCATE, ADD COLUMN of an int, of a text
-#: (the first one gives the table its TOAST table).
-CATALOG_COMMANDS: Final = ("truncate", "add_int", "add_text")
+#: Catalog commands on a side's second table (``{table}_x``, id int, not published at
+#: first), which other transactions' decoding counts: TRUNCATE, ADD COLUMN of an int, of
+#: a text (the first one gives the table its TOAST table), and ALTER PUBLICATION ... ADD
+#: or DROP TABLE of it. Rows go into it with the Row kind ``insert_x``.
+CATALOG_COMMANDS: Final = ("truncate", "add_int", "add_text", "publish", "unpublish")
 
 
 class OpenTransaction(Protocol):
