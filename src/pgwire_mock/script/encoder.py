@@ -348,7 +348,7 @@ class _Session:
         elif txn.kind == "abort":
             # DecodeAbort: ReorderBufferAbort of each subtransaction still open, then of
             # the top one; each one marked streamed gets its Stream Abort.
-            rolled_back = {id(s) for i in txn.items if isinstance(i, WSubAbort) for s in i.subs}
+            rolled_back = txn.rolled_back()
             open_subs = {id(c.sub): c.sub for c in txn.items if isinstance(c, WChange)}
             for key, sub in sorted(open_subs.items(), key=lambda kv: xid_of(kv[1])):
                 if key in state.streamed_subs and key not in rolled_back and sub is not txn.top:

@@ -263,7 +263,7 @@ class WTxn:
         """Its changes to the catalog (ALTER TABLE, TRUNCATE, a publication command)
         outside the subtransactions rolled back: what its commit makes other
         transactions' snapshots see."""
-        aborted = {id(s) for i in self.items if isinstance(i, WSubAbort) for s in i.subs}
+        aborted = self.rolled_back()
         return [
             i
             for i in self.items
@@ -272,6 +272,10 @@ class WTxn:
             and not _rolled_back(i.sub, aborted)
         ]
 
+    def rolled_back(self) -> set[int]:
+        """The id() of its subtransactions rolled back so far (ROLLBACK TO SAVEPOINT)."""
+        return {id(s) for i in self.items if isinstance(i, WSubAbort) for s in i.subs}
+
     def locks(self) -> dict[str, bool]:
         """The tables it holds a lock on until it ends, by name: True for ACCESS
         EXCLUSIVE (TRUNCATE, ALTER TABLE), False for ROW EXCLUSIVE (a row change). A
@@ -279,8 +283,7 @@ class WTxn:
         unless one is a rollback, which has it read again from the start."""
         new = self.items[self._locks_read :]
         if len(self.items) < self._locks_read or any(isinstance(i, WSubAbort) for i in new):
-            self._locks, new = {}, self.items
-            self._aborted = {id(s) for i in new if isinstance(i, WSubAbort) for s in i.subs}
+            self._locks, new, self._aborted = {}, self.items, self.rolled_back()
         add_locks(self._locks, new, self._aborted)
         self._locks_read = len(self.items)
         return self._locks
