@@ -20,6 +20,12 @@ the next one, and the publisher must see that Terminate (and release the slot) b
 the next worker's START_REPLICATION, as it does without a relay. With a thread per
 connection, a thread the scheduler left waiting once let the new worker's command
 through first ("replication slot … is active"), a timing neither server has alone.
+
+When the subscriber hangs up (an apply error), the relay passes that on and keeps what
+the publisher still sends until it hangs up too: a walsender sends a decoded transaction
+whole before it reads the subscriber's Terminate, and whether the relay had read its
+Commit when the subscriber left was the machine's timing (a CI run kept Begin, Relation,
+Insert from PostgreSQL and the Commit as well from the fake).
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ _STREAM_COMMIT = ord("c")
 _HOLD_TIMEOUT = 10.0
 #: How much the relay reads at a time.
 _CHUNK = 1 << 16
+#: How long the relay keeps reading a publisher after the subscriber hung up.
+_DRAIN_TIMEOUT = 10.0
 
 
 class _Connection:
@@ -54,6 +62,7 @@ class _Connection:
     def __init__(self) -> None:
         self.payloads: list[bytes] = []
         self.reported = 0
+        self.subscriber_gone = False
         self.changed = asyncio.Condition()
 
     async def report(self, lsn: int) -> None:
@@ -157,7 +166,14 @@ class Tap:
         except OSError:
             pass
         finally:
-            _close(ends)
+            connection.subscriber_gone = True
+            to_client, to_server = ends
+            to_client.close()
+            # Pass the hang-up on, keep reading the publisher (_from_publisher), and close
+            # it after a while if it does not hang up.
+            with suppress(OSError, RuntimeError):
+                to_server.write_eof()
+            asyncio.get_running_loop().call_later(_DRAIN_TIMEOUT, to_server.close)
 
     async def _from_publisher(
         self,
@@ -173,8 +189,7 @@ class Tap:
         try:
             while data := await source.read(_CHUNK):
                 if not keep:
-                    sink.write(data)
-                    await sink.drain()
+                    await _forward(sink, data, connection)
                     continue
                 sent = 0  # how much of data is sent
                 try:
@@ -188,13 +203,13 @@ class Tap:
                             continue
                         with self.lock:
                             connection.payloads.append(copied.data)
-                        if self.hold and copied.data[:1] == bytes((_STREAM_COMMIT,)):
+                        commit = copied.data[:1] == bytes((_STREAM_COMMIT,))
+                        if self.hold and commit and not connection.subscriber_gone:
                             # Send what came before this message (a part of it sent
                             # with an earlier chunk is no use alone), then wait.
                             end = len(data) - reader.buffered
                             start = max(sent, end - 5 - len(message.data))
-                            sink.write(data[sent:start])
-                            await sink.drain()
+                            await _forward(sink, data[sent:start], connection)
                             sent = start
                             reported = await connection.wait_for_report(last_start)
                             with self.lock:
@@ -204,8 +219,7 @@ class Tap:
                     with self.lock:
                         connection.payloads.append(b"undecodable")  # shape() fails on it
                     keep = False
-                sink.write(data[sent:])
-                await sink.drain()
+                await _forward(sink, data[sent:], connection)
         except OSError:
             pass
         finally:
@@ -229,6 +243,14 @@ class Tap:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+async def _forward(sink: asyncio.StreamWriter, data: bytes, connection: _Connection) -> None:
+    """Relay publisher bytes to the subscriber, unless it has hung up."""
+    if connection.subscriber_gone:
+        return
+    sink.write(data)
+    await sink.drain()
 
 
 def _close(ends: tuple[asyncio.StreamWriter, ...]) -> None:

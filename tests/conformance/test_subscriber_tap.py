@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from codec.replication import XLogData
+from codec.wire import CopyBothResponse, CopyData
 from conformance.subscriber_tap import Tap
 
 _GREETING = b"startup"
@@ -98,3 +100,48 @@ def test_a_connections_last_bytes_reach_the_publisher_before_the_next_connection
         if terminate > accepted:
             late.append(gone)
     assert late == []
+
+
+def _xlog(payload: bytes) -> bytes:
+    return CopyData(XLogData(0x1000, 0x1000, 0, payload).encode()).encode()
+
+
+def test_what_the_publisher_sends_after_the_subscriber_hung_up_is_kept() -> None:
+    """A walsender sends a decoded transaction whole before it reads the Terminate of a
+    subscriber that failed at its first change: the relay keeps the rest (here sent only
+    after the Terminate came, the slowest case) until the publisher hangs up."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    sent_after: list[bytes] = []
+
+    def publish() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            assert conn.recv(len(_GREETING)) == _GREETING
+            conn.sendall(CopyBothResponse().encode() + _xlog(b"first"))
+            assert conn.recv(len(_TERMINATE)) == _TERMINATE
+            rest = _xlog(b"second") + _xlog(b"third")
+            conn.sendall(rest)
+            sent_after.append(rest)
+            assert conn.recv(1) == b""  # the relay passed the hang-up on
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    with Tap(f"host=127.0.0.1 port={port}") as tap:
+        sock = socket.create_connection(
+            ("127.0.0.1", int(tap.conninfo.split("port=")[1].split()[0]))
+        )
+        sock.sendall(_GREETING)
+        reader = b""
+        while len(reader) < len(CopyBothResponse().encode() + _xlog(b"first")):
+            reader += sock.recv(1 << 16)
+        sock.sendall(_TERMINATE)
+        sock.close()
+        thread.join(5)
+        assert sent_after
+        deadline = 50
+        while tap.received[0] != [b"first", b"second", b"third"] and deadline:
+            threading.Event().wait(0.1)
+            deadline -= 1
+        assert tap.received == [[b"first", b"second", b"third"]]
+    listener.close()
