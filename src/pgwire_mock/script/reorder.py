@@ -17,7 +17,7 @@ into messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from codec.pgoutput import (
@@ -38,6 +38,7 @@ from pgwire_mock.script.output_plugin import OutputPlugin
 from pgwire_mock.script.wal import (
     CRASHED,
     CompiledScript,
+    SubTxn,
     WChange,
     WFinishPrepared,
     WSubAbort,
@@ -105,7 +106,7 @@ class ReorderBuffer:
         if self.version >= 18:
             yield from self.queue_change_18(txn, state, change, streamable)
             return
-        if state.aborted:
+        if state.aborted or id(change.sub) in state.dropped:
             return  # txn->concurrent_abort: no more changes are collected
         state.pending.append(change)
         state.memory += change.size
@@ -179,11 +180,30 @@ class ReorderBuffer:
 
     def stream_or_abort(self, txn: WTxn, state: TxnState, lsn: int) -> Iterator[StreamEvent]:
         """ReorderBufferStreamTXN at ``lsn``: a block, or cut short if CLOG already shows
-        the transaction aborted (HandleConcurrentAbort at its first catalog access)."""
+        the transaction aborted (HandleConcurrentAbort at its first catalog access), or a
+        subtransaction of it whose change needs one (SetupCheckXidLive checks the xid of
+        each change's own subtransaction)."""
         if self.aborted_after_the_fact(txn, state):
             yield from self.concurrent_abort(txn, state, lsn)
-        else:
+            return
+        cut = self.aborted_sub_lookup(txn, state, lsn)
+        if cut is None:
             yield from self.stream_block(txn, state)
+        else:
+            yield from self.concurrent_abort(txn, state, lsn, cut)
+
+    def aborted_sub_lookup(self, txn: WTxn, state: TxnState, lsn: int) -> int | None:
+        """The index in ``state.pending`` of the first change of a subtransaction CLOG
+        shows aborted at ``lsn`` that needs a catalog access; None if none."""
+        aborted = {
+            id(s)
+            for i in txn.items
+            if isinstance(i, WSubAbort) and not (state.live and i.end_lsn > lsn)
+            for s in i.subs
+        }
+        if not aborted:
+            return None
+        return self.first_lookup(state.pending, lambda change: _within(change.sub, aborted))
 
     def spill_largest(self, change: WChange) -> None:
         """18's ReorderBufferLargestTXN: the largest (sub)transaction in memory goes to
@@ -212,15 +232,26 @@ class ReorderBuffer:
             state.serialized.add(largest)
             state.memory -= sizes[key]
 
-    def concurrent_abort(self, txn: WTxn, state: TxnState, lsn: int) -> Iterator[StreamEvent]:
+    def concurrent_abort(
+        self, txn: WTxn, state: TxnState, lsn: int, cut: int | None = None
+    ) -> Iterator[StreamEvent]:
         """14-17 stream a transaction that CLOG already shows aborted; the walsender
         notices at its first catalog access (a table not in pgoutput's cache), ends the
         block there (empty if that is its first change), and collects none of the
         transaction's later changes (HandleConcurrentAbort, ``txn->concurrent_abort``).
         ReorderBufferTruncateTXN then marks streamed every subtransaction that had changes
-        collected, so each gets its Stream Abort at its abort record."""
+        collected, so each gets its Stream Abort at its abort record.
+
+        With ``cut`` (any major), the transaction runs and only the subtransaction of
+        ``state.pending[cut]`` is aborted: the block ends before that change, every change
+        held is discarded, and that subtransaction alone collects no more (the flag is
+        set on the change's own ReorderBufferTXN)."""
         collected = {id(c.sub) for c in state.pending if c.sub is not txn.top}
-        sent = self.before_lookup(state.pending)
+        if cut is None:
+            sent = self.before_lookup(state.pending)
+        else:
+            sent = state.pending[:cut]
+            state.dropped.add(id(state.pending[cut].sub))
         if sent:
             state.pending = sent
             yield from self.stream_block(txn, state)
@@ -231,16 +262,32 @@ class ReorderBuffer:
         state.streamed_subs |= collected
         state.pending = []
         state.memory = 0
-        state.aborted = True
+        state.aborted = state.aborted or cut is None
 
     def before_lookup(self, changes: Sequence[WChange]) -> list[WChange]:
-        """The changes before the first that needs a catalog access (a table not in
-        pgoutput's cache): where HandleConcurrentAbort stops an aborted transaction."""
+        """The changes before the first that needs a catalog access: where
+        HandleConcurrentAbort stops an aborted transaction."""
+        cut = self.first_lookup(changes)
+        return list(changes if cut is None else changes[:cut])
+
+    def first_lookup(
+        self, changes: Sequence[WChange], counts: Callable[[WChange], bool] = lambda _: True
+    ) -> int | None:
+        """The index of the first of ``changes`` for which ``counts`` holds that needs a
+        catalog access when streamed: a table neither in pgoutput's cache nor looked up
+        by a change before it (queued invalidations run on the way empty the cache)."""
+        cached = set(self.plugin.looked_up)
         for index, change in enumerate(changes):
             tables = change.tables or ((change.table,) if change.table is not None else ())
-            if change.kind != "message" and any(t.oid not in self.plugin.looked_up for t in tables):
-                return list(changes[:index])
-        return list(changes)
+            if change.kind == "invalidation":
+                if change.publication_change is not None:
+                    cached.clear()
+                cached.difference_update(t.oid for t in tables)
+            elif change.kind not in ("message", "snapshot"):
+                if counts(change) and any(t.oid not in cached for t in tables):
+                    return index
+                cached.update(t.oid for t in tables)
+        return None
 
     def truncate(self, txn: WTxn, state: TxnState, sub: int | None) -> None:
         """ReorderBufferTruncateTXN of the top transaction (``sub`` None: all its
@@ -398,3 +445,12 @@ class ReorderBuffer:
                 yield Send(wal, message)
         self.flush_invalidations(state)
         yield Send(txn.end_lsn, Prepare(0, txn.lsn, txn.end_lsn, txn.time, xid, gid))
+
+
+def _within(sub: SubTxn | None, subs: set[int]) -> bool:
+    """Whether ``sub`` or a transaction above it is one of ``subs`` (their id())."""
+    while sub is not None:
+        if id(sub) in subs:
+            return True
+        sub = sub.parent
+    return False
