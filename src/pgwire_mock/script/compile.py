@@ -28,7 +28,6 @@ extends; the record sizes and the memory they count are in
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Final, cast
 
@@ -71,12 +70,12 @@ from pgwire_mock.script.sizes import (
     PREPARE_RECORD,
     RUNNING_XACTS_RECORD,
     SHUTDOWN_CHECKPOINT_RECORD,
-    invalidations_memory,
-    snapshot_memory,
+    distributed_changes,
 )
 from pgwire_mock.script.wal import (
     CRASHED,
     OPEN,
+    CatalogCommit,
     CompiledScript,
     OpenTxn,
     PublicationChange,
@@ -138,7 +137,7 @@ class Compiler(ChangeWriter):
         self.begun: list[OpenTxn] = []  # every begin()'s transaction, ended or not
         self.prepares: list[WTxn] = []  # CompiledScript.prepares
         self.publication_changes: list[PublicationChange] = []  # and its publication_changes
-        self.catalog_commits: list[int] = []  # the LSNs of commits that changed the catalog
+        self.catalog_commits: list[CatalogCommit] = []  # CompiledScript.catalog_commits
         self.publications = PublicationCatalog()  # at the end of WAL
 
     @classmethod
@@ -403,6 +402,7 @@ class Compiler(ChangeWriter):
             publication_changes=self.publication_changes,
             running=self.running,
             prepares=self.prepares,
+            catalog_commits=self.catalog_commits,
         )
 
     def publication_ddl(
@@ -424,40 +424,31 @@ class Compiler(ChangeWriter):
         self, wtxn: WTxn, publication_change: int | None = None, *, lsn: int | None = None
     ) -> None:
         """``wtxn`` committed (its record written; at ``lsn`` for COMMIT PREPARED): if it
-        changed the catalog, each other transaction in progress with a change written (a
-        base snapshot; not a prepared one) gets a new catalog snapshot and the commit's
-        invalidations among its changes (SnapBuildDistributeSnapshotAndInval), which
-        count against its memory and run where its decoding reaches them: those of
-        publication change ``publication_change``, or of the tables ALTER TABLE or
-        TRUNCATE changed."""
+        changed the catalog, each other transaction still open with a change written (a
+        base snapshot) gets a new catalog snapshot and the commit's invalidations among
+        its changes (SnapBuildDistributeSnapshotAndInval), which count against its
+        memory and run where its decoding reaches them: those of publication change
+        ``publication_change``, or of the tables ALTER TABLE or TRUNCATE changed. A
+        prepared one gets them only from a walsender that did not decode its PREPARE
+        (the encoder's)."""
         changes = wtxn.catalog_changes()
         if not changes:
             return
-        lsn = wtxn.lsn if lsn is None else lsn
-        self.catalog_commits.append(lsn)
         if publication_change is not None:
             messages = self.publication_changes[publication_change].messages
         else:
             messages = sum(c.invalidations for c in changes)
         tables = tuple(t for c in changes for t in c.tables)
+        commit = CatalogCommit(
+            wtxn.lsn if lsn is None else lsn, messages, tables, publication_change
+        )
+        self.catalog_commits.append(commit)
+        index = len(self.catalog_commits) - 1
         for running in self.running:
-            if running.kind != OPEN:
-                continue
-            committed = len(self.catalog_commits) - bisect_right(
-                self.catalog_commits, running.first_lsn
-            )
-            snapshot = snapshot_memory(self.pg_version, committed)
-            running.items.append(WChange("snapshot", lsn, running.top, snapshot))
-            running.items.append(
-                WChange(
-                    "invalidation",
-                    lsn,
-                    running.top,
-                    invalidations_memory(messages),
-                    tables=tables,
-                    publication_change=publication_change,
+            if running.kind == OPEN and running.items:
+                running.items.extend(
+                    distributed_changes(self.pg_version, self.catalog_commits, index, running)
                 )
-            )
 
     def _wait_for_locks(
         self, items: list[WChange | WSubAbort], own: WTxn | None, where: str

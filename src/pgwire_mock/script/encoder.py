@@ -64,6 +64,7 @@ from pgwire_mock.script.model import Sleep as ScriptSleep
 from pgwire_mock.script.options import StreamOptions
 from pgwire_mock.script.output_plugin import OutputPlugin
 from pgwire_mock.script.reorder import ReorderBuffer, TxnState
+from pgwire_mock.script.sizes import distributed_changes
 from pgwire_mock.script.wal import (
     CRASHED,
     OPEN,
@@ -150,6 +151,7 @@ class _Session:
         self.next_item: dict[int, int] = {}
         self.running_read = 0  # CompiledScript.running[:running_read] are read whole
         self.horizon = _NO_HORIZON
+        self.distributed = 0  # CompiledScript.catalog_commits[:distributed] are read
 
     def forget(self, txn: WTxn) -> None:
         # A skipped transaction's invalidations still run (ReorderBufferForget).
@@ -185,6 +187,8 @@ class _Session:
             i += 1
             if compiled.running:
                 yield from self.read_running(item.start if isinstance(item, WMessage) else item.lsn)
+            if isinstance(item, WTxn | WFinishPrepared):
+                yield from self.distribute(item)
             if isinstance(item, WTxn):
                 begun = self.reading.pop(id(item), None)  # a running one read so far
                 yield from self.with_warning(self.txn(item) if begun is None else begun)
@@ -199,6 +203,26 @@ class _Session:
                     yield Sleep(float(step.seconds), item.lsn)
                 elif isinstance(step, ScriptFault):
                     yield Fault(step.name, dict(step.params), item.lsn)
+
+    def distribute(self, item: WTxn | WFinishPrepared) -> Iterator[StreamEvent]:
+        """The catalog commits up to ``item``'s record, read before it is decoded
+        (DecodeCommit's SnapBuildCommitTxn): each queues a snapshot and invalidations in
+        the transactions prepared that this walsender holds without having decoded
+        their PREPARE (no two-phase decoding: only a decoded or skipped PREPARE marks
+        one prepared in the reorder buffer). The compiler queued them in the open ones."""
+        commits = self.compiled.catalog_commits
+        while self.distributed < len(commits) and commits[self.distributed].lsn <= item.lsn:
+            index = self.distributed
+            self.distributed += 1
+            if self.two_phase:
+                continue
+            for key, state in list(self.deferred.items()):
+                txn, _ = self.buffer.queued[key]
+                if txn is item or (isinstance(item, WFinishPrepared) and txn is item.txn):
+                    continue
+                streamable = self.can_stream and txn.stream != "never"
+                for change in distributed_changes(self.version, commits, index, txn):
+                    yield from self.buffer.queue_change(txn, state, change, streamable)
 
     def with_warning(self, events: Iterator[StreamEvent | None]) -> Iterator[StreamEvent]:
         """A transaction's events, to its end, with 18's warning about skipped

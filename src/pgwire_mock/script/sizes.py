@@ -19,7 +19,7 @@ from typing import Final
 
 from codec.pgoutput import UNCHANGED_TOAST
 from pgwire_mock.script.types import ColumnType, encode_value
-from pgwire_mock.script.wal import CColumn, Row, TableVersion
+from pgwire_mock.script.wal import CatalogCommit, CColumn, Row, TableVersion, WChange, WTxn
 
 __all__ = [
     "ABORT_RECORD",
@@ -89,6 +89,26 @@ def snapshot_memory(version: int, committed: int) -> int:
 
 def invalidations_memory(messages: int) -> int:
     return CHANGE_STRUCT + INVALIDATION_MESSAGE * messages
+
+
+def distributed_changes(
+    version: int, commits: Sequence[CatalogCommit], index: int, txn: WTxn
+) -> tuple[WChange, WChange]:
+    """The snapshot and the invalidations that ``commits[index]`` queues in ``txn``
+    (SnapBuildDistributeSnapshotAndInval); the snapshot lists every catalog commit since
+    ``txn`` began."""
+    commit = commits[index]
+    committed = sum(1 for c in commits[: index + 1] if c.lsn > txn.first_lsn)
+    snapshot = WChange("snapshot", commit.lsn, txn.top, snapshot_memory(version, committed))
+    invalidation = WChange(
+        "invalidation",
+        commit.lsn,
+        txn.top,
+        invalidations_memory(commit.messages),
+        tables=commit.tables,
+        publication_change=commit.publication_change,
+    )
+    return snapshot, invalidation
 
 
 def alter_table_invalidations(

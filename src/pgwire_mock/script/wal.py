@@ -198,6 +198,20 @@ class WChange:
     invalidations: int = 0
 
 
+@dataclass(frozen=True)
+class CatalogCommit:
+    """A commit that changed the catalog, at ``lsn`` (its commit record, or COMMIT
+    PREPARED's): what SnapBuildDistributeSnapshotAndInval queues in each other
+    transaction in progress with a change written, as a new snapshot and its
+    invalidations: ``messages`` of them, those of publication change
+    ``publication_change``, or else of ``tables``' relcache entries."""
+
+    lsn: int
+    messages: int
+    tables: tuple[TableVersion, ...] = ()
+    publication_change: int | None = None
+
+
 @dataclass(eq=False)
 class WSubAbort:
     """The abort record of a subtransaction (ROLLBACK TO SAVEPOINT): ``subs`` are the
@@ -430,6 +444,8 @@ class CompiledScript:
     """The transactions ended by PREPARE TRANSACTION, in WAL order."""
     snapshots: list[RunningXacts] = field(default_factory=list)
     """The running-xacts records written, in WAL order (they decode to nothing)."""
+    catalog_commits: list[CatalogCommit] = field(default_factory=list)
+    """The commits that changed the catalog, in WAL order."""
 
     def written_end(self) -> int:
         """Where the written WAL ends: a live WAL's wait_for step holds back what
