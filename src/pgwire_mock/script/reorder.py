@@ -38,11 +38,11 @@ from pgwire_mock.script.output_plugin import OutputPlugin
 from pgwire_mock.script.wal import (
     CRASHED,
     CompiledScript,
-    SubTxn,
     WChange,
     WFinishPrepared,
     WSubAbort,
     WTxn,
+    within,
     xid_of,
 )
 
@@ -203,7 +203,7 @@ class ReorderBuffer:
         }
         if not aborted:
             return None
-        return self.first_lookup(state.pending, lambda change: _within(change.sub, aborted))
+        return self.first_lookup(state.pending, lambda change: within(change.sub, aborted))
 
     def spill_largest(self, change: WChange) -> None:
         """18's ReorderBufferLargestTXN: the largest (sub)transaction in memory goes to
@@ -445,12 +445,3 @@ class ReorderBuffer:
                 yield Send(wal, message)
         self.flush_invalidations(state)
         yield Send(txn.end_lsn, Prepare(0, txn.lsn, txn.end_lsn, txn.time, xid, gid))
-
-
-def _within(sub: SubTxn | None, subs: set[int]) -> bool:
-    """Whether ``sub`` or a transaction above it is one of ``subs`` (their id())."""
-    while sub is not None:
-        if id(sub) in subs:
-            return True
-        sub = sub.parent
-    return False

@@ -283,7 +283,7 @@ class WTxn:
             for i in self.items
             if isinstance(i, WChange)
             and i.kind in ("ddl", "truncate")
-            and not _rolled_back(i.sub, aborted)
+            and not within(i.sub, aborted)
         ]
 
     def rolled_back(self) -> set[int]:
@@ -309,7 +309,7 @@ def add_locks(
     """Add to ``locks`` those the changes among ``items`` take (as WTxn.locks), except
     in the (sub)transactions ``aborted`` (their id())."""
     for item in items:
-        if not isinstance(item, WChange) or _rolled_back(item.sub, aborted):
+        if not isinstance(item, WChange) or within(item.sub, aborted):
             continue
         exclusive = item.kind in ("truncate", "ddl")
         tables = item.tables if exclusive else (item.table,) if item.table else ()
@@ -317,9 +317,10 @@ def add_locks(
             locks[table.name] = locks.get(table.name, False) or exclusive
 
 
-def _rolled_back(sub: SubTxn | None, aborted: set[int]) -> bool:
+def within(sub: SubTxn | None, subs: set[int]) -> bool:
+    """Whether ``sub`` or a transaction above it is one of ``subs`` (their id())."""
     while sub is not None:
-        if id(sub) in aborted:
+        if id(sub) in subs:
             return True
         sub = sub.parent
     return False
