@@ -9,6 +9,9 @@ import pytest
 
 from codec.pgoutput import Decoder, PgOutputMessage, Relation
 from pgwire_mock.script import (
+    AlterPublication,
+    CreatePublication,
+    Publication,
     Script,
     ScriptError,
     Send,
@@ -95,6 +98,26 @@ def test_row_changes_of_two_transactions_do_not_wait_for_each_other() -> None:
     s = script().begin("t").write("t", [insert(A, id=1, v="x")])
     s.transaction([insert(A, id=2, v="y")]).write("t", [insert(A, id=3, v="z")]).end("t")
     assert named(sent(s)).count("Insert 3") == 1
+
+
+def test_a_publication_command_waits_for_a_transaction_that_truncated_its_table() -> None:
+    # ALTER PUBLICATION ... ADD / SET TABLE and CREATE PUBLICATION ... FOR TABLE take
+    # SHARE UPDATE EXCLUSIVE on each table they name: only ACCESS EXCLUSIVE held blocks.
+    for step in (
+        AlterPublication("pub", "drop", (B,)),
+        AlterPublication("pub", "set", (A,)),  # removes b
+        CreatePublication(Publication("other", (B,))),
+    ):
+        refused = script().begin("t").write("t", [truncate(B)])
+        refused.steps.append(step)
+        with pytest.raises(ScriptError, match=r"public.b is locked by open transaction 't'"):
+            compile_script(refused)
+        writing = script().begin("t").write("t", [insert(B, id=1, v="x")])
+        writing.steps.append(step)
+        compile_script(writing)  # ROW EXCLUSIVE does not conflict
+    options_only = script().begin("t").write("t", [truncate(B)])
+    options_only.steps.append(AlterPublication("pub", "publish", publish=("insert",)))
+    compile_script(options_only)  # no table named, no table lock
 
 
 # --- what the commit queues in the transactions in progress -----------------------------

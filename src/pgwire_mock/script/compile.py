@@ -28,7 +28,7 @@ extends; the record sizes and the memory they count are in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, cast
 
 from pgwire_mock.script.changes import ChangeWriter, count_subxacts, parse_timestamptz
@@ -88,7 +88,7 @@ from pgwire_mock.script.wal import (
     WMessage,
     WSubAbort,
     WTxn,
-    add_locks,
+    change_locks,
 )
 from pgwire_mock.server.faults import Fault as ServerFault
 from pgwire_mock.server.faults import FaultError
@@ -221,7 +221,7 @@ class Compiler(ChangeWriter):
                     # and the compiler keeps one version of each table for all.
                     raise ScriptError("alter_table is not supported in an open transaction", here)
                 self.change(change, txn.stack, wtxn.items, here)
-            self._wait_for_locks(wtxn.items[count:], wtxn, where or wtxn.where)
+            self._wait_for_locks(change_locks(wtxn.items[count:]), wtxn, where or wtxn.where)
         except ScriptError as err:
             subs = {id(s): s for s in (*stack, *txn.stack)}
             subs.update((id(c.sub), c.sub) for c in wtxn.items[count:] if isinstance(c, WChange))
@@ -412,6 +412,15 @@ class Compiler(ChangeWriter):
         records, a commit; 14 decodes it as an empty transaction), and the change of the
         catalog at its commit (CompiledScript.publication_changes)."""
         change = self.publications.change(step, self.tables, self.pg_version, where)
+        # OpenTableList: SHARE UPDATE EXCLUSIVE on each table named, and on those SET
+        # removes.
+        if isinstance(step, CreatePublication):
+            locked = change.listed or frozenset()
+        elif isinstance(step, AlterPublication) and step.action != "publish":
+            locked = frozenset(step.tables) | (change.invalidated or frozenset())
+        else:
+            locked = frozenset()
+        self._wait_for_locks(dict.fromkeys(sorted(locked), False), None, where)
         index = len(self.publication_changes)
         self.publication_changes.append(change)  # its LSN once committed
         changes = cast("tuple[Change, ...]", (step,))
@@ -450,16 +459,15 @@ class Compiler(ChangeWriter):
                     distributed_changes(self.pg_version, self.catalog_commits, index, running)
                 )
 
-    def _wait_for_locks(
-        self, items: list[WChange | WSubAbort], own: WTxn | None, where: str
-    ) -> None:
-        """The lock manager: a row change takes ROW EXCLUSIVE on its table, TRUNCATE and
-        ALTER TABLE take ACCESS EXCLUSIVE, which conflicts with any other lock, and a
-        transaction holds them until it ends (a prepared one until COMMIT or ROLLBACK
-        PREPARED). PostgreSQL would wait for the holder here; a script cannot, so a
-        change that would wait is refused."""
-        needed: dict[str, bool] = {}
-        add_locks(needed, items, set())
+    def _wait_for_locks(self, needed: Mapping[str, bool], own: WTxn | None, where: str) -> None:
+        """The lock manager, for the table locks ``needed`` (name → ACCESS EXCLUSIVE, or
+        a weaker lock): a row change takes ROW EXCLUSIVE on its table, TRUNCATE and ALTER
+        TABLE take ACCESS EXCLUSIVE, which conflicts with any other lock, a publication
+        command SHARE UPDATE EXCLUSIVE on the tables it lists, and a transaction holds
+        them until it ends (a prepared one until COMMIT or ROLLBACK PREPARED). The weaker
+        ones conflict here only with ACCESS EXCLUSIVE (a publication command runs in a
+        transaction of its own, which holds nothing after it). PostgreSQL would wait
+        for the holder; a script cannot, so a step that would wait is refused."""
         if not needed:
             return
         holders = [t for t in self.running if t.kind == OPEN and t is not own]
@@ -577,7 +585,7 @@ class Compiler(ChangeWriter):
         for i, change in enumerate(txn.changes):
             here = f"{cwhere}[{i}]" if not ddl_step else where
             self.change(change, stack, items, here)
-        self._wait_for_locks(items, None, where)
+        self._wait_for_locks(change_locks(items), None, where)
         if top.xid is None and txn.prepare is not None:
             self.assign(top)
         if top.xid is None:

@@ -33,6 +33,7 @@ __all__ = [
     "WTxn",
     "WalItem",
     "add_locks",
+    "change_locks",
     "encode_row",
     "xid_of",
 ]
@@ -301,6 +302,13 @@ class WTxn:
         add_locks(self._locks, new, self._aborted)
         self._locks_read = len(self.items)
         return self._locks
+
+
+def change_locks(items: Sequence[WChange | WSubAbort]) -> dict[str, bool]:
+    """The table locks the changes among ``items`` take (as :func:`add_locks`)."""
+    locks: dict[str, bool] = {}
+    add_locks(locks, items, set())
+    return locks
 
 
 def add_locks(
