@@ -41,6 +41,7 @@ from pgwire_mock.script import (
     Script,
     ScriptError,
     StreamOptions,
+    alter_table,
     column,
     compile_script,
     delete,
@@ -663,6 +664,65 @@ _ROW_FILTER = Case(
 )
 
 
+def _alter_rolled_back_script(major: int, oids: dict[str, int]) -> Script:
+    t = "public.pgwm_sv_alt"
+    return (
+        _base(major)
+        .table(t, columns=[column("id", "int4", key=True), column("v", "text")])
+        .publication(_PUB, tables=[t])
+        .transaction([insert(t, id=1, v="before")])
+        .transaction(
+            [
+                savepoint("s"),
+                alter_table(t, add=[column("c", "int4")]),
+                insert(t, id=2, v="in s", c=7),
+                rollback_to_savepoint("s"),
+                insert(t, id=3, v="after"),
+            ]
+        )
+        .transaction([insert(t, id=4, v="next")])
+        .transaction(
+            [
+                savepoint("s"),
+                alter_table(t, add=[column("d", "int4")]),
+                release_savepoint("s"),
+                insert(t, id=5, v="kept", d=8),
+            ]
+        )
+        .transaction([insert(t, id=6, v="last", d=9)])
+        .transaction(
+            [savepoint("s"), truncate(t), rollback_to_savepoint("s"), insert(t, id=7, v="t")]
+        )
+        .transaction([insert(t, id=8, v="u")])
+    )
+
+
+# ALTER TABLE inside a savepoint: rolled back, the table is as before for the rest of
+# the transaction and after it, but its invalidations run at the transaction's end (the
+# next one gets the Relation again); released, the column stays. TRUNCATE the same.
+_ALTER_ROLLED_BACK = Case(
+    name="alter_rolled_back",
+    publish=("pgwm_sv_alt",),
+    setup=(f"CREATE TABLE pgwm_sv_alt (id int PRIMARY KEY, v text) {_NO_AUTOVACUUM}",),
+    steps=(
+        "INSERT INTO pgwm_sv_alt VALUES (1, 'before')",
+        "BEGIN; SAVEPOINT s; ALTER TABLE pgwm_sv_alt ADD COLUMN c int; "
+        "INSERT INTO pgwm_sv_alt VALUES (2, 'in s', 7); ROLLBACK TO SAVEPOINT s; "
+        "INSERT INTO pgwm_sv_alt VALUES (3, 'after'); COMMIT",
+        "INSERT INTO pgwm_sv_alt VALUES (4, 'next')",
+        "BEGIN; SAVEPOINT s; ALTER TABLE pgwm_sv_alt ADD COLUMN d int; RELEASE SAVEPOINT s; "
+        "INSERT INTO pgwm_sv_alt VALUES (5, 'kept', 8); COMMIT",
+        "INSERT INTO pgwm_sv_alt VALUES (6, 'last', 9)",
+        "BEGIN; SAVEPOINT s; TRUNCATE pgwm_sv_alt; ROLLBACK TO SAVEPOINT s; "
+        "INSERT INTO pgwm_sv_alt VALUES (7, 't'); COMMIT",
+        "INSERT INTO pgwm_sv_alt VALUES (8, 'u')",
+    ),
+    teardown=("DROP TABLE IF EXISTS pgwm_sv_alt",),
+    script=_alter_rolled_back_script,
+    option_sets=(V1, V2_STREAM, V4_PARALLEL),
+)
+
+
 CASES = (
     _TYPES,
     _CUSTOM,
@@ -675,6 +735,7 @@ CASES = (
     _EMPTY,
     _MESSAGES,
     _ROW_FILTER,
+    _ALTER_ROLLED_BACK,
 )
 
 

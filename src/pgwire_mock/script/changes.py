@@ -167,6 +167,7 @@ class ChangeWriter:
                 if done.xid is not None:
                     _, end = self.record(ABORT_RECORD + 4 * len(subs))
                     items.append(WSubAbort(end, subs, time))
+                self.restore_tables(subs)
             # ROLLBACK TO keeps the savepoint: a new subtransaction starts under it.
             stack.append(SubTxn(stack[-1], change.name))
         elif isinstance(change, AlterTable):
@@ -179,6 +180,14 @@ class ChangeWriter:
             items.append(WChange("ddl", lsn, sub, DDL_CHANGE_MEMORY))
         else:  # pragma: no cover
             raise ScriptError(f"unknown change {type(change).__name__}", where)
+
+    def restore_tables(self, subs: Sequence[SubTxn]) -> None:
+        """Rolled back: each table ``subs`` altered is as before the first of them."""
+        altered = sorted((a for sub in subs for a in sub.altered), key=lambda a: a[0])
+        for _, name, before in reversed(altered):  # the earliest last, so it stays
+            self.tables[name] = before
+        for sub in subs:
+            sub.altered.clear()
 
     def table(self, name: str, where: str) -> TableVersion:
         table = self.tables.get(name)
@@ -333,6 +342,7 @@ class ChangeWriter:
         if new.identity == "i" and not any(c.key for c in new.columns):
             raise ScriptError("REPLICA IDENTITY INDEX needs key columns", where)
         self.tables[table.name] = new
+        sub.altered.append((self.lsn, table.name, table))
         self.assign(sub)
         lsn, _ = self.record(DDL_RECORDS)
         dropped = [c for c in table.columns if c.name in change.drop_columns]

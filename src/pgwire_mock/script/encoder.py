@@ -346,6 +346,15 @@ class _Session:
             ):
                 yield from self.buffer.stream_block(txn, state)
             kept = [c for c in state.pending if id(c.sub) not in aborted]
+            # The catalog changes rolled back are not run, but their invalidations join
+            # the transaction's, which run when it is done (measured: the next
+            # transaction gets the table's Relation again).
+            state.invalidated.update(
+                t.oid
+                for c in state.pending
+                if id(c.sub) in aborted and c.kind in ("ddl", "truncate")
+                for t in c.tables
+            )
             in_memory = [c for c in state.pending[state.spilled :] if id(c) not in state.on_disk]
             state.memory -= sum(c.size for c in in_memory if id(c.sub) in aborted)
             state.spilled -= sum(1 for c in state.pending[: state.spilled] if id(c.sub) in aborted)

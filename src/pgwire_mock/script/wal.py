@@ -158,6 +158,9 @@ class SubTxn:
     name: str | None = None
     xid: int | None = None
     released: list[SubTxn] = field(default_factory=list)
+    # The tables it altered: where, which, and its version before (restored if it is
+    # rolled back).
+    altered: list[tuple[int, str, TableVersion]] = field(default_factory=list)
 
     @property
     def top(self) -> SubTxn:
