@@ -51,8 +51,9 @@ Step = tuple[Any, ...]
 ("rollback_to", which) | ("end", which, commit | rollback | prepare) |
 ("finish", commit | rollback) | ("read", acknowledge) | ("restart",) |
 ("catalog", one of CATALOG_COMMANDS) | ("commit_x",) | ("write_x", which): a row into the
-second table, committed or in an open transaction; ``which`` is the index of an open
-transaction, oldest first."""
+second table, committed or in an open transaction | ("alter_x", which, name): an int
+column added to the second table in an open transaction (written stories only);
+``which`` is the index of an open transaction, oldest first."""
 
 #: Rows an open transaction writes at a time: the big one nears the memory limit.
 _WRITES: Final = (1, 2, 300)
@@ -206,6 +207,8 @@ def run_random_story(
         elif kind == "write_x":
             opened[step[1]].write([("insert_x", next_key, "")])
             next_key += 1
+        elif kind == "alter_x":
+            opened[step[1]].write([("alter_x", 0, step[2])])
         elif kind == "read":
             markers += 1
             side.commit([("insert", _MARKERS + markers, "marker")])

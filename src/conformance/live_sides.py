@@ -171,6 +171,9 @@ def apply_rows(conn: Any, ident: Any, rows: Sequence[Row], second: Any = None) -
             conn.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(sql.Identifier(value)))
         elif kind == "insert_x":
             conn.execute(sql.SQL("INSERT INTO {} (id) VALUES (%s)").format(second), (key,))
+        elif kind == "alter_x":  # an int column named ``value``
+            alter = sql.SQL("ALTER TABLE {} ADD COLUMN {} int")
+            conn.execute(alter.format(second, sql.Identifier(value)))
         else:
             conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(ident), (key,))
 
@@ -267,6 +270,8 @@ def fake_story_server(
     started (``stop()`` it); and what turns rows into the script's changes."""
     from pgwire_mock.pytest_plugin import start_walsender  # noqa: PLC0415
     from pgwire_mock.script import (  # noqa: PLC0415
+        alter_table,
+        column,
         delete,
         insert,
         rollback_to_savepoint,
@@ -285,6 +290,7 @@ def fake_story_server(
         "savepoint": lambda _key, value: savepoint(value),
         "rollback_to": lambda _key, value: rollback_to_savepoint(value),
         "insert_x": lambda key, _value: insert(f"{name}_x", id=key),
+        "alter_x": lambda _key, value: alter_table(f"{name}_x", add=[column(value, "int4")]),
     }
 
     def changes(rows: Sequence[Row]) -> list[Any]:

@@ -32,7 +32,7 @@ __all__ = [
 #: big enough to be streamed in blocks under a 64 kB logical_decoding_work_mem. Kinds:
 #: insert, update, delete, and in an open transaction savepoint and rollback_to (value:
 #: the savepoint's name); insert_x into the second table of a side made with
-#: ``second=True`` (its key only).
+#: ``second=True`` (its key only), and alter_x adding an int column named value to it.
 Row = tuple[str, int, str]
 TRANSACTIONS: tuple[tuple[Row, ...], ...] = (
     (("insert", 1, "one"), ("insert", 2, "two"), ("insert", 3, "three")),

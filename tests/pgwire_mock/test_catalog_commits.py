@@ -180,3 +180,32 @@ def test_a_column_added_in_a_rolled_back_savepoint_is_gone_after_it() -> None:
         "Begin", "Relation a", "Insert 4", "Commit",
     ]  # fmt: skip
     assert [len(m.new_tuple) for m in messages if hasattr(m, "new_tuple")] == [2, 2, 2]
+
+
+# --- ALTER TABLE inside an open transaction ---------------------------------------------------
+
+
+def test_a_column_added_in_an_open_transaction_is_its_own_until_it_ends() -> None:
+    s = script().begin("t").write("t", [alter_table(B, add=[column("c", "int4")])])
+    s.write("t", [insert(B, id=1, v="x", c=5)])
+    refused = script().begin("t").write("t", [alter_table(B, add=[column("c", "int4")])])
+    refused.transaction([insert(B, id=2, v="y")])
+    with pytest.raises(ScriptError, match=r"public.b is locked by open transaction 't'"):
+        compile_script(refused)
+    s.end("t").transaction([insert(B, id=2, v="y", c=6)])
+    tuples = [m.new_tuple for m in sent(s) if hasattr(m, "new_tuple")]
+    assert tuples == [("1", "x", "5"), ("2", "y", "6")]
+
+
+def test_a_rollback_restores_the_table_an_open_or_prepared_transaction_altered() -> None:
+    for end in ("rollback", "rollback_prepared"):
+        s = script().begin("t").write("t", [alter_table(B, add=[column("c", "int4")])])
+        if end == "rollback":
+            s.end("t", rollback=True)
+        else:
+            s.end("t", prepare="g").rollback_prepared("g")
+        s.transaction([insert(B, id=1, v="x")])
+        relations = [[c.name for c in m.columns] for m in sent(s) if isinstance(m, Relation)]
+        assert relations == [["id", "v"]], end
+        with pytest.raises(ScriptError, match="no column 'c'"):
+            compile_script(s.transaction([insert(B, id=2, v="y", c=1)]))

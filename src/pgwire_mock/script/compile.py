@@ -210,16 +210,16 @@ class Compiler(ChangeWriter):
             raise ScriptError("the transaction has ended", wtxn.where)
         start, next_xid, clock, count = self.lsn, self.next_xid, self.clock, len(wtxn.items)
         stack, released = list(txn.stack), [len(s.released) for s in txn.stack]
+        # An ALTER TABLE changes the one version of the table every step sees: its lock
+        # keeps other transactions off it until this one ends (_wait_for_locks), and a
+        # rollback restores it (restore_tables).
+        tables = dict(self.tables)
         try:
             for i, change in enumerate(changes):
                 if where is None:
                     here = f"{wtxn.where}.changes[{txn.written + i}]"
                 else:
                     here = f"{where}.changes[{i}]"
-                if isinstance(change, AlterTable):
-                    # Its lock would make every other writer of the table wait for it,
-                    # and the compiler keeps one version of each table for all.
-                    raise ScriptError("alter_table is not supported in an open transaction", here)
                 self.change(change, txn.stack, wtxn.items, here)
             self._wait_for_locks(change_locks(wtxn.items[count:]), wtxn, where or wtxn.where)
         except ScriptError as err:
@@ -230,7 +230,10 @@ class Compiler(ChangeWriter):
                     sub.xid = None
             for sub, n in zip(stack, released, strict=True):
                 del sub.released[n:]
+            for sub in subs.values():
+                sub.altered[:] = [a for a in sub.altered if a[0] < start]
             txn.stack[:] = stack
+            self.tables = tables
             del wtxn.items[count:]
             self.lsn, self.next_xid, self.clock = start, next_xid, clock
             raise err.located(self.script.source) from err.__cause__
@@ -274,6 +277,8 @@ class Compiler(ChangeWriter):
             self.end(wtxn, kind, commit_time)
             if kind == "commit":
                 self.catalog_commit(wtxn)
+            elif kind == "abort":
+                self.undo_alters(wtxn)
         except ScriptError as err:
             self.lsn, self.next_xid, self.clock, count = saved
             del self.wal[count:]
@@ -291,7 +296,16 @@ class Compiler(ChangeWriter):
     def crash_open(self) -> int:
         """The server crashed: every transaction still open stays as it was written, with
         no end record ever (:data:`CRASHED`); returns how many there were."""
-        return self._end_open(lambda txn: setattr(txn.wtxn, "kind", CRASHED))
+        return self._end_open(self._crash)
+
+    def _crash(self, txn: OpenTxn) -> None:
+        txn.wtxn.kind = CRASHED
+        self.undo_alters(txn.wtxn)
+
+    def undo_alters(self, wtxn: WTxn) -> None:
+        """``wtxn`` rolled back (or never to end): the tables it altered are as before."""
+        subs = {id(c.sub): c.sub for c in wtxn.items if isinstance(c, WChange)}
+        self.restore_tables(list(subs.values()))
 
     def _end_open(self, end: Callable[[OpenTxn], object]) -> int:
         """``end`` each transaction still open (begun or named by a script step)."""
@@ -512,6 +526,8 @@ class Compiler(ChangeWriter):
             txn.finished_at = start
             if isinstance(step, CommitPrepared):
                 self.catalog_commit(txn, lsn=start)
+            else:
+                self.undo_alters(txn)
         elif isinstance(step, LogicalMessage):
             size = MESSAGE_RECORD + len(step.prefix.encode()) + 1 + len(step.content)
             start, end = self.record(size)
