@@ -1,14 +1,15 @@
-"""How much of logical_decoding_work_mem the catalog snapshot and invalidations that
-ALTER TABLE and TRUNCATE queue in a running transaction take, found where a streamed
+"""How much of logical_decoding_work_mem the catalog snapshot and invalidations that ALTER
+TABLE and TRUNCATE queue in a running transaction take, found where a streamed
 transaction's first block ends, on real PostgreSQL and on the fake.
 
 A transaction T writes one row of ``length`` bytes into the story's table, another
 session commits the command (of another table: T holds no lock on it), and T writes 600
-small rows and commits. Streamed with 64 kB, the first block ends at the row that
-crosses the limit: each byte of the first row moves it, and so does each 16-byte
-invalidation message the command queued in T. :func:`first_block_end` gives that row's
-key; :func:`boundary` finds, on the real server, the length at which it moves back a
-row, where a wrong count of messages shows.
+small rows and commits. With ``own``, T runs the command itself, and what its records
+take in T (sizes.alter_table_memory, truncate_memory) moves the block instead. Streamed
+with 64 kB, the first block ends at the row that crosses the limit: each byte of the
+first row moves it, and so does each 16-byte invalidation message the command queued in
+T. :func:`first_block_end` gives that row's key; :func:`boundary` finds, on the real
+server, the length at which it moves back a row, where a wrong count of messages shows.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ COMMANDS: Final[dict[str, tuple[str, tuple[Any, ...]]]] = {
 _ROWS: Final = range(3000, 3600)
 
 
-def real_first_block_end(server: Any, command: str, length: int) -> int | None:
+def real_first_block_end(
+    server: Any, command: str, length: int, *, own: bool = False
+) -> int | None:
     """On a real server (``conformance.provision.Server``): the key of the last row in
-    T's first streamed block (None if it was not streamed)."""
+    T's first streamed block (None if it was not streamed). With ``own``, T runs the
+    command itself: what its records take in T's memory shows instead."""
     import psycopg  # noqa: PLC0415 - a test-time dependency
 
     from pgwire_mock.client import ReplicationConnection  # noqa: PLC0415
@@ -53,7 +57,7 @@ def real_first_block_end(server: Any, command: str, length: int) -> int | None:
         replication.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput")
         txn.execute("BEGIN")
         txn.execute(f"INSERT INTO {t} VALUES (1, %s)", ("x" * length,))
-        conn.execute(COMMANDS[command][0].format(t=t))
+        (txn if own else conn).execute(COMMANDS[command][0].format(t=t))
         txn.execute(
             f"INSERT INTO {t} SELECT g, 'v' FROM generate_series(%s::int, %s::int) g",
             (_ROWS[0], _ROWS[-1]),
@@ -77,12 +81,13 @@ def real_first_block_end(server: Any, command: str, length: int) -> int | None:
     return end
 
 
-def fake_first_block_end(major: int, command: str, length: int) -> int | None:
+def fake_first_block_end(major: int, command: str, length: int, *, own: bool = False) -> int | None:
     """The same on the fake emulating ``major``."""
     from pgwire_mock.script import (  # noqa: PLC0415
         Script,
         Send,
         StreamOptions,
+        alter_table,
         column,
         encode_stream,
         insert,
@@ -96,12 +101,17 @@ def fake_first_block_end(major: int, command: str, length: int) -> int | None:
     script.publication("p", tables=["public.t"]).slot("s")
     script.begin("T").write("T", [insert("public.t", id=1, v="x" * length)])
     kind, table, *change = COMMANDS[command][1]
+    step: Any
     if kind == "truncate":
-        script.transaction([truncate(f"public.t_{table}")])
+        step = truncate(f"public.t_{table}")
     else:
         added, dropped = change
         add = [column(*added)] if added else []
-        script.alter_table(f"public.t_{table}", add=add, drop=dropped)
+        step = alter_table(f"public.t_{table}", add=add, drop=dropped)
+    if own:
+        script.write("T", [step])
+    else:
+        script.transaction([step])
     script.write("T", [insert("public.t", id=k, v="v") for k in _ROWS]).end("T")
     options = StreamOptions(proto_version=2, publication_names=("p",), streaming="on")
     decoder = po.Decoder()

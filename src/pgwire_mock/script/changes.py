@@ -50,10 +50,12 @@ from pgwire_mock.script.sizes import (
     MESSAGE_RECORD,
     TRUNCATE_RECORD,
     alter_table_invalidations,
+    alter_table_memory,
     change_memory,
     maxalign,
     needs_toast_table,
     truncate_invalidations,
+    truncate_memory,
     tuple_size,
 )
 from pgwire_mock.script.types import TypeCatalog, ValueProblem, convert
@@ -127,7 +129,7 @@ class ChangeWriter:
             options = (1 if change.cascade else 0) | (2 if change.restart_identity else 0)
             self.assign(sub)
             lsn, _ = self.record(TRUNCATE_RECORD + 4 * len(tables))
-            memory = CHANGE_STRUCT + 4 * len(tables)
+            memory = truncate_memory(tables)
             invalidations = truncate_invalidations(tables)
             items.append(
                 WChange(
@@ -349,7 +351,13 @@ class ChangeWriter:
         invalidations = alter_table_invalidations(table, added, dropped, toast)
         items.append(
             WChange(
-                "ddl", lsn, sub, DDL_CHANGE_MEMORY, new, tables=(new,), invalidations=invalidations
+                "ddl",
+                lsn,
+                sub,
+                alter_table_memory(invalidations, toast and not table.toast),
+                new,
+                tables=(new,),
+                invalidations=invalidations,
             )
         )
 

@@ -39,6 +39,7 @@ __all__ = [
     "SHUTDOWN_CHECKPOINT_RECORD",
     "TRUNCATE_RECORD",
     "alter_table_invalidations",
+    "alter_table_memory",
     "change_memory",
     "invalidations_memory",
     "maxalign",
@@ -46,6 +47,7 @@ __all__ = [
     "publication_invalidations",
     "snapshot_memory",
     "truncate_invalidations",
+    "truncate_memory",
     "tuple_size",
     "type_length",
 ]
@@ -132,6 +134,38 @@ def truncate_invalidations(tables: Sequence[TableVersion]) -> int:
     no index but the primary key's.)"""
     return sum(
         3 + (5 if any(c.key for c in t.columns) else 0) + (8 if t.toast else 0) for t in tables
+    )
+
+
+# What ALTER TABLE and TRUNCATE queue in their own transaction (its catalog tuples'
+# command ids and its invalidation records), measured where a streamed transaction's
+# first block ends, the same on 14, 16 and 18: 96 bytes for each invalidation message
+# its commit carries, and for TRUNCATE 80 more for each table and TOAST table on top of
+# its Truncate change; a TOAST table created by ADD COLUMN takes 2576 (for 41 messages).
+OWN_MEMORY_PER_MESSAGE: Final = CHANGE_STRUCT + INVALIDATION_MESSAGE
+TOAST_CREATION_MEMORY: Final = 2576
+TOAST_CREATION_MESSAGES: Final = 41
+
+
+def alter_table_memory(invalidations: int, toast_created: bool) -> int:
+    """ALTER TABLE's own memory in its transaction, for ``invalidations`` messages
+    (alter_table_invalidations) of which a TOAST table's creation may be part."""
+    if toast_created:
+        return (
+            OWN_MEMORY_PER_MESSAGE * (invalidations - TOAST_CREATION_MESSAGES)
+            + TOAST_CREATION_MEMORY
+        )
+    return OWN_MEMORY_PER_MESSAGE * invalidations
+
+
+def truncate_memory(tables: Sequence[TableVersion]) -> int:
+    """TRUNCATE's own memory in its transaction: its Truncate change and the rest."""
+    relations = sum(1 + t.toast for t in tables)
+    return (
+        CHANGE_STRUCT
+        + 4 * len(tables)
+        + OWN_MEMORY_PER_MESSAGE * truncate_invalidations(tables)
+        + CHANGE_STRUCT * relations
     )
 
 
