@@ -63,13 +63,17 @@ _MARKERS: Final = 1_000_000
 _SETTLE: Final = 0.3
 
 
-def random_story(seed: int, *, prepare: bool = True, catalog: bool = False) -> tuple[Step, ...]:
+def random_story(
+    seed: int, *, prepare: bool = True, catalog: bool = False, ddl: bool = False
+) -> tuple[Step, ...]:
     """The story of ``seed``: drawn again until it holds a restart, a big write into an
     open transaction and a savepoint rolled back, with ``prepare`` a prepared
     transaction, and with ``catalog`` a catalog command while a transaction is open (the
-    sides need ``second=True``)."""
+    sides need ``second=True``); with ``ddl`` as well, open transactions may add columns
+    to the second table (``alter_x``; by hand: the seeds of the others stay as they
+    were)."""
     for attempt in count():
-        steps = _draw(random.Random(f"{seed}/{attempt}"), prepare, catalog)
+        steps = _draw(random.Random(f"{seed}/{attempt}"), prepare, catalog, ddl)
         if (
             ("restart",) in steps
             and any(s[0] == "write" and s[2] == max(_WRITES) for s in steps)
@@ -90,27 +94,46 @@ def _catalog_while_open(steps: tuple[Step, ...]) -> bool:
     return False
 
 
-def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
+def _draw(rnd: random.Random, prepare: bool, catalog: bool, ddl: bool) -> tuple[Step, ...]:
     steps: list[Step] = [("commit", 1, 0.0)]
     open_count = 0
     saved: list[bool] = []  # per open transaction: a savepoint was set
     wrote_x: list[bool] = []  # per open transaction: it holds a lock on the second table
-    prepared = prepared_x = published = False
+    altered_x: list[bool] = []  # per open transaction: it holds ACCESS EXCLUSIVE on it
+    prepared = prepared_x = prepared_altered = published = False
+    columns = 0
     for _ in range(rnd.randint(10, 18)):
         if catalog and rnd.random() < 0.25:
-            # TRUNCATE and ADD COLUMN would wait for a transaction that wrote the table.
+            # TRUNCATE and ADD COLUMN would wait for a transaction that wrote the table;
+            # anything on it would wait for one that altered it.
             locked = any(wrote_x) or prepared_x
-            choices: list[Step] = [
-                ("commit_x",),
-                ("catalog", "unpublish" if published else "publish"),
+            exclusive = any(altered_x) or prepared_altered
+            choices: list[Step] = []
+            if not exclusive:
+                choices += [("commit_x",), ("catalog", "unpublish" if published else "publish")]
+            choices += [
+                ("write_x", which)
+                for which in range(open_count)
+                if not exclusive or altered_x[which]
             ]
-            choices += [("write_x", which) for which in range(open_count)]
             choices += [] if locked else [("catalog", c) for c in CATALOG_COMMANDS[:3]] * 2
+            if ddl:
+                choices += [
+                    ("alter_x", which, f"a{columns}")
+                    for which in range(open_count)
+                    if not prepared_x
+                    and not any(wrote_x[j] for j in range(open_count) if j != which)
+                ] * 2
+            if not choices:
+                continue
             step = rnd.choice(choices)
             steps.append(step)
             published ^= step[-1] in ("publish", "unpublish")
-            if step[0] == "write_x":
+            if step[0] in ("write_x", "alter_x"):
                 wrote_x[step[1]] = True
+            if step[0] == "alter_x":
+                altered_x[step[1]] = True
+                columns += 1
             continue
         roll = rnd.random()
         if roll < 0.15:
@@ -120,6 +143,7 @@ def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
             open_count += 1
             saved.append(False)
             wrote_x.append(False)
+            altered_x.append(False)
         elif roll < 0.5 and open_count:
             steps.append(("write", rnd.randrange(open_count), rnd.choice(_WRITES)))
         elif roll < 0.55 and open_count:
@@ -138,11 +162,12 @@ def _draw(rnd: random.Random, prepare: bool, catalog: bool) -> tuple[Step, ...]:
             open_count -= 1
             del saved[which]
             prepared_x = prepared_x or (end == "prepare" and wrote_x[which])
-            del wrote_x[which]
+            prepared_altered = prepared_altered or (end == "prepare" and altered_x[which])
+            del wrote_x[which], altered_x[which]
             prepared = prepared or end == "prepare"
         elif roll < 0.75 and prepared:
             steps.append(("finish", rnd.choice(["commit", "rollback"])))
-            prepared = prepared_x = False
+            prepared = prepared_x = prepared_altered = False
         elif roll < 0.9:
             steps.append(("read", rnd.random() < 0.5))
         else:
