@@ -195,15 +195,22 @@ class ReorderBuffer:
     def aborted_sub_lookup(self, txn: WTxn, state: TxnState, lsn: int) -> int | None:
         """The index in ``state.pending`` of the first change of a subtransaction CLOG
         shows aborted at ``lsn`` that needs a catalog access; None if none."""
-        aborted = {
+        aborted = self.aborted_subs(txn, state, lsn)
+        if not aborted:
+            return None
+        return self.first_lookup(state.pending, lambda change: within(change.sub, aborted))
+
+    @staticmethod
+    def aborted_subs(txn: WTxn, state: TxnState, lsn: int) -> set[int]:
+        """The id() of ``txn``'s subtransactions CLOG shows aborted when the walsender
+        is at ``lsn``: all those rolled back, or while it runs only those whose abort
+        record is written by then."""
+        return {
             id(s)
             for i in txn.items
             if isinstance(i, WSubAbort) and not (state.live and i.end_lsn > lsn)
             for s in i.subs
         }
-        if not aborted:
-            return None
-        return self.first_lookup(state.pending, lambda change: within(change.sub, aborted))
 
     def spill_largest(self, change: WChange) -> None:
         """18's ReorderBufferLargestTXN: the largest (sub)transaction in memory goes to
@@ -219,13 +226,9 @@ class ReorderBuffer:
         key = max(sizes, key=sizes.__getitem__)
         txn, state = owners[key[0]]
         largest = key[1]
-        aborted_subs = {
-            id(s)
-            for i in txn.items
-            if isinstance(i, WSubAbort) and not (state.live and i.end_lsn > change.lsn)
-            for s in i.subs
-        }
-        if self.aborted_after_the_fact(txn, state) or largest in aborted_subs:
+        if self.aborted_after_the_fact(txn, state) or largest in self.aborted_subs(
+            txn, state, change.lsn
+        ):
             self.truncate(txn, state, None if largest == id(txn.top) else largest)
         else:
             state.on_disk.update(id(c) for c in state.pending if id(c.sub) == largest)

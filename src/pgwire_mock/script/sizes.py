@@ -14,6 +14,7 @@ numbers, not its rules: both the compiler and the change writer
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Final
 
@@ -100,7 +101,7 @@ def distributed_changes(
     (SnapBuildDistributeSnapshotAndInval); the snapshot lists every catalog commit since
     ``txn`` began."""
     commit = commits[index]
-    committed = sum(1 for c in commits[: index + 1] if c.lsn > txn.first_lsn)
+    committed = index + 1 - bisect_right(commits, txn.first_lsn, hi=index + 1, key=_lsn)
     snapshot = WChange("snapshot", commit.lsn, txn.top, snapshot_memory(version, committed))
     invalidation = WChange(
         "invalidation",
@@ -111,6 +112,10 @@ def distributed_changes(
         publication_change=commit.publication_change,
     )
     return snapshot, invalidation
+
+
+def _lsn(commit: CatalogCommit) -> int:
+    return commit.lsn
 
 
 def alter_table_invalidations(
